@@ -1,0 +1,96 @@
+// Package lua holds sluice's Redis scripts and one Go wrapper per script
+// that owns its KEYS/ARGV contract.
+package lua
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+//go:embed throttle.lua
+var throttleSrc string
+
+// Throttle runs throttle.lua, one token-bucket step per call.
+//
+// It sends EVALSHA and falls back to EVAL for the calls a shard answers
+// NOSCRIPT (a promoted replica or a restarted node has an empty script
+// cache). It does not use rueidis.Lua.ExecMulti, which issues SCRIPT LOAD to
+// every node on every call.
+type Throttle struct {
+	sha1 string
+}
+
+// NewThrottle returns the wrapper of throttle.lua.
+func NewThrottle() *Throttle {
+	sum := sha1.Sum([]byte(throttleSrc))
+	return &Throttle{sha1: hex.EncodeToString(sum[:])}
+}
+
+// Call is one step: take Cost tokens from the bucket stored at Key.
+type Call struct {
+	Key      string
+	Interval bucket.Interval
+	Cost     int64
+	// Now, when non-zero, replaces the shard's clock (µs since the epoch);
+	// only tests set it, to replay known-answer vectors.
+	Now int64
+}
+
+func (c *Call) args() []string {
+	args := []string{
+		strconv.FormatInt(c.Interval.Capacity, 10),
+		strconv.FormatInt(c.Interval.U, 10),
+		strconv.FormatInt(c.Interval.V, 10),
+		strconv.FormatInt(c.Cost, 10),
+	}
+	if c.Now != 0 {
+		args = append(args, strconv.FormatInt(c.Now, 10))
+	}
+	return args
+}
+
+// Do runs calls, pipelined, and stores each outcome in res and errs
+// (both len(calls)). Calls on one slot run in order.
+func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res []bucket.Result, errs []error) {
+	cmds := make(rueidis.Commands, len(calls))
+	for i := range calls {
+		cmds[i] = c.B().Evalsha().Sha1(t.sha1).Numkeys(1).Key(calls[i].Key).Arg(calls[i].args()...).Build()
+	}
+	var retry []int
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
+			retry = append(retry, i)
+			continue
+		}
+		res[i], errs[i] = result(r)
+	}
+	if len(retry) == 0 {
+		return
+	}
+	cmds = cmds[:0]
+	for _, i := range retry {
+		cmds = append(cmds, c.B().Eval().Script(throttleSrc).Numkeys(1).Key(calls[i].Key).Arg(calls[i].args()...).Build())
+	}
+	for j, r := range c.DoMulti(ctx, cmds...) {
+		res[retry[j]], errs[retry[j]] = result(r)
+	}
+}
+
+func result(r rueidis.RedisResult) (bucket.Result, error) {
+	v, err := r.AsIntSlice()
+	if err != nil {
+		return bucket.Result{}, err
+	}
+	if len(v) != 4 {
+		return bucket.Result{}, fmt.Errorf("lua: throttle answered %d values, want 4", len(v))
+	}
+	return bucket.Result{Limited: v[0] != 0, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}, nil
+}

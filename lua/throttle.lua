@@ -1,0 +1,76 @@
+-- sluice token bucket: one step, atomically, on the shard that owns KEYS[1].
+-- The arithmetic is router/bucket's (Go), line for line; read that package
+-- for the units and why every value stays exact in Lua's doubles.
+--
+-- KEYS[1]  the bucket: a string holding its theoretical arrival time (the
+--          instant it is full again) in ns since the epoch; missing = full
+-- ARGV[1]  capacity C, in tokens
+-- ARGV[2]  U and
+-- ARGV[3]  V: one token refills every U/V µs (reduced; C*U <= 2^51, V <= 2^40)
+-- ARGV[4]  cost, in tokens; 0 peeks
+-- ARGV[5]  optional: now in µs instead of the shard's TIME (tests only)
+--
+-- Returns {limited, remaining, retry_after_us, reset_after_us}. It writes
+-- only when it takes tokens, with a PX of the time until full (rounded up),
+-- so an idle bucket disappears; a denial or a peek writes nothing.
+
+-- floor(a/b) for integers below 2^53, corrected where the double quotient
+-- rounds across an integer.
+local function idiv(a, b)
+  local q = math.floor(a / b)
+  local r = a - q * b
+  if r < 0 then return q - 1 end
+  if r >= b then return q + 1 end
+  return q
+end
+
+local function cdiv(a, b)
+  return idiv(a + b - 1, b)
+end
+
+local c, u, v, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now
+if ARGV[5] then
+  now = tonumber(ARGV[5])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local tau = c * u
+local d = 0
+local s = redis.pcall('GET', KEYS[1])
+if type(s) == 'table' and s.err then
+  return redis.error_reply(s.err)
+end
+if s then
+  if not string.find(s, '^%d%d%d%d+$') then
+    return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
+  end
+  local a = tonumber(string.sub(s, 1, -4)) - now
+  local b = tonumber(string.sub(s, -3))
+  if a > 0 or (a == 0 and b > 0) then
+    if a > idiv(tau, v) then
+      d = tau
+    else
+      d = math.min(a * v + idiv(b * v, 1000), tau)
+    end
+  end
+end
+
+if cost > c then
+  return {1, idiv(tau - d, u), -1, cdiv(d, v)}
+end
+local nd = d + cost * u
+if nd > tau then
+  return {1, idiv(tau - d, u), cdiv(nd - tau, v), cdiv(d, v)}
+end
+if cost > 0 then
+  local a = idiv(nd, v)
+  local b = cdiv((nd - a * v) * 1000, v)
+  if b == 1000 then
+    a, b = a + 1, 0
+  end
+  redis.call('SET', KEYS[1], string.format('%.0f%03d', now + a, b), 'PX', cdiv(nd, v * 1000))
+end
+return {0, idiv(tau - nd, u), -1, cdiv(nd, v)}

@@ -1,0 +1,153 @@
+package lua_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/lua"
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/bucket/buckettest"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// One cluster serves the subtests; each uses keys of its own.
+func TestThrottleOnCluster(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	th := lua.NewThrottle()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	do := func(t *testing.T, calls ...lua.Call) ([]bucket.Result, []error) {
+		t.Helper()
+		res, errs := make([]bucket.Result, len(calls)), make([]error, len(calls))
+		th.Do(ctx, cl, calls, res, errs)
+		return res, errs
+	}
+	one := func(t *testing.T, call lua.Call) bucket.Result {
+		t.Helper()
+		res, errs := do(t, call)
+		if errs[0] != nil {
+			t.Fatalf("%+v: %v", call, errs[0])
+		}
+		return res[0]
+	}
+
+	t.Run("vectors", func(t *testing.T) {
+		for ci, vc := range buckettest.Cases() {
+			iv, err := vc.Limit().Interval()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "vec:" + strconv.Itoa(ci)
+			for i, s := range vc.Steps {
+				r := one(t, lua.Call{Key: key, Interval: iv, Cost: s.Cost, Now: buckettest.Start + s.T})
+				if got := buckettest.Got(r); got != s.Want {
+					t.Fatalf("%s, step %d (t=%d cost=%d): got %v, want %v", vc.Name, i, s.T, s.Cost, got, s.Want)
+				}
+			}
+		}
+	})
+
+	t.Run("pipelined calls on one key run in order", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 3, Refill: 1, Period: 3600_000_000}.Interval()
+		calls := make([]lua.Call, 5)
+		for i := range calls {
+			calls[i] = lua.Call{Key: "{p}ordered", Interval: iv, Cost: 1}
+		}
+		res, errs := do(t, calls...)
+		for i, r := range res {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			wantLimited := i >= 3
+			wantRemaining := max(int64(2-i), 0)
+			if r.Limited != wantLimited || r.Remaining != wantRemaining {
+				t.Fatalf("call %d: got %+v, want limited=%v remaining=%d", i, r, wantLimited, wantRemaining)
+			}
+		}
+	})
+
+	t.Run("the shard's clock and a TTL until full", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
+		r := one(t, lua.Call{Key: "clock", Interval: iv, Cost: 4})
+		if r.Limited || r.Remaining != 6 || r.ResetAfter != 4_000_000 {
+			t.Fatalf("got %+v, want 6 left and full again in 4s", r)
+		}
+		pttl, err := cl.Do(ctx, cl.B().Pttl().Key("clock").Build()).AsInt64()
+		if err != nil || pttl <= 3000 || pttl > 4000 {
+			t.Fatalf("PTTL %d (%v), want within (3000, 4000] ms", pttl, err)
+		}
+		val, _ := cl.Do(ctx, cl.B().Get().Key("clock").Build()).ToString()
+		tat, _ := strconv.ParseInt(val, 10, 64)
+		// The stored instant is the shard's time plus 4s; the shard runs on
+		// this machine, so its clock is ours within a second.
+		if d := time.Until(time.Unix(0, tat)); d < 3*time.Second || d > 5*time.Second {
+			t.Fatalf("stored TAT %s is %v from now, want about 4s", val, d)
+		}
+	})
+
+	t.Run("denials and peeks write nothing", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 2, Refill: 1, Period: 1_000_000}.Interval()
+		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 0})
+		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 3})
+		if n, _ := cl.Do(ctx, cl.B().Exists().Key("peek").Build()).AsInt64(); n != 0 {
+			t.Fatal("a peek or an impossible cost created the bucket")
+		}
+		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 2})
+		before, _ := cl.Do(ctx, cl.B().Get().Key("peek").Build()).ToString()
+		if r := one(t, lua.Call{Key: "peek", Interval: iv, Cost: 1}); !r.Limited {
+			t.Fatalf("got %+v, want a denial", r)
+		}
+		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 0})
+		after, _ := cl.Do(ctx, cl.B().Get().Key("peek").Build()).ToString()
+		if before != after {
+			t.Fatalf("bucket changed from %s to %s on a denial or peek", before, after)
+		}
+	})
+
+	t.Run("a key that is not a bucket is an error, never overwritten", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 2, Refill: 1, Period: 1_000_000}.Interval()
+		cl.Do(ctx, cl.B().Hset().Key("hash").FieldValue().FieldValue("f", "v").Build())
+		cl.Do(ctx, cl.B().Set().Key("text").Value("hello").Build())
+		for _, k := range []string{"hash", "text"} {
+			_, errs := do(t, lua.Call{Key: k, Interval: iv, Cost: 1})
+			if errs[0] == nil || !strings.HasPrefix(errs[0].Error(), "WRONGTYPE") {
+				t.Fatalf("%s: got error %v, want WRONGTYPE", k, errs[0])
+			}
+		}
+		if v, _ := cl.Do(ctx, cl.B().Get().Key("text").Build()).ToString(); v != "hello" {
+			t.Fatalf("text is now %q", v)
+		}
+	})
+
+	t.Run("EVAL after a shard forgot the script", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 2, Refill: 1, Period: 1_000_000}.Interval()
+		one(t, lua.Call{Key: "flush", Interval: iv, Cost: 1})
+		for _, n := range c.Nodes {
+			if err := n.Do(ctx, "SCRIPT", "FLUSH").Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := one(t, lua.Call{Key: "flush", Interval: iv, Cost: 1}); r.Limited || r.Remaining != 0 {
+			t.Fatalf("got %+v, want the second token", r)
+		}
+	})
+
+	t.Run("memory per bucket", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 100, Refill: 10, Period: 1_000_000}.Interval()
+		one(t, lua.Call{Key: "sluice:user:1", Interval: iv, Cost: 1})
+		n, err := cl.Do(ctx, cl.B().MemoryUsage().Key("sluice:user:1").Build()).AsInt64()
+		if err != nil || n > 72 {
+			t.Fatalf("MEMORY USAGE %d bytes (%v), want <= 72", n, err)
+		}
+	})
+}

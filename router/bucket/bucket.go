@@ -1,0 +1,139 @@
+// Package bucket is the token-bucket arithmetic shared by sluice's
+// in-process buckets and, line for line, by the Lua script in package lua.
+//
+// The bucket is kept as a GCRA theoretical arrival time (TAT): the instant,
+// in nanoseconds since the Unix epoch, at which the bucket will be full
+// again. A missing bucket and a TAT in the past both mean "full", so an idle
+// bucket needs no storage at all.
+//
+// All arithmetic is exact integer arithmetic. Time inside one step is
+// measured in units of 1/V microsecond, where one token is U such units and
+// U/V is the reduced fraction period/refill, so a rate such as 3 per second
+// loses nothing to rounding. Only the stored TAT is rounded, up to the next
+// nanosecond; reading it back rounds down, so the round trip is exact when
+// V < 1000 (any limit whose period/refill reduces to such a fraction) and
+// otherwise can delay a token by at most 1 ns per write, never admit early.
+// Every intermediate value stays below 2^53 so that Lua's doubles compute
+// exactly the same numbers as Go's int64.
+package bucket
+
+import "errors"
+
+// Limits keep every intermediate value of Take within 2^53 (see the
+// package comment); they are generous for real limits: capacity 10^6 with
+// a refill of one token per hour is 2^31.7.
+const (
+	// MaxCapacityTime bounds capacity x (period/refill in µs) once
+	// period/refill is reduced: the time, in 1/V µs, to fill the bucket.
+	MaxCapacityTime = 1 << 51
+	// MaxDenominator bounds refill/gcd(period µs, refill).
+	MaxDenominator = 1 << 40
+)
+
+// ErrOutOfRange means the limit cannot be computed exactly.
+var ErrOutOfRange = errors.New("bucket: capacity, refill and period out of range")
+
+// Limit is a bucket's shape: Capacity tokens at most, Refill tokens added
+// continuously over each Period microseconds.
+type Limit struct {
+	Capacity int64
+	Refill   int64
+	Period   int64 // µs
+}
+
+// Interval is one token's refill time as the reduced fraction U/V µs,
+// checked against the limits that keep Take exact.
+type Interval struct {
+	Capacity int64
+	U, V     int64
+}
+
+// Interval reduces l. Capacity, Refill and Period must be positive.
+func (l Limit) Interval() (Interval, error) {
+	if l.Capacity < 1 || l.Refill < 1 || l.Period < 1 {
+		return Interval{}, ErrOutOfRange
+	}
+	g := gcd(l.Period, l.Refill)
+	u, v := l.Period/g, l.Refill/g
+	if v > MaxDenominator || u > MaxCapacityTime/l.Capacity {
+		return Interval{}, ErrOutOfRange
+	}
+	return Interval{Capacity: l.Capacity, U: u, V: v}, nil
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// Result is the outcome of one step. Times are in microseconds, rounded up.
+type Result struct {
+	Limited    bool
+	Remaining  int64 // whole tokens left after the step
+	RetryAfter int64 // until cost tokens are there; -1 when allowed or never possible
+	ResetAfter int64 // until the bucket is full again; 0 when full
+}
+
+// Take tries to take cost tokens at now (µs since the epoch) from the bucket
+// whose TAT is tat (ns; 0 or any past instant means full). It returns the
+// result and the TAT to store; store is 0 when nothing must be written (a
+// denial or a peek with cost 0).
+func Take(tat, now int64, iv Interval, cost int64) (r Result, store int64) {
+	tau := iv.Capacity * iv.U
+	d := deficit(tat, now, iv.V, tau)
+	r.RetryAfter = -1
+	if cost > iv.Capacity {
+		r.Limited = true
+		r.Remaining = (tau - d) / iv.U
+		r.ResetAfter = ceilDiv(d, iv.V)
+		return r, 0
+	}
+	nd := d + cost*iv.U
+	if nd > tau {
+		r.Limited = true
+		r.Remaining = (tau - d) / iv.U
+		r.RetryAfter = ceilDiv(nd-tau, iv.V)
+		r.ResetAfter = ceilDiv(d, iv.V)
+		return r, 0
+	}
+	r.Remaining = (tau - nd) / iv.U
+	r.ResetAfter = ceilDiv(nd, iv.V)
+	if cost == 0 {
+		return r, 0
+	}
+	return r, now*1000 + nanos(nd, iv.V)
+}
+
+// TTL is how long, in whole milliseconds rounded up, a bucket stored by Take
+// at now must live: until it is full again, never shorter.
+func TTL(store, now int64) int64 {
+	return ceilDiv(store-now*1000, 1e6)
+}
+
+// deficit is how far the bucket is from full at now, in 1/v µs, capped at
+// tau (an empty bucket; only a bucket stored under another limit can be
+// emptier than that). It rounds down what nanos rounded up, so for v < 1000
+// a stored deficit reads back exactly; for larger v one write can cost up to
+// a nanosecond, which never admits early.
+func deficit(tat, now, v, tau int64) int64 {
+	dns := tat - now*1000
+	if dns <= 0 {
+		return 0
+	}
+	a, b := dns/1000, dns%1000
+	if a > tau/v {
+		return tau
+	}
+	return min(a*v+b*v/1000, tau)
+}
+
+// nanos converts x units of 1/v µs to nanoseconds, rounded up.
+func nanos(x, v int64) int64 {
+	return x/v*1000 + ceilDiv(x%v*1000, v)
+}
+
+func ceilDiv(a, b int64) int64 {
+	return (a + b - 1) / b
+}

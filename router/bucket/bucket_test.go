@@ -1,0 +1,135 @@
+package bucket_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/bucket/buckettest"
+)
+
+func TestVectors(t *testing.T) {
+	for _, c := range buckettest.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			iv, err := c.Limit().Interval()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tat int64
+			for i, s := range c.Steps {
+				r, store := bucket.Take(tat, buckettest.Start+s.T, iv, s.Cost)
+				if got := buckettest.Got(r); got != s.Want {
+					t.Fatalf("step %d (t=%d cost=%d): got %v, want %v", i, s.T, s.Cost, got, s.Want)
+				}
+				if (store != 0) != (r.Limited == false && s.Cost > 0) {
+					t.Fatalf("step %d: store=%d for limited=%v cost=%d: a denial or peek must write nothing", i, store, r.Limited, s.Cost)
+				}
+				if store != 0 {
+					tat = store
+				}
+			}
+		})
+	}
+}
+
+func TestIntervalReduces(t *testing.T) {
+	tests := []struct {
+		l    bucket.Limit
+		u, v int64
+	}{
+		{bucket.Limit{Capacity: 1, Refill: 1000000, Period: 1000000}, 1, 1},
+		{bucket.Limit{Capacity: 1, Refill: 3, Period: 1000000}, 1000000, 3},
+		{bucket.Limit{Capacity: 1, Refill: 30, Period: 60000000}, 2000000, 1},
+		{bucket.Limit{Capacity: 1, Refill: 1000, Period: 3600000000}, 3600000, 1},
+	}
+	for _, tt := range tests {
+		iv, err := tt.l.Interval()
+		if err != nil || iv.U != tt.u || iv.V != tt.v {
+			t.Errorf("%+v: got %d/%d (%v), want %d/%d", tt.l, iv.U, iv.V, err, tt.u, tt.v)
+		}
+	}
+}
+
+func TestIntervalOutOfRange(t *testing.T) {
+	for _, l := range []bucket.Limit{
+		{Capacity: 1 << 40, Refill: 1, Period: 1 << 20},
+		{Capacity: 1, Refill: 1<<41 + 1, Period: 1000},
+		{Capacity: 0, Refill: 1, Period: 1000},
+		{Capacity: 1, Refill: 0, Period: 1000},
+		{Capacity: 1, Refill: 1, Period: 0},
+	} {
+		if _, err := l.Interval(); !errors.Is(err, bucket.ErrOutOfRange) {
+			t.Errorf("%+v: got %v, want ErrOutOfRange", l, err)
+		}
+	}
+}
+
+// A bucket stored under a slower limit is emptier than a faster limit's
+// bucket can be; reading it under the faster limit must not overflow.
+func TestDeficitCappedUnderNewLimit(t *testing.T) {
+	slow, _ := bucket.Limit{Capacity: 1000, Refill: 1, Period: 86400000000}.Interval()
+	fast, _ := bucket.Limit{Capacity: 2, Refill: 1 << 30, Period: 1000000}.Interval()
+	now := int64(buckettest.Start)
+	_, tat := bucket.Take(0, now, slow, 1000)
+	r, _ := bucket.Take(tat, now, fast, 0)
+	if r.Remaining != 0 || r.Limited {
+		t.Fatalf("got %+v, want an empty bucket that a peek does not deny", r)
+	}
+	if r.ResetAfter <= 0 || r.ResetAfter > 2000000 {
+		t.Fatalf("reset after %d µs, want within the fast bucket's fill time", r.ResetAfter)
+	}
+}
+
+// Over any run of requests, a bucket admits at most capacity plus what was
+// refilled, and at least that minus one token when it is asked often enough.
+func TestAdmitsExactlyTheRate(t *testing.T) {
+	for _, l := range []bucket.Limit{
+		{Capacity: 10, Refill: 3, Period: 1000000},
+		{Capacity: 1, Refill: 7, Period: 60000000},
+		{Capacity: 100, Refill: 1001, Period: 1000000},
+	} {
+		iv, err := l.Interval()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tat, admitted int64
+		const span, step = 10_000_000, 97
+		for dt := int64(0); dt <= span; dt += step {
+			r, store := bucket.Take(tat, buckettest.Start+dt, iv, 1)
+			if !r.Limited {
+				admitted++
+				tat = store
+			}
+		}
+		ideal := l.Capacity + l.Refill*span/l.Period
+		if admitted > ideal || admitted < ideal-1 {
+			t.Errorf("%+v: admitted %d over %d µs, want %d (within one token below)", l, admitted, span, ideal)
+		}
+	}
+}
+
+func TestTTLCoversTimeToFull(t *testing.T) {
+	iv, _ := bucket.Limit{Capacity: 3, Refill: 3, Period: 1000000}.Interval()
+	now := int64(buckettest.Start)
+	r, tat := bucket.Take(0, now, iv, 1)
+	ttl := bucket.TTL(tat, now)
+	if ttl*1000 < r.ResetAfter || ttl <= 0 {
+		t.Fatalf("ttl %d ms shorter than reset after %d µs", ttl, r.ResetAfter)
+	}
+	if want := (r.ResetAfter + 999) / 1000; ttl != want {
+		t.Fatalf("ttl %d ms, want %d: the reset time rounded up", ttl, want)
+	}
+}
+
+func BenchmarkTake(b *testing.B) {
+	iv, _ := bucket.Limit{Capacity: 1000, Refill: 100, Period: 1000000}.Interval()
+	b.ReportAllocs()
+	var tat int64
+	now := int64(buckettest.Start)
+	for i := 0; b.Loop(); i++ {
+		r, store := bucket.Take(tat, now+int64(i)*5000, iv, 1)
+		if !r.Limited {
+			tat = store
+		}
+	}
+}

@@ -1,0 +1,57 @@
+// Package buckettest holds the known-answer vectors that every
+// implementation of the sluice bucket (Go and Lua) must reproduce.
+package buckettest
+
+import (
+	_ "embed"
+	"encoding/json"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+//go:embed vectors.json
+var vectorsJSON []byte
+
+// Start is the clock reading, in µs since the epoch, that step times are
+// added to: late 2024, so vectors exercise realistic magnitudes.
+const Start = 1_733_000_000_000_000
+
+// Case is one bucket driven through a sequence of steps.
+type Case struct {
+	Name     string
+	Capacity int64
+	Refill   int64
+	PeriodUS int64 `json:"period_us"`
+	Steps    []Step
+}
+
+// Limit is the case's bucket shape.
+func (c Case) Limit() bucket.Limit {
+	return bucket.Limit{Capacity: c.Capacity, Refill: c.Refill, Period: c.PeriodUS}
+}
+
+// Step takes Cost tokens T µs after Start and expects Want.
+type Step struct {
+	T    int64
+	Cost int64
+	Want [4]int64 // limited, remaining, retry_after_us, reset_after_us
+}
+
+// Got puts a result in the shape of Step.Want.
+func Got(r bucket.Result) [4]int64 {
+	var limited int64
+	if r.Limited {
+		limited = 1
+	}
+	return [4]int64{limited, r.Remaining, r.RetryAfter, r.ResetAfter}
+}
+
+// Cases decodes the vectors. They are part of the binary's tests, not of
+// user input, so a malformed file is a programming error.
+func Cases() []Case {
+	var v struct{ Cases []Case }
+	if err := json.Unmarshal(vectorsJSON, &v); err != nil {
+		panic("buckettest: vectors.json: " + err.Error())
+	}
+	return v.Cases
+}

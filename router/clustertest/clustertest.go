@@ -1,0 +1,428 @@
+// Package clustertest starts a real Redis Cluster for tests and benchmarks,
+// in the manner of net/http/httptest: New starts it on free loopback ports
+// in a temporary directory and registers its shutdown with t.Cleanup.
+//
+// It needs redis-server on PATH. Without it the test is skipped, unless
+// SLUICE_REQUIRE_REDIS is set (make test sets it), so CI cannot silently
+// skip the tests that matter.
+package clustertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Slots is the number of hash slots in a Redis Cluster.
+const Slots = 16384
+
+// setupTimeout bounds every wait while a cluster forms or a node restarts.
+const setupTimeout = 30 * time.Second
+
+// Config shapes a cluster. The zero value is 3 primaries with one replica
+// each, a node timeout of 1s and full coverage required (Redis's default).
+type Config struct {
+	Primaries int // 0 means 3
+	// Replicas per primary; 0 means 1, a negative value means none.
+	Replicas int
+	// NodeTimeout is cluster-node-timeout; 0 means 1s, short so that
+	// failover tests take seconds.
+	NodeTimeout time.Duration
+	// PartialCoverage sets cluster-require-full-coverage no, so keys of
+	// healthy shards stay available while another shard has no primary.
+	PartialCoverage bool
+}
+
+func (c Config) primaries() int {
+	if c.Primaries <= 0 {
+		return 3
+	}
+	return c.Primaries
+}
+
+func (c Config) replicas() int {
+	switch {
+	case c.Replicas < 0:
+		return 0
+	case c.Replicas == 0:
+		return 1
+	}
+	return c.Replicas
+}
+
+func (c Config) nodeTimeout() time.Duration {
+	if c.NodeTimeout <= 0 {
+		return time.Second
+	}
+	return c.NodeTimeout
+}
+
+// Cluster is a running Redis Cluster of local redis-server processes.
+type Cluster struct {
+	// Nodes are the primaries first (in slot order), then the replicas.
+	Nodes []*Node
+}
+
+// Node is one redis-server process of a Cluster.
+type Node struct {
+	Addr string // 127.0.0.1:port
+	ID   string // cluster node ID
+	dir  string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// Require skips t when redis-server is missing and SLUICE_REQUIRE_REDIS is
+// unset, and fails it when redis-server is missing but required.
+func Require(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("SLUICE_REQUIRE_REDIS") != "" {
+			t.Fatalf("clustertest: redis-server is not on PATH and SLUICE_REQUIRE_REDIS is set (install redis-server, or run make test)")
+		}
+		t.Skip("clustertest: redis-server is not on PATH; install it or run make test")
+	}
+}
+
+// New starts a cluster shaped by cfg and waits until every node agrees on
+// the slot map. It stops every node when the test ends.
+func New(t testing.TB, cfg Config) *Cluster {
+	t.Helper()
+	Require(t)
+	c := &Cluster{}
+	t.Cleanup(c.close)
+	np, nr := cfg.primaries(), cfg.replicas()
+	root := t.TempDir()
+	for i := 0; i < np*(1+nr); i++ {
+		n, err := startNode(filepath.Join(root, strconv.Itoa(i)), cfg)
+		if err != nil {
+			t.Fatalf("clustertest: %v", err)
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if err := c.form(ctx, np, nr); err != nil {
+		t.Fatalf("clustertest: forming the cluster: %v", err)
+	}
+	return c
+}
+
+// Addrs are the addresses of all nodes, usable as seeds by a cluster client.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		addrs[i] = n.Addr
+	}
+	return addrs
+}
+
+// Do sends one command to node n and returns its reply.
+func (n *Node) Do(ctx context.Context, args ...string) rueidis.RedisResult {
+	cl, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{n.Addr},
+		ForceSingleClient: true,
+		DisableCache:      true,
+		DisableRetry:      true,
+		Dialer:            net.Dialer{Timeout: time.Second},
+	})
+	if err != nil {
+		return rueidis.NewErrorResult(err)
+	}
+	defer cl.Close()
+	return cl.Do(ctx, cl.B().Arbitrary(args...).Build())
+}
+
+// Kill stops n with SIGKILL, as a crash would, and waits for it to exit.
+func (n *Node) Kill() {
+	if n.cmd.Process.Signal(syscall.SIGKILL) == nil {
+		<-n.done
+	}
+}
+
+// Pause stops n with SIGSTOP: a hung node whose socket stays open.
+func (n *Node) Pause() error { return n.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused node with SIGCONT.
+func (n *Node) Resume() error { return n.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Restart starts a killed node again on its port with its identity.
+func (n *Node) Restart(ctx context.Context) error {
+	if err := n.spawn(); err != nil {
+		return err
+	}
+	return n.waitUp(ctx)
+}
+
+func (c *Cluster) close() {
+	for _, n := range c.Nodes {
+		n.Resume() // a paused process does not act on SIGKILL until continued on some kernels
+		n.Kill()
+	}
+}
+
+func startNode(dir string, cfg Config) (*Node, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var lastErr error
+	// A free port can be taken by another process between the probe and the
+	// start; try a few.
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		full := "yes"
+		if cfg.PartialCoverage {
+			full = "no"
+		}
+		conf := strings.Join([]string{
+			"port " + strconv.Itoa(port),
+			"bind 127.0.0.1",
+			"dir " + dir,
+			"logfile redis.log",
+			"save \"\"",
+			"appendonly no",
+			"cluster-enabled yes",
+			"cluster-config-file nodes.conf",
+			"cluster-node-timeout " + strconv.FormatInt(cfg.nodeTimeout().Milliseconds(), 10),
+			"cluster-require-full-coverage " + full,
+			// Let any replica take over whatever its link history, and never
+			// move replicas between primaries behind a test's back.
+			"cluster-replica-validity-factor 0",
+			"cluster-allow-replica-migration no",
+			"repl-diskless-sync yes",
+			"repl-diskless-sync-delay 0",
+		}, "\n") + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "redis.conf"), []byte(conf), 0o644); err != nil {
+			return nil, err
+		}
+		n := &Node{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
+		if err := n.spawn(); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = n.waitUp(ctx)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		n.Kill()
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// freePort finds a loopback port p such that p and its cluster bus port
+// p+10000 are both free.
+func freePort() (int, error) {
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free port pair for a node and its cluster bus")
+}
+
+func (n *Node) spawn() error {
+	cmd := exec.Command("redis-server", filepath.Join(n.dir, "redis.conf"))
+	cmd.Dir = n.dir
+	// The nodes die with the test binary even when it crashes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	n.cmd = cmd
+	n.done = make(chan struct{})
+	go func(done chan struct{}) {
+		cmd.Wait()
+		close(done)
+	}(n.done)
+	return nil
+}
+
+func (n *Node) waitUp(ctx context.Context) error {
+	return poll(ctx, func() error {
+		select {
+		case <-n.done:
+			log, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+			return stop{fmt.Errorf("redis-server on %s exited: %s", n.Addr, lastLines(string(log), 5))}
+		default:
+		}
+		return n.Do(ctx, "PING").Error()
+	})
+}
+
+func (c *Cluster) form(ctx context.Context, np, nr int) error {
+	for i, n := range c.Nodes {
+		id, err := n.Do(ctx, "CLUSTER", "MYID").ToString()
+		if err != nil {
+			return err
+		}
+		n.ID = id
+		// Distinct epochs up front avoid a round of epoch collisions.
+		if err := n.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)).Error(); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < np; i++ {
+		lo, hi := i*Slots/np, (i+1)*Slots/np-1
+		if err := c.Nodes[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)).Error(); err != nil {
+			return err
+		}
+	}
+	host, port, _ := net.SplitHostPort(c.Nodes[0].Addr)
+	for _, n := range c.Nodes[1:] {
+		if err := n.Do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
+			return err
+		}
+	}
+	if err := poll(ctx, func() error { return c.allKnown(ctx) }); err != nil {
+		return err
+	}
+	for j := 0; j < np*nr; j++ {
+		replica, primary := c.Nodes[np+j], c.Nodes[j%np]
+		if err := poll(ctx, func() error {
+			return replica.Do(ctx, "CLUSTER", "REPLICATE", primary.ID).Error()
+		}); err != nil {
+			return err
+		}
+	}
+	return poll(ctx, func() error { return c.ready(ctx, nr > 0) })
+}
+
+// allKnown holds when every node knows every other one as connected.
+func (c *Cluster) allKnown(ctx context.Context) error {
+	for _, n := range c.Nodes {
+		out, err := n.Do(ctx, "CLUSTER", "NODES").ToString()
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != len(c.Nodes) || strings.Contains(out, "handshake") || strings.Contains(out, "noaddr") {
+			return fmt.Errorf("%s knows %d of %d nodes", n.Addr, len(lines), len(c.Nodes))
+		}
+	}
+	return nil
+}
+
+// ready holds when every node reports cluster_state:ok and every replica
+// has finished its first sync.
+func (c *Cluster) ready(ctx context.Context, replicas bool) error {
+	for _, n := range c.Nodes {
+		info, err := n.Do(ctx, "CLUSTER", "INFO").ToString()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))) {
+			return fmt.Errorf("%s: cluster not ok yet", n.Addr)
+		}
+		if !replicas {
+			continue
+		}
+		repl, err := n.Do(ctx, "INFO", "replication").ToString()
+		if err != nil {
+			return err
+		}
+		if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+			return fmt.Errorf("%s: replica not in sync yet", n.Addr)
+		}
+	}
+	return nil
+}
+
+// Primary returns the node that currently serves slot as a primary.
+func (c *Cluster) Primary(ctx context.Context, slot int) (*Node, error) {
+	for _, n := range c.Nodes {
+		select {
+		case <-n.done:
+			continue
+		default:
+		}
+		shards, err := n.Do(ctx, "CLUSTER", "SLOTS").ToArray()
+		if err != nil {
+			continue
+		}
+		for _, s := range shards {
+			r, err := s.ToArray()
+			if err != nil || len(r) < 3 {
+				continue
+			}
+			lo, _ := r[0].AsInt64()
+			hi, _ := r[1].AsInt64()
+			if int64(slot) < lo || int64(slot) > hi {
+				continue
+			}
+			p, err := r[2].ToArray()
+			if err != nil || len(p) < 2 {
+				continue
+			}
+			host, _ := p[0].ToString()
+			port, _ := p[1].AsInt64()
+			addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+			for _, m := range c.Nodes {
+				if m.Addr == addr {
+					return m, nil
+				}
+			}
+		}
+		return nil, fmt.Errorf("clustertest: no primary for slot %d in %s's view", slot, n.Addr)
+	}
+	return nil, errors.New("clustertest: no node answers")
+}
+
+// stop ends a poll at once.
+type stop struct{ error }
+
+// poll calls f until it succeeds, fails with stop, or ctx ends.
+func poll(ctx context.Context, f func() error) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		var s stop
+		if errors.As(err, &s) {
+			return s.error
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

@@ -1,0 +1,63 @@
+package clustertest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+func TestClusterServesEverySlot(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	if got := len(c.Nodes); got != 6 {
+		t.Fatalf("got %d nodes, want 6", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	owners := map[string]bool{}
+	for _, slot := range []int{0, 5460, 5461, 10922, 10923, 16383} {
+		p, err := c.Primary(ctx, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[p.Addr] = true
+	}
+	if len(owners) != 3 {
+		t.Fatalf("slots are served by %d primaries, want 3", len(owners))
+	}
+
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for _, k := range []string{"a", "b", "c", "{x}1", "{x}2"} {
+		if err := cl.Do(ctx, cl.B().Set().Key(k).Value(k).Build()).Error(); err != nil {
+			t.Fatalf("SET %s: %v", k, err)
+		}
+	}
+	if got, err := cl.Do(ctx, cl.B().Get().Key("b").Build()).ToString(); err != nil || got != "b" {
+		t.Fatalf("GET b: got %q, %v", got, err)
+	}
+}
+
+func TestNodeRestartKeepsIdentity(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 3, Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	n := c.Nodes[1]
+	n.Kill()
+	if err := n.Do(ctx, "PING").Error(); err == nil {
+		t.Fatal("a killed node still answers PING")
+	}
+	if err := n.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	id, err := n.Do(ctx, "CLUSTER", "MYID").ToString()
+	if err != nil || id != n.ID {
+		t.Fatalf("restarted node has ID %q (%v), want %q", id, err, n.ID)
+	}
+}
