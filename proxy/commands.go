@@ -1,0 +1,334 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/sluice-rl/sluice/router"
+)
+
+// command is one entry of the command table. A command either becomes a
+// bucket request (request and reply), decided with the rest of its
+// pipeline, or is answered by the proxy itself (local).
+type command struct {
+	name  string // lower case, as Redis reports names
+	arity int    // Redis's convention: n exact, -n at least n, name included
+	flags []string
+	// Key positions for COMMAND, as Redis reports them.
+	firstKey, lastKey, step int
+
+	request func(args [][]byte) (router.Request, error)
+	reply   func(conn replyWriter, req *router.Request, res *router.Result)
+	counts  bool // an allowed reply counts as an allowed decision in INFO
+
+	local func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+}
+
+// commands is the command table, by lower-case name. It is built once, in
+// init, because local handlers such as COMMAND read it.
+var commands map[string]*command
+
+// quitCommand ends a pipeline: nothing after it runs.
+var quitCommand *command
+
+func init() {
+	table := []*command{
+		{name: "throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
+			request: parseThrottle, reply: replyThrottle, counts: true},
+		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
+			request: parseCellThrottle, reply: replyCellThrottle, counts: true},
+		{name: "throttle.reset", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
+			request: parseReset, reply: replyReset},
+		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, local: cmdPing},
+		{name: "echo", arity: 2, flags: []string{"fast"}, local: cmdEcho},
+		{name: "quit", arity: -1, flags: []string{"fast", "noscript"}, local: cmdQuit},
+		{name: "hello", arity: -1, flags: []string{"fast", "noscript", "no_auth"}, local: cmdHello},
+		{name: "client", arity: -2, flags: []string{"noscript"}, local: cmdClient},
+		{name: "select", arity: 2, flags: []string{"fast", "loading"}, local: cmdSelect},
+		{name: "command", arity: -1, flags: []string{"loading", "stale"}, local: cmdCommand},
+		{name: "info", arity: -1, flags: []string{"loading", "stale"}, local: cmdInfo},
+		{name: "cluster", arity: -2, flags: []string{"stale"}, local: cmdCluster},
+	}
+	commands = make(map[string]*command, len(table))
+	for _, c := range table {
+		commands[c.name] = c
+	}
+	quitCommand = commands["quit"]
+}
+
+// lookup finds args' command and checks its arity.
+func lookup(args [][]byte) (*command, error) {
+	var buf [32]byte
+	name := args[0]
+	if len(name) > len(buf) {
+		return nil, unknownCommand(args)
+	}
+	lower := buf[:len(name)]
+	for i, c := range name {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lower[i] = c
+	}
+	cmd, ok := commands[string(lower)]
+	if !ok {
+		return nil, unknownCommand(args)
+	}
+	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
+		return cmd, fmt.Errorf("wrong number of arguments for '%s' command", cmd.name)
+	}
+	return cmd, nil
+}
+
+// unknownCommand is Redis 7's message, which clients match on (rueidis
+// and go-redis fall back to RESP2 when HELLO is unknown).
+func unknownCommand(args [][]byte) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "unknown command '%s', with args beginning with: ", truncate(args[0]))
+	for _, a := range args[1:] {
+		if b.Len() > 128 {
+			break
+		}
+		fmt.Fprintf(&b, "'%s' ", truncate(a))
+	}
+	return errors.New(b.String())
+}
+
+func truncate(b []byte) string {
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+func cmdPing(_ *Server, _ *client, conn redcon.Conn, args [][]byte) {
+	switch len(args) {
+	case 1:
+		conn.WriteString("PONG")
+	case 2:
+		conn.WriteBulk(args[1])
+	default:
+		conn.WriteError("ERR wrong number of arguments for 'ping' command")
+	}
+}
+
+func cmdEcho(_ *Server, _ *client, conn redcon.Conn, args [][]byte) {
+	conn.WriteBulk(args[1])
+}
+
+func cmdQuit(_ *Server, _ *client, conn redcon.Conn, _ [][]byte) {
+	conn.WriteString("OK")
+	conn.Close()
+}
+
+func cmdSelect(s *Server, _ *client, conn redcon.Conn, args [][]byte) {
+	if n, ok := parseInt(args[1]); !ok {
+		s.writeError(conn, errors.New("value is not an integer or out of range"))
+	} else if n != 0 {
+		s.writeError(conn, errors.New("DB index is out of range"))
+	} else {
+		conn.WriteString("OK")
+	}
+}
+
+// cmdCluster answers as a Redis without cluster mode, which is what clients
+// probe for: rueidis and go-redis then use sluice as a single node.
+func cmdCluster(s *Server, _ *client, conn redcon.Conn, _ [][]byte) {
+	s.writeError(conn, errors.New("This instance has cluster support disabled"))
+}
+
+// cmdHello speaks RESP2 only, for now. HELLO 3 answers as a Redis that has
+// no HELLO, so that clients which try RESP3 first fall back to RESP2.
+func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	if len(args) > 1 {
+		v, ok := parseInt(args[1])
+		switch {
+		case !ok:
+			s.writeError(conn, errors.New("Protocol version is not an integer or out of range"))
+			return
+		case v == 3:
+			s.writeError(conn, errors.New("unknown command 'HELLO' (sluice speaks RESP2 only: use HELLO 2)"))
+			return
+		case v != 2:
+			s.writeError(conn, errors.New("NOPROTO unsupported protocol version"))
+			return
+		}
+	}
+	name := c.name
+	for i := 2; i < len(args); i++ {
+		switch opt := strings.ToUpper(string(args[i])); {
+		case opt == "AUTH" && i+2 < len(args):
+			// No users are configured yet: like Redis's nopass default user,
+			// any password for "default" is accepted.
+			if string(args[i+1]) != "default" {
+				s.writeError(conn, errors.New("WRONGPASS invalid username-password pair or user is disabled."))
+				return
+			}
+			i += 2
+		case opt == "SETNAME" && i+1 < len(args):
+			if err := validName(args[i+1]); err != nil {
+				s.writeError(conn, err)
+				return
+			}
+			name = string(args[i+1])
+			i++
+		default:
+			s.writeError(conn, fmt.Errorf("Syntax error in HELLO option '%s'", truncate(args[i])))
+			return
+		}
+	}
+	c.name = name
+	conn.WriteArray(14)
+	conn.WriteBulkString("server")
+	conn.WriteBulkString("sluice")
+	conn.WriteBulkString("version")
+	conn.WriteBulkString(s.cfg.Version)
+	conn.WriteBulkString("proto")
+	conn.WriteInt(2)
+	conn.WriteBulkString("id")
+	conn.WriteInt64(c.id)
+	conn.WriteBulkString("mode")
+	conn.WriteBulkString("standalone")
+	conn.WriteBulkString("role")
+	conn.WriteBulkString("master")
+	conn.WriteBulkString("modules")
+	conn.WriteArray(0)
+}
+
+func validName(b []byte) error {
+	for _, c := range b {
+		if c < '!' || c > '~' {
+			return errors.New("Client names cannot contain spaces, newlines or special characters.")
+		}
+	}
+	return nil
+}
+
+func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+	sub := strings.ToUpper(string(args[1]))
+	wrongArgs := func() {
+		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'client|%s' command", strings.ToLower(sub)))
+	}
+	switch sub {
+	case "SETNAME":
+		if len(args) != 3 {
+			wrongArgs()
+			return
+		}
+		if err := validName(args[2]); err != nil {
+			s.writeError(conn, err)
+			return
+		}
+		c.name = string(args[2])
+		conn.WriteString("OK")
+	case "GETNAME":
+		if len(args) != 2 {
+			wrongArgs()
+			return
+		}
+		if c.name == "" {
+			conn.WriteNull()
+		} else {
+			conn.WriteBulkString(c.name)
+		}
+	case "ID":
+		if len(args) != 2 {
+			wrongArgs()
+			return
+		}
+		conn.WriteInt64(c.id)
+	case "SETINFO":
+		if len(args) != 4 {
+			wrongArgs()
+			return
+		}
+		switch attr := strings.ToUpper(string(args[2])); attr {
+		case "LIB-NAME":
+			if err := validName(args[3]); err != nil {
+				s.writeError(conn, errors.New("lib-name cannot contain spaces, newlines or special characters."))
+				return
+			}
+			c.lib = string(args[3])
+		case "LIB-VER":
+			if err := validName(args[3]); err != nil {
+				s.writeError(conn, errors.New("lib-ver cannot contain spaces, newlines or special characters."))
+				return
+			}
+			c.ver = string(args[3])
+		default:
+			s.writeError(conn, fmt.Errorf("Unrecognized option '%s'", truncate(args[2])))
+			return
+		}
+		conn.WriteString("OK")
+	case "INFO":
+		conn.WriteBulkString(c.info())
+	default:
+		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLIENT HELP.", truncate(args[1])))
+	}
+}
+
+// info is the client's line of CLIENT INFO / CLIENT LIST.
+func (c *client) info() string {
+	return fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=2 lib-name=%s lib-ver=%s\n", c.id, c.addr, c.name, c.lib, c.ver)
+}
+
+// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO and COMMAND DOCS
+// from the table, enough for redis-cli's hints and clients that learn key
+// positions from it.
+func cmdCommand(s *Server, _ *client, conn redcon.Conn, args [][]byte) {
+	if len(args) == 1 {
+		names := make([]string, 0, len(commands))
+		for name := range commands {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		conn.WriteArray(len(names))
+		for _, name := range names {
+			writeCommandInfo(conn, commands[name])
+		}
+		return
+	}
+	switch sub := strings.ToUpper(string(args[1])); sub {
+	case "COUNT":
+		conn.WriteInt(len(commands))
+	case "INFO":
+		conn.WriteArray(len(args) - 2)
+		for _, a := range args[2:] {
+			if cmd, ok := commands[strings.ToLower(string(a))]; ok {
+				writeCommandInfo(conn, cmd)
+			} else {
+				conn.WriteNull()
+			}
+		}
+	case "DOCS":
+		// No documentation yet; an empty map keeps redis-cli content.
+		conn.WriteArray(0)
+	default:
+		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", truncate(args[1])))
+	}
+}
+
+func writeCommandInfo(conn redcon.Conn, cmd *command) {
+	conn.WriteArray(10)
+	conn.WriteBulkString(cmd.name)
+	conn.WriteInt(cmd.arity)
+	conn.WriteArray(len(cmd.flags))
+	for _, f := range cmd.flags {
+		conn.WriteString(f)
+	}
+	conn.WriteInt(cmd.firstKey)
+	conn.WriteInt(cmd.lastKey)
+	conn.WriteInt(cmd.step)
+	conn.WriteArray(0) // ACL categories
+	conn.WriteArray(0) // tips
+	conn.WriteArray(0) // key specs
+	conn.WriteArray(0) // subcommands
+}
+
+// itoa is for INFO and friends, off the hot path.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

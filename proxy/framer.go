@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"errors"
+	"net"
+)
+
+// Limits on what one client may send, Redis's own defaults. redcon grows
+// its buffer for whatever a header announces (and indexes past it for
+// lengths near 2^63), so every connection is read through a framer that
+// rejects such headers before redcon sees them.
+const (
+	defaultMaxBulkLen   = 512 << 20 // proto-max-bulk-len
+	defaultMaxMultiBulk = 1 << 20   // arguments in one command
+	defaultMaxInline    = 64 << 10  // an inline (telnet) command line
+	maxHeaderLine       = 32        // "*" or "$" plus digits and CRLF
+)
+
+type frameState uint8
+
+const (
+	atCommand  frameState = iota // the first byte of a command
+	inInline                     // an inline command, until '\n'
+	inCount                      // "*<count>\r\n"
+	atBulk                       // the '$' of the next argument
+	inBulkLen                    // "$<len>\r\n"
+	inBulkBody                   // the argument's bytes and its CRLF
+)
+
+// framer follows the RESP framing of a client's byte stream just enough to
+// enforce the limits; redcon still does the parsing.
+type framer struct {
+	maxBulk, maxArgs, maxInline int64
+
+	state frameState
+	line  [maxHeaderLine]byte // header line so far
+	nline int
+	nargs int64 // arguments left in the command
+	left  int64 // bytes left of a bulk (with its CRLF) or an inline line
+}
+
+// scan consumes p and returns how many bytes are well framed; when that is
+// less than len(p), err says what is wrong with the byte that follows.
+func (f *framer) scan(p []byte) (int, error) {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch f.state {
+		case atCommand:
+			if c == '*' {
+				f.state, f.nline = inCount, 0
+			} else {
+				f.state, f.left = inInline, f.maxInline
+				i-- // the byte is part of the line
+			}
+		case inInline:
+			if c == '\n' {
+				f.state = atCommand
+			} else if f.left--; f.left < 0 {
+				return i, errors.New("too big inline request")
+			}
+		case inCount, inBulkLen:
+			if c != '\n' {
+				if f.nline == maxHeaderLine {
+					return i, f.headerErr()
+				}
+				f.line[f.nline] = c
+				f.nline++
+				continue
+			}
+			n, ok := int64(-1), f.nline > 0 && f.line[f.nline-1] == '\r'
+			if ok {
+				n, ok = parseInt(f.line[:f.nline-1])
+			}
+			if f.state == inCount {
+				if !ok || n <= 0 || n > f.maxArgs {
+					return i, f.headerErr()
+				}
+				f.state, f.nargs = atBulk, n
+			} else {
+				if !ok || n < 0 || n > f.maxBulk {
+					return i, f.headerErr()
+				}
+				f.state, f.left = inBulkBody, n+2
+			}
+		case atBulk:
+			if c != '$' {
+				return i, errors.New("expected '$', got '" + string(c) + "'")
+			}
+			f.state, f.nline = inBulkLen, 0
+		case inBulkBody:
+			// Skip the body at once; its CRLF is checked by redcon.
+			skip := min(f.left, int64(len(p)-i))
+			i += int(skip) - 1
+			if f.left -= skip; f.left == 0 {
+				f.state = atBulk
+				if f.nargs--; f.nargs == 0 {
+					f.state = atCommand
+				}
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (f *framer) headerErr() error {
+	if f.state == inCount {
+		return errors.New("invalid multibulk length")
+	}
+	return errors.New("invalid bulk length")
+}
+
+// framedConn is a client connection read through a framer. On a framing
+// error it hands redcon the well-framed bytes before it; at the next read,
+// once redcon has answered those, it answers the client
+// "-ERR Protocol error: ..." itself and fails the read, which closes the
+// connection. Nothing a header announces is ever allocated.
+type framedConn struct {
+	net.Conn
+	f    framer
+	ferr error // the framing error to report at the next Read
+}
+
+func (c *framedConn) Read(p []byte) (int, error) {
+	if c.ferr != nil {
+		return 0, c.fail()
+	}
+	n, err := c.Conn.Read(p)
+	good, ferr := c.f.scan(p[:n])
+	if ferr == nil {
+		return n, err
+	}
+	c.ferr = ferr
+	if good == 0 {
+		return 0, c.fail()
+	}
+	return good, nil
+}
+
+func (c *framedConn) fail() error {
+	// redcon's writes happen between its reads, on this goroutine, so this
+	// reply cannot interleave with one of them.
+	c.Conn.Write([]byte("-ERR Protocol error: " + c.ferr.Error() + "\r\n"))
+	return errProtocolClosed
+}
+
+var errProtocolClosed = errors.New("proxy: protocol error")
+
+// framedListener wraps every accepted connection in a framer.
+type framedListener struct {
+	net.Listener
+	maxBulk, maxArgs, maxInline int64
+}
+
+func (l *framedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &framedConn{Conn: c, f: framer{maxBulk: l.maxBulk, maxArgs: l.maxArgs, maxInline: l.maxInline}}, nil
+}

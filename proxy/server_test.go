@@ -1,0 +1,601 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// backend is one way of deciding buckets, with a way to see whether a
+// bucket is stored.
+type backend struct {
+	name    string
+	decider proxy.Decider
+	stored  func(t *testing.T, key string) bool
+}
+
+func memoryBackend() backend {
+	m := router.NewMemory()
+	return backend{name: "embedded", decider: m, stored: func(t *testing.T, key string) bool {
+		// A peek under any limit tells a stored (not full) bucket from none.
+		res := make([]router.Result, 1)
+		iv := mustInterval(t, 1<<20, 1, 1_000_000)
+		m.Decide(context.Background(), []router.Request{{Key: key, Interval: iv}}, res)
+		return res[0].ResetAfter > 0
+	}}
+}
+
+func mustInterval(t *testing.T, c, r, p int64) bucket.Interval {
+	t.Helper()
+	iv, err := bucket.Limit{Capacity: c, Refill: r, Period: p}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iv
+}
+
+type clusterBackend struct {
+	backend
+	cluster *clustertest.Cluster
+	client  rueidis.Client
+}
+
+func newClusterBackend(t *testing.T, cfg clustertest.Config) clusterBackend {
+	c := clustertest.New(t, cfg)
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	b := clusterBackend{cluster: c, client: cl}
+	b.backend = backend{name: "cluster", decider: router.NewCluster(cl), stored: func(t *testing.T, key string) bool {
+		n, err := cl.Do(context.Background(), cl.B().Exists().Key(router.KeyPrefix+key).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}}
+	return b
+}
+
+// serve starts a sluice server on a free loopback port.
+func serve(t testing.TB, d proxy.Decider) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(proxy.Config{Decider: d, Backend: "test"})
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func newGoRedis(t testing.TB, addr string) *goredis.Client {
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 64})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func throttle(t testing.TB, c *goredis.Client, args ...any) []int64 {
+	t.Helper()
+	v, err := c.Do(context.Background(), args...).Int64Slice()
+	if err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return v
+}
+
+func eq(a, b []int64) bool {
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+func TestBackends(t *testing.T) {
+	cb := newClusterBackend(t, clustertest.Config{Replicas: -1})
+	for _, b := range []backend{memoryBackend(), cb.backend} {
+		t.Run(b.name, func(t *testing.T) { testBehaviour(t, b) })
+	}
+	t.Run("cluster/placement", func(t *testing.T) { testPlacement(t, cb) })
+	t.Run("cluster/no double spending", func(t *testing.T) {
+		testExactAdmission(t, serve(t, cb.decider))
+	})
+	t.Run("cluster/two proxies admit as one", func(t *testing.T) {
+		testExactAdmission(t, serve(t, cb.decider), serve(t, router.NewCluster(cb.client)))
+	})
+}
+
+// testBehaviour is the shared suite every backend passes.
+func testBehaviour(t *testing.T, b backend) {
+	addr := serve(t, b.decider)
+	c := newGoRedis(t, addr)
+	ctx := context.Background()
+	key := func(t *testing.T) string { return b.name + ":" + t.Name() }
+
+	t.Run("five allowed then denied", func(t *testing.T) {
+		k := key(t)
+		for i := int64(4); i >= 0; i-- {
+			if got := throttle(t, c, "THROTTLE", k, 5, 1, "1s"); !eq(got[:4], []int64{0, 5, i, -1}) {
+				t.Fatalf("got %v, want limited 0 remaining %d", got, i)
+			}
+		}
+		got := throttle(t, c, "THROTTLE", k, 5, 1, "1s")
+		if got[0] != 1 || got[2] != 0 || got[3] <= 0 || got[3] > 1000 {
+			t.Fatalf("sixth: got %v, want limited 1, retry_after_ms in (0, 1000]", got)
+		}
+		if got[4] <= 4000 || got[4] > 5000 {
+			t.Fatalf("sixth: reset_after_ms %d, want in (4000, 5000]", got[4])
+		}
+	})
+
+	t.Run("redis-cell README example", func(t *testing.T) {
+		if got := throttle(t, c, "CL.THROTTLE", key(t), 15, 30, 60); !eq(got, []int64{0, 16, 15, -1, 2}) {
+			t.Fatalf("got %v, want [0 16 15 -1 2]", got)
+		}
+	})
+
+	t.Run("redis-cell quantity above the bucket", func(t *testing.T) {
+		if got := throttle(t, c, "CL.THROTTLE", key(t), 2, 1, 10, 4); !eq(got, []int64{1, 3, 3, -1, 0}) {
+			t.Fatalf("got %v, want [1 3 3 -1 0]", got)
+		}
+	})
+
+	t.Run("redis-cell times in whole seconds rounded up", func(t *testing.T) {
+		k := key(t)
+		throttle(t, c, "CL.THROTTLE", k, 0, 1, 10)
+		// Denied: retry after the 10 s refill, minus the little time since.
+		got := throttle(t, c, "CL.THROTTLE", k, 0, 1, 10)
+		if !eq(got, []int64{1, 1, 0, 10, 10}) {
+			t.Fatalf("got %v, want [1 1 0 10 10]", got)
+		}
+	})
+
+	t.Run("THROTTLE and CL.THROTTLE share a bucket", func(t *testing.T) {
+		k := key(t)
+		throttle(t, c, "THROTTLE", k, 10, 1, "1s", 7)
+		if got := throttle(t, c, "CL.THROTTLE", k, 9, 1, 1); got[2] != 2 {
+			t.Fatalf("CL.THROTTLE after THROTTLE took 7 of 10: got %v, want 2 remaining", got)
+		}
+	})
+
+	t.Run("cost 0 peeks and writes nothing", func(t *testing.T) {
+		k := key(t)
+		if got := throttle(t, c, "THROTTLE", k, 3, 1, "1m", 0); !eq(got, []int64{0, 3, 3, -1, 0}) {
+			t.Fatalf("got %v, want [0 3 3 -1 0]", got)
+		}
+		if b.stored(t, k) {
+			t.Fatal("a peek on a new key stored a bucket")
+		}
+		throttle(t, c, "THROTTLE", k, 3, 1, "1m", 2)
+		if got := throttle(t, c, "THROTTLE", k, 3, 1, "1m", 0); got[2] != 1 {
+			t.Fatalf("peek after taking 2 of 3: got %v, want 1 remaining", got)
+		}
+		if got := throttle(t, c, "THROTTLE", k, 3, 1, "1m", 1); got[0] != 0 || got[2] != 0 {
+			t.Fatalf("the peeks took tokens: got %v", got)
+		}
+	})
+
+	t.Run("a denial writes nothing", func(t *testing.T) {
+		k := key(t)
+		if got := throttle(t, c, "THROTTLE", k, 3, 1, "1m", 4); !eq(got, []int64{1, 3, 3, -1, 0}) {
+			t.Fatalf("cost above capacity: got %v, want [1 3 3 -1 0]", got)
+		}
+		if b.stored(t, k) {
+			t.Fatal("a denial stored a bucket")
+		}
+	})
+
+	t.Run("reset", func(t *testing.T) {
+		k := key(t)
+		if n, err := c.Do(ctx, "THROTTLE.RESET", k).Int64(); err != nil || n != 0 {
+			t.Fatalf("reset of a missing bucket: got %d, %v, want 0", n, err)
+		}
+		throttle(t, c, "THROTTLE", k, 2, 1, "1h", 2)
+		if n, err := c.Do(ctx, "THROTTLE.RESET", k).Int64(); err != nil || n != 1 {
+			t.Fatalf("reset: got %d, %v, want 1", n, err)
+		}
+		if got := throttle(t, c, "THROTTLE", k, 2, 1, "1h"); got[0] != 0 || got[2] != 1 {
+			t.Fatalf("after reset: got %v, want a full bucket", got)
+		}
+	})
+
+	t.Run("a pipeline is answered in order", func(t *testing.T) {
+		k := key(t)
+		p := c.Pipeline()
+		var cmds []*goredis.Cmd
+		for range 20 {
+			cmds = append(cmds, p.Do(ctx, "THROTTLE", k, 10, 1, "1h"))
+			p.Do(ctx, "PING")
+		}
+		reset := p.Do(ctx, "THROTTLE.RESET", k)
+		after := p.Do(ctx, "THROTTLE", k, 10, 1, "1h")
+		if _, err := p.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, cmd := range cmds {
+			got, _ := cmd.Int64Slice()
+			wantLimited := int64(0)
+			if i >= 10 {
+				wantLimited = 1
+			}
+			if got[0] != wantLimited || got[2] != max(9-int64(i), 0) {
+				t.Fatalf("reply %d: got %v, want limited %d remaining %d", i, got, wantLimited, max(9-i, 0))
+			}
+		}
+		if n, _ := reset.Int64(); n != 1 {
+			t.Fatalf("reset in the pipeline: got %d, want 1", n)
+		}
+		if got, _ := after.Int64Slice(); got[2] != 9 {
+			t.Fatalf("THROTTLE after the reset in one pipeline: got %v, want 9 remaining", got)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		for _, tt := range []struct {
+			args []any
+			want string
+		}{
+			{[]any{"THROTTLE", "k", 1, 1}, "ERR wrong number of arguments for 'throttle' command"},
+			{[]any{"THROTTLE", "k", 1, 1, 1, 1, 1}, "ERR wrong number of arguments for 'throttle' command"},
+			{[]any{"THROTTLE", "k", 0, 1, 1}, "ERR capacity must be a positive integer"},
+			{[]any{"THROTTLE", "k", "x", 1, 1}, "ERR capacity must be a positive integer"},
+			{[]any{"THROTTLE", "k", "99999999999999999999", 1, 1}, "ERR capacity must be a positive integer"},
+			{[]any{"THROTTLE", "k", 1, -1, 1}, "ERR refill must be a positive integer"},
+			{[]any{"THROTTLE", "k", 1, 1, "1w"}, "ERR period must be a positive duration like 60, 500ms or 1h"},
+			{[]any{"THROTTLE", "k", 1, 1, "0"}, "ERR period must be a positive duration like 60, 500ms or 1h"},
+			{[]any{"THROTTLE", "k", 1, 1, "0.5ms"}, "ERR period must be at least 1ms"},
+			{[]any{"THROTTLE", "k", 1, 1, 1, -1}, "ERR cost must be a non-negative integer"},
+			{[]any{"THROTTLE", "k", int64(1) << 50, 1, "1d"}, "ERR capacity, refill and period out of range"},
+			{[]any{"CL.THROTTLE", "k", 1, 1}, "ERR wrong number of arguments for 'cl.throttle' command"},
+			{[]any{"CL.THROTTLE", "k", -1, 1, 1}, "ERR max_burst must be a non-negative integer"},
+			{[]any{"CL.THROTTLE", "k", 1, 0, 1}, "ERR count must be a positive integer"},
+			{[]any{"CL.THROTTLE", "k", 1, 1, "1s"}, "ERR period must be a positive integer (seconds)"},
+			{[]any{"CL.THROTTLE", "k", 1, 1, 1, "x"}, "ERR quantity must be a non-negative integer"},
+			{[]any{"CL.THROTTLE", "k", "9223372036854775807", 1, 1}, "ERR capacity, refill and period out of range"},
+			{[]any{"THROTTLE.RESET"}, "ERR wrong number of arguments for 'throttle.reset' command"},
+			{[]any{"FOO", "bar"}, "ERR unknown command 'FOO', with args beginning with: 'bar'"},
+			{[]any{"SELECT", 1}, "ERR DB index is out of range"},
+			{[]any{"CLIENT", "NOPE"}, "ERR unknown subcommand 'NOPE'. Try CLIENT HELP."},
+			{[]any{"CLIENT", "SETNAME", "a b"}, "ERR Client names cannot contain spaces, newlines or special characters."},
+			{[]any{"HELLO", "4"}, "NOPROTO unsupported protocol version"},
+			{[]any{"HELLO", "3"}, "ERR unknown command 'HELLO'"},
+			{[]any{"ECHO"}, "ERR wrong number of arguments for 'echo' command"},
+			{[]any{"CLUSTER", "SLOTS"}, "ERR This instance has cluster support disabled"},
+		} {
+			err := c.Do(ctx, tt.args...).Err()
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("%v: got %v, want %q", tt.args, err, tt.want)
+			}
+		}
+		// Still serving after every error.
+		if got, err := c.Ping(ctx).Result(); err != nil || got != "PONG" {
+			t.Fatalf("PING after errors: %q, %v", got, err)
+		}
+	})
+}
+
+// testPlacement checks that a bucket lives on the shard of its slot, with a
+// TTL no longer than its time to full, and that {tags} co-locate buckets.
+func testPlacement(t *testing.T, cb clusterBackend) {
+	ctx := context.Background()
+	c := newGoRedis(t, serve(t, cb.decider))
+	got := throttle(t, c, "THROTTLE", "user:1", 5, 1, "1s", 3)
+	slot, err := cb.client.Do(ctx, cb.client.B().ClusterKeyslot().Key(router.KeyPrefix+"user:1").Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := cb.cluster.Primary(ctx, int(slot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Asked directly, the owner holds the key; no redirect.
+	pttl, err := owner.Do(ctx, "PTTL", router.KeyPrefix+"user:1").AsInt64()
+	if err != nil {
+		t.Fatalf("PTTL on the slot's owner %s: %v", owner.Addr, err)
+	}
+	if pttl <= 0 || pttl > got[4] {
+		t.Fatalf("PTTL %d ms, want in (0, %d] (reset_after_ms)", pttl, got[4])
+	}
+
+	throttle(t, c, "THROTTLE", "{user42}:a", 5, 1, "1s")
+	throttle(t, c, "THROTTLE", "{user42}:b", 5, 1, "1s")
+	var slots []int64
+	for _, k := range []string{"{user42}:a", "{user42}:b", "user42"} {
+		s, err := cb.client.Do(ctx, cb.client.B().ClusterKeyslot().Key(router.KeyPrefix+k).Build()).AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots = append(slots, s)
+	}
+	want, _ := cb.client.Do(ctx, cb.client.B().ClusterKeyslot().Key("user42").Build()).AsInt64()
+	if slots[0] != want || slots[1] != want {
+		t.Fatalf("slots of {user42}:a and {user42}:b are %v, want both %d, the slot of user42", slots[:2], want)
+	}
+	owner, err = cb.cluster.Primary(ctx, int(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"{user42}:a", "{user42}:b"} {
+		if n, err := owner.Do(ctx, "EXISTS", router.KeyPrefix+k).AsInt64(); err != nil || n != 1 {
+			t.Fatalf("%s is not on %s, the owner of slot %d: %d, %v", k, owner.Addr, want, n, err)
+		}
+	}
+
+	// A key holding something else is an error, not a bucket overwritten.
+	cb.client.Do(ctx, cb.client.B().Lpush().Key(router.KeyPrefix+"list").Element("x").Build())
+	if err := c.Do(ctx, "THROTTLE", "list", 5, 1, "1s").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("THROTTLE on a list: got %v, want WRONGTYPE", err)
+	}
+}
+
+// testExactAdmission hammers one key from 50 goroutines spread over the
+// given proxies for 2 s and checks that exactly capacity + refill x elapsed
+// tokens were admitted, within one: no token is spent twice.
+func testExactAdmission(t *testing.T, addrs ...string) {
+	const (
+		capacity = 20
+		// One token per 20 ms, so that the client's view of the elapsed
+		// time is precise to a fraction of a token.
+		refill = 50
+		workers = 50
+		run     = 2 * time.Second
+	)
+	clients := make([]*goredis.Client, len(addrs))
+	for i, a := range addrs {
+		clients[i] = newGoRedis(t, a)
+	}
+	key := fmt.Sprintf("hammer:%d:%d", len(addrs), time.Now().UnixNano())
+	var admitted, denied, failed atomic.Int64
+	ctx := context.Background()
+	// Every worker holds a connection before the clock starts, so that
+	// dialing is not counted as time the bucket could refill in.
+	var ready, wg sync.WaitGroup
+	begin := make(chan struct{})
+	var start, deadline time.Time
+	for w := range workers {
+		c := clients[w%len(clients)]
+		ready.Add(1)
+		wg.Go(func() {
+			err := c.Ping(ctx).Err()
+			ready.Done()
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			<-begin
+			for time.Now().Before(deadline) {
+				v, err := c.Do(ctx, "THROTTLE", key, capacity, refill, "1s").Int64Slice()
+				switch {
+				case err != nil || len(v) != 5:
+					failed.Add(1)
+				case v[0] == 0:
+					admitted.Add(1)
+				default:
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	ready.Wait()
+	start = time.Now()
+	deadline = start.Add(run)
+	close(begin)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failed.Load() > 0 {
+		t.Fatalf("%d calls failed", failed.Load())
+	}
+	// The server sees a window a little shorter than the client's, and a
+	// token refills only once it is whole: exactly capacity plus
+	// floor(refill x its window) are due, at most the ideal and at least
+	// one token under it.
+	ideal := capacity + refill*elapsed.Seconds()
+	got := float64(admitted.Load())
+	if got > ideal || got < math.Floor(ideal)-1 {
+		t.Fatalf("admitted %v in %v over %d proxies, want %.1f within one token (denied %d)", got, elapsed, len(addrs), ideal, denied.Load())
+	}
+	if denied.Load() < 10*admitted.Load() {
+		t.Fatalf("only %d denials for %d admissions: the key was not hammered", denied.Load(), admitted.Load())
+	}
+}
+
+func TestClientsSpeakToSluice(t *testing.T) {
+	addr := serve(t, router.NewMemory())
+	ctx := context.Background()
+
+	t.Run("go-redis", func(t *testing.T) {
+		c := newGoRedis(t, addr)
+		if got := throttle(t, c, "THROTTLE", "gr", 2, 1, "1s"); !eq(got, []int64{0, 2, 1, -1, 1000}) {
+			t.Fatalf("got %v", got)
+		}
+		if err := c.Do(ctx, "CLIENT", "SETNAME", "api-7").Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("rueidis", func(t *testing.T) {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err != nil {
+			t.Fatalf("rueidis cannot connect: %v", err)
+		}
+		defer c.Close()
+		got, err := c.Do(ctx, c.B().Arbitrary("THROTTLE").Keys("rd").Args("2", "1", "1s").Build()).AsIntSlice()
+		if err != nil || !eq(got, []int64{0, 2, 1, -1, 1000}) {
+			t.Fatalf("got %v, %v", got, err)
+		}
+	})
+}
+
+func TestConnectionCommands(t *testing.T) {
+	addr := serve(t, router.NewMemory())
+	ctx := context.Background()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
+	defer c.Close()
+
+	if got, err := c.Do(ctx, "PING", "hi").Text(); err != nil || got != "hi" {
+		t.Errorf("PING hi: %q, %v", got, err)
+	}
+	if got, err := c.Do(ctx, "ECHO", "x y").Text(); err != nil || got != "x y" {
+		t.Errorf("ECHO: %q, %v", got, err)
+	}
+	if err := c.Do(ctx, "SELECT", 0).Err(); err != nil {
+		t.Errorf("SELECT 0: %v", err)
+	}
+	if got, err := c.Do(ctx, "CLIENT", "GETNAME").Result(); err != goredis.Nil {
+		t.Errorf("CLIENT GETNAME before SETNAME: %v, %v, want nil", got, err)
+	}
+	c.Do(ctx, "CLIENT", "SETNAME", "worker-1")
+	if got, err := c.Do(ctx, "CLIENT", "GETNAME").Text(); err != nil || got != "worker-1" {
+		t.Errorf("CLIENT GETNAME: %q, %v", got, err)
+	}
+	id1, err := c.Do(ctx, "CLIENT", "ID").Int64()
+	if err != nil || id1 <= 0 {
+		t.Errorf("CLIENT ID: %d, %v", id1, err)
+	}
+	if err := c.Do(ctx, "CLIENT", "SETINFO", "LIB-NAME", "go-redis").Err(); err != nil {
+		t.Errorf("CLIENT SETINFO: %v", err)
+	}
+	hello, err := c.Do(ctx, "HELLO", "2").Slice()
+	if err != nil || len(hello) != 14 || hello[0] != "server" || hello[1] != "sluice" || hello[5] != int64(2) || hello[7] != id1 {
+		t.Errorf("HELLO 2: %v, %v", hello, err)
+	}
+	if n, err := c.Do(ctx, "COMMAND", "COUNT").Int64(); err != nil || n < 12 {
+		t.Errorf("COMMAND COUNT: %d, %v", n, err)
+	}
+	info, err := c.Do(ctx, "COMMAND", "INFO", "throttle", "nope").Slice()
+	if err != nil || len(info) != 2 || info[1] != nil {
+		t.Fatalf("COMMAND INFO: %v, %v", info, err)
+	}
+	if entry := info[0].([]any); entry[0] != "throttle" || entry[1] != int64(-5) || entry[3] != int64(1) {
+		t.Errorf("COMMAND INFO throttle: %v", entry)
+	}
+	if docs, err := c.Do(ctx, "COMMAND", "DOCS").Slice(); err != nil || len(docs) != 0 {
+		t.Errorf("COMMAND DOCS: %v, %v", docs, err)
+	}
+
+	c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
+	c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
+	c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
+	text, err := c.Info(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Server", "sluice_version:", "tcp_port:" + addr[strings.LastIndex(addr, ":")+1:], "connected_clients:1", "throttle_allowed:1", "throttle_limited:2", "used_cpu_user:"} {
+		if !strings.Contains(text, want+"") {
+			t.Errorf("INFO lacks %q:\n%s", want, text)
+		}
+	}
+	if text, _ := c.Info(ctx, "clients").Result(); strings.Contains(text, "# Stats") || !strings.Contains(text, "connected_clients") {
+		t.Errorf("INFO clients: %s", text)
+	}
+}
+
+// raw opens a plain TCP connection for byte-level protocol tests.
+func raw(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	return conn, bufio.NewReader(conn)
+}
+
+func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
+	addr := serve(t, router.NewMemory())
+	healthy, healthyR := raw(t, addr)
+	for _, tt := range []struct {
+		name, send, want string
+	}{
+		{"absurd bulk length", "*2\r\n$4\r\nPING\r\n$99999999999\r\n", "-ERR Protocol error: invalid bulk length"},
+		{"bulk length near 2^63", "*1\r\n$9223372036854775807\r\n", "-ERR Protocol error: invalid bulk length"},
+		{"absurd argument count", "*99999999999\r\n", "-ERR Protocol error: invalid multibulk length"},
+		{"negative bulk length", "*1\r\n$-3\r\n", "-ERR Protocol error: invalid bulk length"},
+		{"not a bulk", "*1\r\n:4\r\n", "-ERR Protocol error: expected '$', got ':'"},
+		{"endless header", "*1\r\n$" + strings.Repeat("1", 40), "-ERR Protocol error: invalid bulk length"},
+		// One byte over the limit, so the server has read all that was sent
+		// when it closes, and the close cannot reset the reply away.
+		{"endless inline", strings.Repeat("x", 64<<10+1), "-ERR Protocol error: too big inline request"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, r := raw(t, addr)
+			io.WriteString(conn, tt.send)
+			line, err := r.ReadString('\n')
+			if err != nil || strings.TrimSpace(line) != tt.want {
+				t.Fatalf("got %q, %v, want %q", line, err, tt.want)
+			}
+			if _, err := r.ReadByte(); err != io.EOF {
+				t.Fatalf("connection still open after a protocol error (%v)", err)
+			}
+		})
+	}
+	io.WriteString(healthy, "PING\r\n")
+	if line, err := healthyR.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		t.Fatalf("another connection: got %q, %v", line, err)
+	}
+}
+
+func TestRepliesBeforeAProtocolErrorArrive(t *testing.T) {
+	conn, r := raw(t, serve(t, router.NewMemory()))
+	io.WriteString(conn, "*1\r\n$4\r\nPING\r\n*1\r\n$-7\r\n")
+	for _, want := range []string{"+PONG\r\n", "-ERR Protocol error: invalid bulk length\r\n"} {
+		if line, err := r.ReadString('\n'); err != nil || line != want {
+			t.Fatalf("got %q, %v, want %q", line, err, want)
+		}
+	}
+}
+
+func TestQuitEndsThePipeline(t *testing.T) {
+	conn, r := raw(t, serve(t, router.NewMemory()))
+	io.WriteString(conn, "PING\r\nTHROTTLE q 1 1 1h\r\nQUIT\r\nTHROTTLE q 1 1 1h\r\n")
+	var got []string
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			break
+		}
+		got = append(got, strings.TrimSpace(line))
+	}
+	want := []string{"+PONG", "*5", ":0", ":1", ":0", ":-1", ":3600000", "+OK"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got %v, want %v and then the connection closed", got, want)
+	}
+}
+
+func TestInlineCommands(t *testing.T) {
+	conn, r := raw(t, serve(t, router.NewMemory()))
+	io.WriteString(conn, "THROTTLE inline 3 1 1s 2\r\n")
+	var got []string
+	for range 6 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strings.TrimSpace(line))
+	}
+	if want := "*5 :0 :3 :1 :-1 :2000"; strings.Join(got, " ") != want {
+		t.Fatalf("got %v, want %s", got, want)
+	}
+}

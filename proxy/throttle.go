@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"errors"
+
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+var (
+	errCapacity = errors.New("capacity must be a positive integer")
+	errRefill   = errors.New("refill must be a positive integer")
+	errCost     = errors.New("cost must be a non-negative integer")
+	errRange    = errors.New("capacity, refill and period out of range: capacity x period/refill must stay below 2^51 µs and refill/period below 2^40 per µs")
+
+	errMaxBurst   = errors.New("max_burst must be a non-negative integer")
+	errCount      = errors.New("count must be a positive integer")
+	errCellPeriod = errors.New("period must be a positive integer (seconds)")
+	errQuantity   = errors.New("quantity must be a non-negative integer")
+)
+
+// parseThrottle parses THROTTLE key capacity refill period [cost].
+func parseThrottle(args [][]byte) (router.Request, error) {
+	if len(args) > 6 {
+		return router.Request{}, errors.New("wrong number of arguments for 'throttle' command")
+	}
+	capacity, ok := parseInt(args[2])
+	if !ok || capacity < 1 {
+		return router.Request{}, errCapacity
+	}
+	refill, ok := parseInt(args[3])
+	if !ok || refill < 1 {
+		return router.Request{}, errRefill
+	}
+	period, err := parsePeriod(args[4])
+	if err != nil {
+		return router.Request{}, err
+	}
+	cost := int64(1)
+	if len(args) == 6 {
+		if cost, ok = parseInt(args[5]); !ok || cost < 0 {
+			return router.Request{}, errCost
+		}
+	}
+	return takeRequest(args[1], bucket.Limit{Capacity: capacity, Refill: refill, Period: period}, cost)
+}
+
+// parseCellThrottle parses redis-cell's CL.THROTTLE key max_burst count
+// period [quantity]: a bucket of max_burst+1 tokens refilled with count
+// tokens every period seconds. It is the same bucket THROTTLE uses.
+func parseCellThrottle(args [][]byte) (router.Request, error) {
+	if len(args) > 6 {
+		return router.Request{}, errors.New("wrong number of arguments for 'cl.throttle' command")
+	}
+	burst, ok := parseInt(args[2])
+	if !ok || burst < 0 {
+		return router.Request{}, errMaxBurst
+	}
+	count, ok := parseInt(args[3])
+	if !ok || count < 1 {
+		return router.Request{}, errCount
+	}
+	period, ok := parseInt(args[4])
+	if !ok || period < 1 {
+		return router.Request{}, errCellPeriod
+	}
+	if burst == 1<<63-1 || period > (1<<63-1)/1_000_000 {
+		return router.Request{}, errRange
+	}
+	quantity := int64(1)
+	if len(args) == 6 {
+		if quantity, ok = parseInt(args[5]); !ok || quantity < 0 {
+			return router.Request{}, errQuantity
+		}
+	}
+	return takeRequest(args[1], bucket.Limit{Capacity: burst + 1, Refill: count, Period: period * 1e6}, quantity)
+}
+
+func takeRequest(key []byte, l bucket.Limit, cost int64) (router.Request, error) {
+	iv, err := l.Interval()
+	if err != nil {
+		return router.Request{}, errRange
+	}
+	return router.Request{Op: router.Take, Key: string(key), Interval: iv, Cost: cost}, nil
+}
+
+func parseReset(args [][]byte) (router.Request, error) {
+	return router.Request{Op: router.Reset, Key: string(args[1])}, nil
+}
+
+// replyThrottle writes [limited, capacity, remaining, retry_after_ms,
+// reset_after_ms].
+func replyThrottle(conn replyWriter, req *router.Request, res *router.Result) {
+	writeDecision(conn, req, res, 1000)
+}
+
+// replyCellThrottle writes redis-cell's reply: the same, in seconds.
+func replyCellThrottle(conn replyWriter, req *router.Request, res *router.Result) {
+	writeDecision(conn, req, res, 1e6)
+}
+
+// replyWriter is the part of redcon.Conn (and of redcon.Writer) that
+// bucket replies use.
+type replyWriter interface {
+	WriteArray(n int)
+	WriteInt(n int)
+	WriteInt64(n int64)
+}
+
+func writeDecision(conn replyWriter, req *router.Request, res *router.Result, unit int64) {
+	conn.WriteArray(5)
+	if res.Limited {
+		conn.WriteInt(1)
+	} else {
+		conn.WriteInt(0)
+	}
+	conn.WriteInt64(req.Interval.Capacity)
+	conn.WriteInt64(res.Remaining)
+	if res.RetryAfter < 0 {
+		conn.WriteInt(-1)
+	} else {
+		conn.WriteInt64(ceilDiv(res.RetryAfter, unit))
+	}
+	conn.WriteInt64(ceilDiv(res.ResetAfter, unit))
+}
+
+func replyReset(conn replyWriter, _ *router.Request, res *router.Result) {
+	if res.Existed {
+		conn.WriteInt(1)
+	} else {
+		conn.WriteInt(0)
+	}
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

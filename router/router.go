@@ -1,0 +1,39 @@
+// Package router decides bucket requests: it owns where a bucket lives
+// (the cluster shard of its slot, or this process) and, as sluice grows,
+// shard health, hot-key splitting and the local fallback.
+package router
+
+import (
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+// KeyPrefix goes before every caller key in Redis, so buckets have a
+// namespace of their own. It has no '{', so a {tag} in the caller's key
+// still decides the slot.
+const KeyPrefix = "sluice:"
+
+// Op is what a Request does to its bucket.
+type Op uint8
+
+const (
+	// Take takes Cost tokens (0 peeks).
+	Take Op = iota
+	// Reset deletes the bucket, making it full.
+	Reset
+)
+
+// Request is one operation on the bucket named Key.
+type Request struct {
+	Op       Op
+	Key      string
+	Interval bucket.Interval // Take only
+	Cost     int64           // Take only
+}
+
+// Result is the outcome of a Request. Err is set when it could not be
+// decided; the other fields are then zero.
+type Result struct {
+	bucket.Result
+	Existed bool // Reset: there was a bucket to delete
+	Err     error
+}
