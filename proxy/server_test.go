@@ -357,7 +357,7 @@ func testExactAdmission(t *testing.T, addrs ...string) {
 		capacity = 20
 		// One token per 20 ms, so that the client's view of the elapsed
 		// time is precise to a fraction of a token.
-		refill = 50
+		refill  = 50
 		workers = 50
 		run     = 2 * time.Second
 	)

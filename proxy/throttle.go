@@ -11,7 +11,7 @@ var (
 	errCapacity = errors.New("capacity must be a positive integer")
 	errRefill   = errors.New("refill must be a positive integer")
 	errCost     = errors.New("cost must be a non-negative integer")
-	errRange    = errors.New("capacity, refill and period out of range: capacity x period/refill must stay below 2^51 µs and refill/period below 2^40 per µs")
+	errRange    = errors.New("capacity, refill and period out of range: the bucket cannot be computed exactly")
 
 	errMaxBurst   = errors.New("max_burst must be a non-negative integer")
 	errCount      = errors.New("count must be a positive integer")

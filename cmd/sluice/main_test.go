@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// binary builds the sluice command once per test.
+func binary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sluice")
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// process is a running sluice whose JSON log lines are decoded.
+type process struct {
+	cmd   *exec.Cmd
+	lines chan map[string]any
+	addr  string
+}
+
+func start(t *testing.T, bin string, env []string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--log-format", "json"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, lines: make(chan map[string]any, 100)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil {
+				p.lines <- line
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	started := p.next(t, "sluice started")
+	p.addr, _ = started["listen"].(string)
+	return p
+}
+
+// next waits for the log line with message msg.
+func (p *process) next(t *testing.T, msg string) map[string]any {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("sluice exited before logging %q", msg)
+			}
+			if line["msg"] == msg {
+				return line
+			}
+		case <-timeout:
+			t.Fatalf("no %q log line in 20s", msg)
+		}
+	}
+}
+
+func redisCLI(t *testing.T, addr string, args ...string) []string {
+	t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	out, err := exec.Command("redis-cli", append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// The README's session: five allowed with 4..0 left, the sixth denied.
+func checkFiveThenDenied(t *testing.T, addr, key string) {
+	t.Helper()
+	for want := 4; want >= 0; want-- {
+		got := redisCLI(t, addr, "THROTTLE", key, "5", "1", "1s")
+		if len(got) != 5 || got[0] != "0" || got[2] != strconv.Itoa(want) {
+			t.Fatalf("got %v, want limited 0, remaining %d", got, want)
+		}
+	}
+	got := redisCLI(t, addr, "THROTTLE", key, "5", "1", "1s")
+	retry, _ := strconv.Atoi(got[3])
+	if got[0] != "1" || retry <= 0 || retry > 1000 {
+		t.Fatalf("sixth: got %v, want limited 1 and retry_after_ms in (0, 1000]", got)
+	}
+}
+
+func requireRedisCLI(t *testing.T) {
+	clustertest.Require(t)
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Fatal("redis-cli is not on PATH (install redis-tools, or run make test)")
+	}
+}
+
+func stop(t *testing.T, p *process) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.next(t, "sluice stopped")
+	if err := p.cmd.Wait(); err != nil {
+		t.Fatalf("sluice exited with %v after SIGTERM, want 0", err)
+	}
+}
+
+func TestEmbedded(t *testing.T) {
+	requireRedisCLI(t)
+	p := start(t, binary(t), []string{"SLUICE_LISTEN=127.0.0.1:0"})
+	checkFiveThenDenied(t, p.addr, "user:1")
+	if info := strings.Join(redisCLI(t, p.addr, "INFO", "server"), " "); !strings.Contains(info, "backend:embedded") {
+		t.Fatalf("INFO server: %s", info)
+	}
+	stop(t, p)
+}
+
+func TestCluster(t *testing.T) {
+	requireRedisCLI(t)
+	c := clustertest.New(t, clustertest.Config{})
+	p := start(t, binary(t), nil, "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs()[:2], ","))
+	checkFiveThenDenied(t, p.addr, "user:1")
+
+	key := router.KeyPrefix + "user:1"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slot, err := c.Nodes[0].Do(ctx, "CLUSTER", "KEYSLOT", key).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := c.Primary(ctx, int(slot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reset := redisCLI(t, p.addr, "THROTTLE", "user:1", "5", "1", "1s", "0")[4]
+	pttl, err := owner.Do(ctx, "PTTL", key).AsInt64()
+	resetMS, _ := strconv.ParseInt(reset, 10, 64)
+	if err != nil || pttl <= 0 || pttl > resetMS {
+		t.Fatalf("on %s, the owner of slot %d: PTTL %d (%v), want in (0, %d], the time to full", owner.Addr, slot, pttl, err, resetMS)
+	}
+	stop(t, p)
+}
+
+func TestBadFlags(t *testing.T) {
+	var out strings.Builder
+	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}, {"--nope"}, {"extra"}} {
+		out.Reset()
+		if code := run(args, func(string) string { return "" }, &out); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+		if !strings.Contains(out.String(), "sluice:") && !strings.Contains(out.String(), "flag provided but not defined") {
+			t.Errorf("%v: no message, got %q", args, out.String())
+		}
+	}
+	env := func(k string) string {
+		if k == "SLUICE_LOG_FORMAT" {
+			return "yaml"
+		}
+		return ""
+	}
+	if code := run(nil, env, &out); code != 2 {
+		t.Errorf("SLUICE_LOG_FORMAT=yaml: exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/sluice-rl/sluice/router"
+)
+
+func TestParseInt(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true}, {"42", 42, true}, {"-7", -7, true},
+		{"9223372036854775807", math.MaxInt64, true},
+		{"-9223372036854775808", math.MinInt64, true},
+		{"9223372036854775808", 0, false}, {"-9223372036854775809", 0, false},
+		{"", 0, false}, {"-", 0, false}, {"+1", 0, false}, {" 1", 0, false},
+		{"1.5", 0, false}, {"0x10", 0, false}, {"123456789012345678901", 0, false},
+	} {
+		got, ok := parseInt([]byte(tt.in))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseInt(%q): got %d, %v, want %d, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestParsePeriod(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64 // µs
+		err  error
+	}{
+		{"60", 60e6, nil}, {"1", 1e6, nil}, {"500ms", 500e3, nil}, {"1ms", 1e3, nil},
+		{"1.5s", 1.5e6, nil}, {"1s", 1e6, nil}, {"2m", 120e6, nil}, {"1h", 3600e6, nil},
+		{"1d", 86400e6, nil}, {"1.5m", 90e6, nil}, {"0.001", 1e3, nil}, {"1.0005s", 1000500, nil},
+		{"1.50000000s", 1.5e6, nil}, {"1H", 3600e6, nil}, {"250MS", 250e3, nil},
+		{"0", 0, errPeriod}, {"0s", 0, errPeriod}, {"0.5ms", 0, errPeriodShort},
+		{"0.0001", 0, errPeriodShort}, {"1.0000005s", 0, errPeriod},
+		{"", 0, errPeriod}, {"s", 0, errPeriod}, {"ms", 0, errPeriod}, {"1w", 0, errPeriod},
+		{"-1s", 0, errPeriod}, {"1.", 0, errPeriod}, {".5s", 0, errPeriod}, {"1..5s", 0, errPeriod},
+		{"1xs", 0, errPeriod}, {"1 s", 0, errPeriod}, {"99999999999999999999d", 0, errPeriod},
+		{"999999999999999999d", 0, errPeriod},
+	} {
+		got, err := parsePeriod([]byte(tt.in))
+		if got != tt.want || !errors.Is(err, tt.err) {
+			t.Errorf("parsePeriod(%q): got %d, %v, want %d, %v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func FuzzParsePeriod(f *testing.F) {
+	for _, s := range []string{"60", "500ms", "1.5s", "1h", "1d", "0.5ms", "1.0000005s", "2m"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		us, err := parsePeriod(b)
+		if err != nil {
+			if us != 0 {
+				t.Fatalf("%q: error %v with period %d", b, err, us)
+			}
+			return
+		}
+		if us < 1000 {
+			t.Fatalf("%q: accepted %d µs, under 1 ms", b, us)
+		}
+		// A plain integer is seconds.
+		if n, ok := parseInt(b); ok && us != n*1e6 {
+			t.Fatalf("%q: got %d µs, want %d s", b, us, n)
+		}
+	})
+}
+
+func FuzzParseThrottle(f *testing.F) {
+	f.Add([]byte("k"), []byte("5"), []byte("1"), []byte("1s"), []byte("1"), true)
+	f.Add([]byte("{tag}k"), []byte("1000000"), []byte("1000000"), []byte("1s"), []byte("0"), false)
+	f.Add([]byte(""), []byte("1"), []byte("1"), []byte("1d"), []byte("2"), true)
+	f.Add([]byte("k"), []byte("15"), []byte("30"), []byte("60"), []byte("-1"), false)
+	f.Fuzz(func(t *testing.T, key, capacity, refill, period, cost []byte, cell bool) {
+		args := [][]byte{[]byte("THROTTLE"), key, capacity, refill, period, cost}
+		parse := parseThrottle
+		if cell {
+			args[0], parse = []byte("CL.THROTTLE"), parseCellThrottle
+		}
+		req, err := parse(args)
+		if err != nil {
+			return
+		}
+		iv := req.Interval
+		if req.Key != string(key) || req.Cost < 0 || iv.Capacity < 1 || iv.U < 1 || iv.V < 1 {
+			t.Fatalf("%q: accepted a bad request %+v", args, req)
+		}
+		// Whatever is accepted can be answered without overflow.
+		var w redcon.Writer
+		replyThrottle(&w, &req, &router.Result{})
+	})
+}
+
+func TestFramerIgnoresChunking(t *testing.T) {
+	stream := []byte("*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\nPING\r\n*1\r\n$4\r\nPING\r\n*1\r\n$99999999999\r\n")
+	whole := newTestFramer()
+	n1, err1 := whole.scan(stream)
+	bytewise := newTestFramer()
+	n2 := 0
+	var err2 error
+	for i := range stream {
+		var k int
+		k, err2 = bytewise.scan(stream[i : i+1])
+		n2 += k
+		if err2 != nil {
+			break
+		}
+	}
+	if n1 != n2 || err1 == nil || err2 == nil || err1.Error() != err2.Error() {
+		t.Fatalf("whole: %d, %v; byte by byte: %d, %v", n1, err1, n2, err2)
+	}
+	if want := bytes.Index(stream, []byte("$99999999999")) + len("$99999999999\r"); n1 != want {
+		t.Fatalf("error found at byte %d, want %d (the header's newline)", n1, want)
+	}
+}
+
+func newTestFramer() *framer {
+	return &framer{maxBulk: defaultMaxBulkLen, maxArgs: defaultMaxMultiBulk, maxInline: defaultMaxInline}
+}
+
+// FuzzFramer checks that the framer never panics, that how a stream is cut
+// into reads does not change its verdict, and that it passes everything
+// redcon can parse as complete commands within the limits.
+func FuzzFramer(f *testing.F) {
+	f.Add([]byte("*1\r\n$4\r\nPING\r\n"), uint8(3))
+	f.Add([]byte("PING\r\nTHROTTLE k 1 1 1\r\n"), uint8(1))
+	f.Add([]byte("*3\r\n$8\r\nTHROTTLE\r\n$1\r\nk\r\n$-1\r\n"), uint8(7))
+	f.Add([]byte("*99999999999\r\n"), uint8(2))
+	f.Add([]byte("*1\r\n$9223372036854775807\r\n"), uint8(5))
+	f.Fuzz(func(t *testing.T, stream []byte, cut uint8) {
+		a := newTestFramer()
+		na, ea := a.scan(stream)
+		b := newTestFramer()
+		step := int(cut%16) + 1
+		nb := 0
+		var eb error
+		for i := 0; i < len(stream) && eb == nil; i += step {
+			var k int
+			k, eb = b.scan(stream[i:min(i+step, len(stream))])
+			nb += k
+		}
+		if na != nb || (ea == nil) != (eb == nil) {
+			t.Fatalf("one read: %d, %v; reads of %d: %d, %v", na, ea, step, nb, eb)
+		}
+		if ea != nil {
+			return
+		}
+		// Accepted whole: redcon must be able to read it without growing
+		// past it (it may still reject what the framer lets through).
+		rd := redcon.NewReader(bytes.NewReader(stream))
+		for {
+			if _, err := rd.ReadCommands(); err != nil {
+				if err != io.EOF && !isProtocolErr(err) {
+					t.Fatalf("redcon: %v", err)
+				}
+				return
+			}
+		}
+	})
+}
+
+func isProtocolErr(err error) bool {
+	return strings.HasPrefix(err.Error(), "Protocol error")
+}
+
+func BenchmarkParseAndReply(b *testing.B) {
+	args := [][]byte{[]byte("THROTTLE"), []byte("user:12345"), []byte("100"), []byte("10"), []byte("1s"), []byte("1")}
+	w := redcon.NewWriter(io.Discard)
+	// As in serveRESP: requests and results live in per-client slices.
+	reqs, res := make([]router.Request, 1), make([]router.Result, 1)
+	res[0].RetryAfter = -1
+	b.ReportAllocs()
+	for b.Loop() {
+		cmd, err := lookup(args)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if reqs[0], err = cmd.request(args); err != nil {
+			b.Fatal(err)
+		}
+		cmd.reply(w, &reqs[0], &res[0])
+		w.Flush()
+	}
+}

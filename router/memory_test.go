@@ -1,0 +1,92 @@
+package router
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/bucket/buckettest"
+)
+
+func interval(t testing.TB, c, r, p int64) bucket.Interval {
+	t.Helper()
+	iv, err := bucket.Limit{Capacity: c, Refill: r, Period: p}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iv
+}
+
+// The embedded backend replays the known-answer vectors on its own clock.
+func TestMemoryVectors(t *testing.T) {
+	var now int64
+	m := newMemory(func() int64 { return now })
+	for ci, c := range buckettest.Cases() {
+		iv, err := c.Limit().Interval()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := strconv.Itoa(ci)
+		res := make([]Result, 1)
+		for i, s := range c.Steps {
+			now = buckettest.Start + s.T
+			m.Decide(context.Background(), []Request{{Key: key, Interval: iv, Cost: s.Cost}}, res)
+			if got := buckettest.Got(res[0].Result); got != s.Want {
+				t.Fatalf("%s, step %d: got %v, want %v", c.Name, i, got, s.Want)
+			}
+		}
+	}
+}
+
+func TestMemoryReset(t *testing.T) {
+	now := int64(buckettest.Start)
+	m := newMemory(func() int64 { return now })
+	iv := interval(t, 2, 1, 1_000_000)
+	res := make([]Result, 3)
+	m.Decide(context.Background(), []Request{
+		{Op: Reset, Key: "k"},
+		{Key: "k", Interval: iv, Cost: 2},
+		{Op: Reset, Key: "k"},
+	}, res)
+	if res[0].Existed || !res[2].Existed || res[1].Limited {
+		t.Fatalf("got %+v, want reset of nothing, a take, reset of a bucket", res)
+	}
+	m.Decide(context.Background(), []Request{{Key: "k", Interval: iv, Cost: 2}}, res[:1])
+	if res[0].Limited {
+		t.Fatal("bucket not full after reset")
+	}
+	now += 2_000_000 // full again: the same as missing
+	m.Decide(context.Background(), []Request{{Op: Reset, Key: "k"}}, res[:1])
+	if res[0].Existed {
+		t.Fatal("a bucket that refilled counts as existing")
+	}
+}
+
+// Buckets that have refilled are forgotten, so a stream of distinct keys
+// costs memory in proportion to the buckets that are not full, not to
+// every key ever seen.
+func TestMemoryForgetsFullBuckets(t *testing.T) {
+	now := int64(buckettest.Start)
+	m := newMemory(func() int64 { return now })
+	iv := interval(t, 10, 10, 1_000_000) // full again 100 ms after one take
+	res := make([]Result, 1)
+	for i := range 200_000 {
+		m.Decide(context.Background(), []Request{{Key: strconv.Itoa(i), Interval: iv, Cost: 1}}, res)
+		now += 10 // 10 µs apart: about 10,000 buckets are not full at any time
+	}
+	if n := m.Len(); n > 4*10_000+memShards*minSweep {
+		t.Fatalf("%d buckets held for about 10,000 live ones", n)
+	}
+}
+
+func BenchmarkMemoryDecide(b *testing.B) {
+	m := NewMemory()
+	iv := interval(b, 1000, 100, 1_000_000)
+	reqs := []Request{{Key: "user:12345", Interval: iv, Cost: 1}}
+	res := make([]Result, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Decide(context.Background(), reqs, res)
+	}
+}
