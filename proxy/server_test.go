@@ -122,7 +122,14 @@ func TestBackends(t *testing.T) {
 		testExactAdmission(t, serve(t, cb.decider))
 	})
 	t.Run("cluster/two proxies admit as one", func(t *testing.T) {
-		testExactAdmission(t, serve(t, cb.decider), serve(t, router.NewCluster(cb.client)))
+		// The second proxy has a client, connections and script of its own,
+		// as a second sluice process would.
+		other, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cb.cluster.Addrs(), DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		testExactAdmission(t, serve(t, cb.decider), serve(t, router.NewCluster(other)))
 	})
 }
 

@@ -143,7 +143,8 @@ func TestEmbedded(t *testing.T) {
 func TestCluster(t *testing.T) {
 	requireRedisCLI(t)
 	c := clustertest.New(t, clustertest.Config{})
-	p := start(t, binary(t), nil, "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs()[:2], ","))
+	bin := binary(t)
+	p := start(t, bin, nil, "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs()[:2], ","))
 	checkFiveThenDenied(t, p.addr, "user:1")
 
 	key := router.KeyPrefix + "user:1"
@@ -163,6 +164,24 @@ func TestCluster(t *testing.T) {
 	if err != nil || pttl <= 0 || pttl > resetMS {
 		t.Fatalf("on %s, the owner of slot %d: PTTL %d (%v), want in (0, %d], the time to full", owner.Addr, slot, pttl, err, resetMS)
 	}
+
+	// A second sluice process shares the buckets: across both, a burst of
+	// 30 calls admits exactly the capacity.
+	q := start(t, bin, nil, "--listen", "127.0.0.1:0", "--cluster", c.Addrs()[3])
+	admitted := 0
+	for i := range 30 {
+		addr := p.addr
+		if i%2 == 1 {
+			addr = q.addr
+		}
+		if redisCLI(t, addr, "THROTTLE", "shared", "10", "1", "1h")[0] == "0" {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("two processes admitted %d of 30 calls on a bucket of 10, want 10", admitted)
+	}
+	stop(t, q)
 	stop(t, p)
 }
 
