@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ var infoSections = []struct {
 	{"server", "Server", (*Server).infoServer},
 	{"clients", "Clients", (*Server).infoClients},
 	{"stats", "Stats", (*Server).infoStats},
+	{"memory", "Memory", (*Server).infoMemory},
 	{"cpu", "CPU", (*Server).infoCPU},
 }
 
@@ -73,6 +75,35 @@ func (s *Server) infoStats(b *strings.Builder) {
 	fmt.Fprintf(b, "total_error_replies:%d\r\n", s.stats.errors.Load())
 	fmt.Fprintf(b, "throttle_allowed:%d\r\n", s.stats.allowed.Load())
 	fmt.Fprintf(b, "throttle_limited:%d\r\n", s.stats.limited.Load())
+}
+
+// infoMemory reports the Go heap and the process's resident set, the
+// figure that sizes a deployment.
+func (s *Server) infoMemory(b *strings.Builder) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Fprintf(b, "used_memory:%d\r\n", ms.HeapAlloc)
+	fmt.Fprintf(b, "used_memory_sys:%d\r\n", ms.Sys)
+	if rss, ok := residentBytes(); ok {
+		fmt.Fprintf(b, "used_memory_rss:%d\r\n", rss)
+	}
+}
+
+// residentBytes reads the resident set size from /proc (Linux only).
+func residentBytes() (int64, bool) {
+	statm, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	fields := strings.Fields(string(statm))
+	if len(fields) < 2 {
+		return 0, false
+	}
+	pages, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * int64(os.Getpagesize()), true
 }
 
 // infoCPU reports the process's CPU time as Redis does, so a benchmark can

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -42,6 +44,10 @@ type options struct {
 	cluster   string
 	logLevel  string
 	logFormat string
+	pprof     string
+	// flushDelay lets the writer to each shard wait a moment after a write
+	// so that concurrent clients' commands share the next one.
+	flushDelay time.Duration
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -52,6 +58,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.cluster, "cluster", "", "Redis Cluster seed nodes, `host:port[,host:port...]`; empty runs the embedded in-memory backend")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log `format`: json or console")
+	fs.DurationVar(&o.flushDelay, "backend-flush-delay", 20*time.Microsecond, "pause after each write to a shard so that more clients' commands share the next write (fewer syscalls on both sides, a little latency); 0 disables")
+	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -124,7 +132,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			ShuffleInit: true,
 			// sluice reads nothing it could cache; RESP3 tracking would only
 			// cost the shards work.
-			DisableCache: true,
+			DisableCache:  true,
+			MaxFlushDelay: o.flushDelay,
 		})
 		if err != nil {
 			log.Error("cannot reach the cluster", zap.String("cluster", o.cluster), zap.Error(err))
@@ -132,6 +141,18 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		}
 		defer client.Close()
 		decider = router.NewCluster(client)
+	}
+
+	if o.pprof != "" {
+		pln, err := net.Listen("tcp", o.pprof)
+		if err != nil {
+			log.Error("cannot listen for pprof", zap.Error(err))
+			return 1
+		}
+		defer pln.Close()
+		// The default mux holds only what net/http/pprof registers.
+		go http.Serve(pln, nil)
+		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
 	}
 
 	ln, err := net.Listen("tcp", o.listen)
