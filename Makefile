@@ -7,7 +7,7 @@ CLUSTER_DIR := .cluster
 # Tests that need a real Redis Cluster fail instead of skipping.
 export SLUICE_REQUIRE_REDIS := 1
 
-.PHONY: test deps vet fmt-check cluster cluster-stop fuzz
+.PHONY: test deps vet fmt-check cluster cluster-stop fuzz bench
 
 deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
@@ -47,3 +47,14 @@ cluster: deps
 cluster-stop:
 	@for p in $(REDIS_PORTS); do redis-cli -p $$p shutdown nosave >/dev/null 2>&1 || true; done
 	@rm -rf $(CLUSTER_DIR)
+
+# The standard comparison set: sluice against the direct EVALSHA path on
+# the local cluster, all sharing this machine's cores (under 2 minutes).
+BENCH_ADDR := 127.0.0.1:6399
+bench: cluster
+	$(GO) build -o $(CLUSTER_DIR)/sluice ./cmd/sluice
+	$(GO) build -o $(CLUSTER_DIR)/bench ./bench
+	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn & pid=$$!; \
+		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) ping >/dev/null 2>&1; do sleep 0.1; done; \
+		$(CLUSTER_DIR)/bench -suite -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -duration 2s -rounds 3; rc=$$?; \
+		kill $$pid; exit $$rc

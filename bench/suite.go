@@ -121,7 +121,7 @@ func runSuite(cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "CPU per decision, 50 clients unpipelined: sluice %.1f µs vs the primaries' %.1f µs when called directly (aim: sluice <= primaries)\n",
 		c1.ProxyCPUA, c1.PrimariesCPUB)
 	fmt.Fprintf(out, "embedded backend, 50 clients, no pipelining: %.0f decisions/s, p99 %d µs\n", embRun.OpsPerSec, embRun.P99)
-	fmt.Fprintf(out, "Redis memory per bucket (MEMORY USAGE, key %q): %d bytes; after it refills: %s\n", "sluice:bench:mem", mem, idle)
+	fmt.Fprintf(out, "Redis memory per bucket (MEMORY USAGE, key %q): %d bytes; after it refills: %s\n", "sluice:mem:1", mem, idle)
 	fmt.Fprintf(out, "sluice RSS: %.1f MB before, %.1f MB with 10,000 idle client connections (%.1f KB each)\n",
 		float64(rss0)/1e6, float64(rss1)/1e6, float64(rss1-rss0)/10000/1e3)
 	return nil
@@ -140,12 +140,12 @@ func bucketMemory(ctx context.Context, cfg config) (int64, string, error) {
 		return 0, "", err
 	}
 	defer cl.Close()
-	for _, args := range [][]string{{"bench:mem", "100", "10", "1s"}, {"bench:idle", "1", "1", "100ms"}} {
+	for _, args := range [][]string{{"mem:1", "100", "10", "1s"}, {"bench:idle", "1", "1", "100ms"}} {
 		if err := sl.Do(ctx, sl.B().Arbitrary("THROTTLE").Keys(args[0]).Args(args[1:]...).Build()).Error(); err != nil {
 			return 0, "", err
 		}
 	}
-	n, err := cl.Do(ctx, cl.B().MemoryUsage().Key("sluice:bench:mem").Build()).AsInt64()
+	n, err := cl.Do(ctx, cl.B().MemoryUsage().Key("sluice:mem:1").Build()).AsInt64()
 	if err != nil {
 		return 0, "", err
 	}

@@ -64,7 +64,7 @@ func newEmbeddedTarget(lim limits) (*sluiceTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := proxy.New(proxy.Config{Decider: router.NewMemory(), Backend: "embedded"})
+	srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Backend: "embedded"})
 	go srv.Serve(ln)
 	t := newSluiceTarget("embedded", ln.Addr().String(), lim, nil)
 	t.srv = srv

@@ -151,3 +151,38 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 	})
 }
+
+func TestHeartbeatCountsLiveInstances(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	hb := lua.NewHeartbeat()
+	for i, id := range []string{"a", "b", "a"} {
+		n, err := hb.Beat(ctx, cl, "hb", id, time.Hour)
+		if want := int64(min(i+1, 2)); err != nil || n != want {
+			t.Fatalf("beat %d of %s: %d, %v, want %d", i, id, n, err, want)
+		}
+	}
+	// An instance that stops beating drops out once its announcement ends.
+	if _, err := hb.Beat(ctx, cl, "hb2", "gone", 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := hb.Beat(ctx, cl, "hb2", "live", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d live instances 5s after one stopped", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

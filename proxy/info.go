@@ -23,6 +23,7 @@ var infoSections = []struct {
 	{"clients", "Clients", (*Server).infoClients},
 	{"stats", "Stats", (*Server).infoStats},
 	{"memory", "Memory", (*Server).infoMemory},
+	{"backend", "Backend", (*Server).infoBackend},
 	{"cpu", "CPU", (*Server).infoCPU},
 }
 
@@ -75,6 +76,18 @@ func (s *Server) infoStats(b *strings.Builder) {
 	fmt.Fprintf(b, "total_error_replies:%d\r\n", s.stats.errors.Load())
 	fmt.Fprintf(b, "throttle_allowed:%d\r\n", s.stats.allowed.Load())
 	fmt.Fprintf(b, "throttle_limited:%d\r\n", s.stats.limited.Load())
+}
+
+// backendInfo is what a Decider may add to INFO: lines of field:value.
+type backendInfo interface {
+	Info() string
+}
+
+func (s *Server) infoBackend(b *strings.Builder) {
+	fmt.Fprintf(b, "backend:%s\r\n", s.cfg.Backend)
+	if bi, ok := s.cfg.Decider.(backendInfo); ok {
+		b.WriteString(bi.Info())
+	}
 }
 
 // infoMemory reports the Go heap and the process's resident set, the

@@ -31,7 +31,7 @@ type backend struct {
 }
 
 func memoryBackend() backend {
-	m := router.NewMemory()
+	m := router.NewMemory(0)
 	return backend{name: "embedded", decider: m, stored: func(t *testing.T, key string) bool {
 		// A peek under any limit tells a stored (not full) bucket from none.
 		res := make([]router.Result, 1)
@@ -64,7 +64,7 @@ func newClusterBackend(t *testing.T, cfg clustertest.Config) clusterBackend {
 	}
 	t.Cleanup(cl.Close)
 	b := clusterBackend{cluster: c, client: cl}
-	b.backend = backend{name: "cluster", decider: router.NewCluster(cl), stored: func(t *testing.T, key string) bool {
+	b.backend = backend{name: "cluster", decider: newRouter(t, c), stored: func(t *testing.T, key string) bool {
 		n, err := cl.Do(context.Background(), cl.B().Exists().Key(router.KeyPrefix+key).Build()).AsInt64()
 		if err != nil {
 			t.Fatal(err)
@@ -72,6 +72,19 @@ func newClusterBackend(t *testing.T, cfg clustertest.Config) clusterBackend {
 		return n == 1
 	}}
 	return b
+}
+
+// newRouter is a cluster router on c that has read the slot map.
+func newRouter(t testing.TB, c *clustertest.Cluster) *router.Cluster {
+	t.Helper()
+	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second})
+	t.Cleanup(r.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitConnected(ctx); err != nil {
+		t.Fatalf("router did not connect: %v", err)
+	}
+	return r
 }
 
 // serve starts a sluice server on a free loopback port.
@@ -122,14 +135,9 @@ func TestBackends(t *testing.T) {
 		testExactAdmission(t, serve(t, cb.decider))
 	})
 	t.Run("cluster/two proxies admit as one", func(t *testing.T) {
-		// The second proxy has a client, connections and script of its own,
-		// as a second sluice process would.
-		other, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: cb.cluster.Addrs(), DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close()
-		testExactAdmission(t, serve(t, cb.decider), serve(t, router.NewCluster(other)))
+		// The second proxy has a router, client and connections of its
+		// own, as a second sluice process would.
+		testExactAdmission(t, serve(t, cb.decider), serve(t, newRouter(t, cb.cluster)))
 	})
 }
 
@@ -428,7 +436,7 @@ func testExactAdmission(t *testing.T, addrs ...string) {
 }
 
 func TestClientsSpeakToSluice(t *testing.T) {
-	addr := serve(t, router.NewMemory())
+	addr := serve(t, router.NewMemory(0))
 	ctx := context.Background()
 
 	t.Run("go-redis", func(t *testing.T) {
@@ -455,7 +463,7 @@ func TestClientsSpeakToSluice(t *testing.T) {
 }
 
 func TestConnectionCommands(t *testing.T) {
-	addr := serve(t, router.NewMemory())
+	addr := serve(t, router.NewMemory(0))
 	ctx := context.Background()
 	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
 	defer c.Close()
@@ -531,7 +539,7 @@ func raw(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 }
 
 func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
-	addr := serve(t, router.NewMemory())
+	addr := serve(t, router.NewMemory(0))
 	healthy, healthyR := raw(t, addr)
 	for _, tt := range []struct {
 		name, send, want string
@@ -565,7 +573,7 @@ func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
 }
 
 func TestRepliesBeforeAProtocolErrorArrive(t *testing.T) {
-	conn, r := raw(t, serve(t, router.NewMemory()))
+	conn, r := raw(t, serve(t, router.NewMemory(0)))
 	io.WriteString(conn, "*1\r\n$4\r\nPING\r\n*1\r\n$-7\r\n")
 	for _, want := range []string{"+PONG\r\n", "-ERR Protocol error: invalid bulk length\r\n"} {
 		if line, err := r.ReadString('\n'); err != nil || line != want {
@@ -575,7 +583,7 @@ func TestRepliesBeforeAProtocolErrorArrive(t *testing.T) {
 }
 
 func TestQuitEndsThePipeline(t *testing.T) {
-	conn, r := raw(t, serve(t, router.NewMemory()))
+	conn, r := raw(t, serve(t, router.NewMemory(0)))
 	io.WriteString(conn, "PING\r\nTHROTTLE q 1 1 1h\r\nQUIT\r\nTHROTTLE q 1 1 1h\r\n")
 	var got []string
 	for {
@@ -592,7 +600,7 @@ func TestQuitEndsThePipeline(t *testing.T) {
 }
 
 func TestInlineCommands(t *testing.T) {
-	conn, r := raw(t, serve(t, router.NewMemory()))
+	conn, r := raw(t, serve(t, router.NewMemory(0)))
 	io.WriteString(conn, "THROTTLE inline 3 1 1s 2\r\n")
 	var got []string
 	for range 6 {

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,9 +21,10 @@ const minSweep = 1024
 // Memory keeps buckets in this process: the embedded backend when sluice
 // runs without a cluster. It decides exactly as the Lua script does.
 type Memory struct {
-	now    func() int64 // µs since the epoch
-	seed   maphash.Seed
-	shards [memShards]memShard
+	now      func() int64 // µs since the epoch
+	seed     maphash.Seed
+	perShard int // most buckets a shard keeps; 0 means no cap
+	shards   [memShards]memShard
 }
 
 type memShard struct {
@@ -32,17 +34,34 @@ type memShard struct {
 }
 
 // NewMemory returns an empty in-process backend on the system clock.
-func NewMemory() *Memory {
-	return newMemory(func() int64 { return time.Now().UnixMicro() })
+// maxKeys caps the buckets it holds (0: no cap); past the cap it forgets
+// arbitrary buckets, which then start full again: a flood of distinct keys
+// costs bounded memory and, at worst, over-admits the keys it forgot.
+func NewMemory(maxKeys int) *Memory {
+	return newMemory(func() int64 { return time.Now().UnixMicro() }, maxKeys)
 }
 
-func newMemory(now func() int64) *Memory {
+func newMemory(now func() int64, maxKeys int) *Memory {
 	m := &Memory{now: now, seed: maphash.MakeSeed()}
+	if maxKeys > 0 {
+		m.perShard = max(maxKeys/memShards, 1)
+	}
 	for i := range m.shards {
 		m.shards[i].tats = make(map[string]int64)
-		m.shards[i].sweepAt = minSweep
+		m.shards[i].sweepAt = m.sweepAt(0)
 	}
 	return m
+}
+
+// sweepAt is the size at which a shard holding n buckets sweeps next:
+// twice n, so that sweeping costs in proportion to the writes, but never
+// past the cap.
+func (m *Memory) sweepAt(n int) int {
+	at := max(2*n, minSweep)
+	if m.perShard > 0 {
+		at = min(at, m.perShard)
+	}
+	return at
 }
 
 // Decide decides reqs in order; it never fails.
@@ -50,7 +69,13 @@ func (m *Memory) Decide(_ context.Context, reqs []Request, res []Result) {
 	now := m.now()
 	for i := range reqs {
 		res[i] = m.decide(&reqs[i], now)
+		res[i].Source = SourceEmbedded
 	}
+}
+
+// Info is the embedded backend's INFO section.
+func (m *Memory) Info() string {
+	return "embedded_buckets:" + strconv.Itoa(m.Len()) + "\r\n"
 }
 
 // Len is the number of buckets held, full ones not yet swept included.
@@ -78,20 +103,30 @@ func (m *Memory) decide(r *Request, now int64) Result {
 	if store != 0 {
 		s.tats[r.Key] = store
 		if len(s.tats) >= s.sweepAt {
-			s.sweep(now)
+			s.sweep(now, m.perShard)
+			s.sweepAt = m.sweepAt(len(s.tats))
 		}
 	}
 	return Result{Result: br}
 }
 
 // sweep forgets full buckets (they equal missing ones), like Redis expiring
-// them, and sets the next sweep at twice what is left, so the cost of
-// sweeping stays proportional to the writes.
-func (s *memShard) sweep(now int64) {
+// them. When the shard is still at its limit, it also forgets a quarter of
+// the rest, arbitrarily (map order): a cheap stand-in for LRU that only a
+// flood of distinct keys ever reaches.
+func (s *memShard) sweep(now int64, limit int) {
 	for k, tat := range s.tats {
 		if tat <= now*1000 {
 			delete(s.tats, k)
 		}
 	}
-	s.sweepAt = max(2*len(s.tats), minSweep)
+	if limit == 0 || len(s.tats) < limit {
+		return
+	}
+	for k := range s.tats {
+		if len(s.tats) <= limit*3/4 {
+			break
+		}
+		delete(s.tats, k)
+	}
 }

@@ -21,7 +21,7 @@ func interval(t testing.TB, c, r, p int64) bucket.Interval {
 // The embedded backend replays the known-answer vectors on its own clock.
 func TestMemoryVectors(t *testing.T) {
 	var now int64
-	m := newMemory(func() int64 { return now })
+	m := newMemory(func() int64 { return now }, 0)
 	for ci, c := range buckettest.Cases() {
 		iv, err := c.Limit().Interval()
 		if err != nil {
@@ -41,7 +41,7 @@ func TestMemoryVectors(t *testing.T) {
 
 func TestMemoryReset(t *testing.T) {
 	now := int64(buckettest.Start)
-	m := newMemory(func() int64 { return now })
+	m := newMemory(func() int64 { return now }, 0)
 	iv := interval(t, 2, 1, 1_000_000)
 	res := make([]Result, 3)
 	m.Decide(context.Background(), []Request{
@@ -68,7 +68,7 @@ func TestMemoryReset(t *testing.T) {
 // every key ever seen.
 func TestMemoryForgetsFullBuckets(t *testing.T) {
 	now := int64(buckettest.Start)
-	m := newMemory(func() int64 { return now })
+	m := newMemory(func() int64 { return now }, 0)
 	iv := interval(t, 10, 10, 1_000_000) // full again 100 ms after one take
 	res := make([]Result, 1)
 	for i := range 200_000 {
@@ -81,12 +81,35 @@ func TestMemoryForgetsFullBuckets(t *testing.T) {
 }
 
 func BenchmarkMemoryDecide(b *testing.B) {
-	m := NewMemory()
+	m := NewMemory(0)
 	iv := interval(b, 1000, 100, 1_000_000)
 	reqs := []Request{{Key: "user:12345", Interval: iv, Cost: 1}}
 	res := make([]Result, 1)
 	b.ReportAllocs()
 	for b.Loop() {
 		m.Decide(context.Background(), reqs, res)
+	}
+}
+
+// A flood of distinct keys whose buckets take a day to refill stays under
+// the cap.
+func TestMemoryCap(t *testing.T) {
+	now := int64(buckettest.Start)
+	const limit = 10_000
+	m := newMemory(func() int64 { return now }, limit)
+	iv := interval(t, 10, 1, 86_400_000_000)
+	res := make([]Result, 1)
+	peak := 0
+	for i := range 1_000_000 {
+		m.Decide(context.Background(), []Request{{Key: strconv.Itoa(i), Interval: iv, Cost: 1}}, res)
+		if i%1000 == 0 {
+			peak = max(peak, m.Len())
+		}
+	}
+	if n := m.Len(); n > limit || peak > limit {
+		t.Fatalf("holds %d buckets (peak %d), cap %d", n, peak, limit)
+	}
+	if n := m.Len(); n < limit/2 {
+		t.Fatalf("holds only %d buckets: the cap forgets too eagerly", n)
 	}
 }

@@ -35,5 +35,22 @@ type Request struct {
 type Result struct {
 	bucket.Result
 	Existed bool // Reset: there was a bucket to delete
+	Source  Source
 	Err     error
 }
+
+// Source is what decided a Result.
+type Source uint8
+
+const (
+	SourceCluster  Source = iota // the Lua step on the key's shard
+	SourceEmbedded               // the in-memory backend (no cluster configured)
+	SourceLocal                  // fallback: an in-process bucket with a share of the limit
+	SourceOpen                   // fallback: allowed without a bucket
+	SourceClosed                 // fallback: denied without a bucket
+	numSources
+)
+
+var sourceNames = [numSources]string{"cluster", "embedded", "local", "open", "closed"}
+
+func (s Source) String() string { return sourceNames[s] }

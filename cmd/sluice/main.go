@@ -19,11 +19,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -47,7 +47,11 @@ type options struct {
 	pprof     string
 	// flushDelay lets the writer to each shard wait a moment after a write
 	// so that concurrent clients' commands share the next one.
-	flushDelay time.Duration
+	flushDelay     time.Duration
+	backendTimeout time.Duration
+	fallback       string
+	fallbackShare  string
+	fallbackKeys   int
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -59,6 +63,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log `format`: json or console")
 	fs.DurationVar(&o.flushDelay, "backend-flush-delay", 20*time.Microsecond, "pause after each write to a shard so that more clients' commands share the next write (fewer syscalls on both sides, a little latency); 0 disables")
+	fs.DurationVar(&o.backendTimeout, "backend-timeout", 25*time.Millisecond, "bound on each call to a shard; a shard that misses it is unhealthy until a probe answers")
+	fs.StringVar(&o.fallback, "fallback", "local", "`policy` for keys of an unhealthy shard: local (in-process bucket with a share of the limit), open (allow) or closed (deny)")
+	fs.StringVar(&o.fallbackShare, "fallback-share", "auto", "share of each limit a local fallback bucket grants: auto (1/number of live sluice instances) or a fraction such as 0.25")
+	fs.IntVar(&o.fallbackKeys, "fallback-max-keys", 100000, "most local fallback buckets held at once")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -78,6 +86,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.fallbackShare != "auto" {
+		if f, err := strconv.ParseFloat(o.fallbackShare, 64); err != nil || f <= 0 || f > 1 {
+			return o, fmt.Errorf("--fallback-share must be auto or a fraction in (0, 1], not %q", o.fallbackShare)
+		}
+	}
+	if _, err := router.ParsePolicy(o.fallback); err != nil {
+		return o, fmt.Errorf("--fallback must be local, open or closed, not %q", o.fallback)
+	}
+	if o.backendTimeout <= 0 || o.fallbackKeys <= 0 {
+		return o, errors.New("--backend-timeout and --fallback-max-keys must be positive")
 	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
@@ -124,23 +143,30 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	var decider proxy.Decider
 	backend := "embedded"
 	if o.cluster == "" {
-		decider = router.NewMemory()
+		decider = router.NewMemory(0)
 	} else {
 		backend = "cluster"
-		client, err := rueidis.NewClient(rueidis.ClientOption{
-			InitAddress: strings.Split(o.cluster, ","),
-			ShuffleInit: true,
-			// sluice reads nothing it could cache; RESP3 tracking would only
-			// cost the shards work.
-			DisableCache:  true,
-			MaxFlushDelay: o.flushDelay,
+		policy, _ := router.ParsePolicy(o.fallback)
+		share, _ := strconv.ParseFloat(o.fallbackShare, 64) // "auto" leaves 0
+		c := router.NewCluster(router.ClusterConfig{
+			Seeds:        strings.Split(o.cluster, ","),
+			Timeout:      o.backendTimeout,
+			Fallback:     policy,
+			Share:        share,
+			MaxLocalKeys: o.fallbackKeys,
+			FlushDelay:   o.flushDelay,
+			Logger:       log,
 		})
-		if err != nil {
-			log.Error("cannot reach the cluster", zap.String("cluster", o.cluster), zap.Error(err))
-			return 1
+		defer c.Close()
+		decider = c
+		// Serve cluster decisions from the first request when the cluster
+		// is up; when it is not, serve by the fallback policy meanwhile.
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if c.WaitConnected(wctx) != nil {
+			log.Warn("cluster not reachable yet: answering by the fallback policy until it is",
+				zap.String("cluster", o.cluster), zap.String("fallback", o.fallback))
 		}
-		defer client.Close()
-		decider = router.NewCluster(client)
+		cancel()
 	}
 
 	if o.pprof != "" {
@@ -165,6 +191,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),
 		zap.String("cluster", o.cluster),
+		zap.String("fallback", o.fallback),
 		zap.String("version", buildVersion()))
 
 	served := make(chan error, 1)
