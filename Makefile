@@ -21,8 +21,10 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# One package at a time (-p 1): the timing tests (outages, exact
+# admission) should not compete with each other for two cores.
 test: deps fmt-check vet
-	$(GO) test -race -count=1 -timeout 9m ./...
+	$(GO) test -race -count=1 -p 1 -timeout 9m ./...
 
 # Short fuzzing runs of every parser; the corpora live in testdata/.
 fuzz:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -408,7 +409,9 @@ func (c *Cluster) run(ctx context.Context) {
 				}
 			}
 		} else {
-			if c.stale.Swap(false) || !now.Before(nextTopo) {
+			// During an outage the slot map is read on every tick, so that
+			// a promoted replica is used as soon as it owns the slots.
+			if c.stale.Swap(false) || c.unhealthy() || !now.Before(nextTopo) {
 				c.refreshTopology(ctx)
 				nextTopo = now.Add(topologyEvery)
 			}
@@ -428,7 +431,9 @@ func (c *Cluster) run(ctx context.Context) {
 
 func (c *Cluster) connect(ctx context.Context) error {
 	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: c.cfg.Seeds,
+		// A copy per attempt: ShuffleInit shuffles it in place, and a
+		// failed attempt's goroutines may still be reading their own.
+		InitAddress: slices.Clone(c.cfg.Seeds),
 		ShuffleInit: true,
 		// sluice reads nothing it could cache; RESP3 tracking would only
 		// cost the shards work.
@@ -500,6 +505,18 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		}
 	}
 	c.topo.Store(t)
+}
+
+// unhealthy reports whether any shard is unhealthy.
+func (c *Cluster) unhealthy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.shards {
+		if !s.healthy.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // probe sends one cheap keyed command to each unhealthy shard whose probe
@@ -599,6 +616,13 @@ func (c *Cluster) Info() string {
 	}
 	return b.String()
 }
+
+// Instances is the number of live sluice instances the last heartbeat
+// counted (1 until one has).
+func (c *Cluster) Instances() int64 { return c.live.Load() }
+
+// LocalBuckets is the number of local fallback buckets held.
+func (c *Cluster) LocalBuckets() int { return c.local.Len() }
 
 // Decisions is how many decisions source has made since start.
 func (c *Cluster) Decisions(source Source) int64 { return c.counts[source].Load() }

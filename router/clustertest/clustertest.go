@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,11 +77,12 @@ type Cluster struct {
 
 // Node is one redis-server process of a Cluster.
 type Node struct {
-	Addr string // 127.0.0.1:port
-	ID   string // cluster node ID
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	Addr   string // 127.0.0.1:port
+	ID     string // cluster node ID
+	dir    string
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when cmd has exited
+	paused atomic.Bool
 }
 
 // Require skips t when redis-server is missing and SLUICE_REQUIRE_REDIS is
@@ -152,10 +154,16 @@ func (n *Node) Kill() {
 }
 
 // Pause stops n with SIGSTOP: a hung node whose socket stays open.
-func (n *Node) Pause() error { return n.cmd.Process.Signal(syscall.SIGSTOP) }
+func (n *Node) Pause() error {
+	n.paused.Store(true)
+	return n.cmd.Process.Signal(syscall.SIGSTOP)
+}
 
 // Resume continues a paused node with SIGCONT.
-func (n *Node) Resume() error { return n.cmd.Process.Signal(syscall.SIGCONT) }
+func (n *Node) Resume() error {
+	n.paused.Store(false)
+	return n.cmd.Process.Signal(syscall.SIGCONT)
+}
 
 // Restart starts a killed node again on its port with its identity.
 func (n *Node) Restart(ctx context.Context) error {
@@ -362,6 +370,9 @@ func (c *Cluster) Primary(ctx context.Context, slot int) (*Node, error) {
 		case <-n.done:
 			continue
 		default:
+		}
+		if n.paused.Load() {
+			continue // it would not answer
 		}
 		shards, err := n.Do(ctx, "CLUSTER", "SLOTS").ToArray()
 		if err != nil {

@@ -1,0 +1,501 @@
+package router_test
+
+import (
+	"context"
+	"net"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// backendTimeout is 100ms, not the production 25ms: under -race on two
+// cores shared with six redis-servers, a healthy shard sometimes misses
+// 25ms, and these tests must tell a broken shard from a starved machine.
+// The bound they check is relative to it (p99 <= timeout + 5ms); measured
+// p99s are far below either.
+const backendTimeout = 100 * time.Millisecond
+
+func newRouter(t *testing.T, seeds []string, cfg router.ClusterConfig) *router.Cluster {
+	t.Helper()
+	cfg.Seeds = seeds
+	if cfg.Timeout == 0 {
+		cfg.Timeout = backendTimeout
+	}
+	r := router.NewCluster(cfg)
+	t.Cleanup(r.Close)
+	return r
+}
+
+func waitConnected(t *testing.T, r *router.Cluster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitConnected(ctx); err != nil {
+		t.Fatalf("router did not connect: %v", err)
+	}
+}
+
+func serve(t *testing.T, d proxy.Decider) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(proxy.Config{Decider: d, Backend: "cluster"})
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// keysIn returns n keys whose buckets live in slots [lo, hi].
+func keysIn(n, lo, hi int, prefix string) []string {
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		k := prefix + strconv.Itoa(i)
+		if s := slot.Of(router.KeyPrefix + k); s >= lo && s <= hi {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func interval(t *testing.T, c, r, p int64) bucket.Interval {
+	t.Helper()
+	iv, err := bucket.Limit{Capacity: c, Refill: r, Period: p}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iv
+}
+
+func decide(r *router.Cluster, key string, iv bucket.Interval) router.Result {
+	res := make([]router.Result, 1)
+	r.Decide(context.Background(), []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
+	return res[0]
+}
+
+// load is 20 clients hammering keys through sluice, recording what a
+// caller sees.
+type load struct {
+	errors, malformed, calls atomic.Int64
+	mu                       sync.Mutex // guards lat
+	lat                      []time.Duration
+	stop                     chan struct{}
+	wg                       sync.WaitGroup
+	clients                  []*goredis.Client
+}
+
+func startLoad(t *testing.T, addr string, keys []string) *load {
+	l := &load{stop: make(chan struct{})}
+	for w := range 20 {
+		c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
+		l.clients = append(l.clients, c)
+		l.wg.Go(func() {
+			var lat []time.Duration
+			defer func() {
+				l.mu.Lock()
+				l.lat = append(l.lat, lat...)
+				l.mu.Unlock()
+			}()
+			// Bounded: stops when told, or after a minute whatever happens.
+			for i := 0; i < 1_000_000; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				start := time.Now()
+				v, err := c.Do(context.Background(), "THROTTLE", keys[(w+i)%len(keys)], 1000, 100, "1s").Int64Slice()
+				lat = append(lat, time.Since(start))
+				l.calls.Add(1)
+				switch {
+				case err != nil:
+					l.errors.Add(1)
+				case len(v) != 5 || v[0] < 0 || v[0] > 1 || v[1] != 1000 || v[2] < 0:
+					l.malformed.Add(1)
+				}
+				if time.Since(start) > time.Minute {
+					return
+				}
+			}
+		})
+	}
+	return l
+}
+
+// finish stops the load, closes its connections and returns the p99
+// latency of what it saw.
+func (l *load) finish(t *testing.T) time.Duration {
+	close(l.stop)
+	l.wg.Wait()
+	for _, c := range l.clients {
+		c.Close()
+	}
+	if l.calls.Load() == 0 {
+		t.Fatal("the load made no calls")
+	}
+	if n := l.errors.Load(); n > 0 {
+		t.Errorf("%d of %d calls failed", n, l.calls.Load())
+	}
+	if n := l.malformed.Load(); n > 0 {
+		t.Errorf("%d of %d replies malformed", n, l.calls.Load())
+	}
+	slices.Sort(l.lat)
+	return l.lat[len(l.lat)*99/100]
+}
+
+// sampler records which source decides one key, every few ms.
+type sampler struct {
+	mu      sync.Mutex // guards samples
+	samples []sample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type sample struct {
+	at     time.Time
+	source router.Source
+}
+
+func sample1(r *router.Cluster, key string, iv bucket.Interval) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			res := decide(r, key, iv)
+			s.mu.Lock()
+			s.samples = append(s.samples, sample{time.Now(), res.Source})
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *sampler) finish() []sample {
+	close(s.stop)
+	<-s.done
+	return s.samples
+}
+
+// waitPrimaryChange polls until a primary other than old serves slot.
+func waitPrimaryChange(t *testing.T, c *clustertest.Cluster, sl int, old *clustertest.Node) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		p, err := c.Primary(ctx, sl)
+		cancel()
+		if err == nil && p != old {
+			// CLUSTER SLOTS of a surviving node names the new owner; it
+			// answers keys once it knows it is primary.
+			return time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no replica was promoted in 20s")
+	return time.Time{}
+}
+
+// waitGoroutines polls until at most want goroutines run (want < 0: until
+// the count stops falling for 200ms) or the wait ends, and returns the count.
+func waitGoroutines(want int, wait time.Duration) int {
+	deadline := time.Now().Add(max(wait, 5*time.Second))
+	n := runtime.NumGoroutine()
+	for time.Now().Before(deadline) {
+		if want >= 0 && n <= want {
+			return n
+		}
+		time.Sleep(200 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if want < 0 && m >= n {
+			return m
+		}
+		n = m
+	}
+	return n
+}
+
+// testOutage breaks the primary of slots 0..5460 while 20 clients hammer
+// keys of every shard through sluice.
+func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), healNode func(*clustertest.Node)) {
+	c := clustertest.New(t, clustertest.Config{PartialCoverage: partial})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, r)
+	addr := serve(t, r)
+	victimKeys := keysIn(20, 0, 5460, "victim:")
+	healthyKeys := keysIn(20, 5461+100, slot.Count-1, "healthy:")
+	iv := interval(t, 1000, 100, 1_000_000)
+
+	keys := append(slices.Clone(victimKeys), healthyKeys...)
+	// The baseline is taken once the router's connections are busy (rueidis
+	// starts their reader and writer on first concurrent use) and the
+	// warm-up's clients are gone again.
+	warm := startLoad(t, addr, keys)
+	time.Sleep(200 * time.Millisecond)
+	warm.finish(t)
+	baseline := waitGoroutines(-1, 0)
+	l := startLoad(t, addr, keys)
+	victimSamples := sample1(r, victimKeys[0], iv)
+	healthySamples := sample1(r, healthyKeys[0], iv)
+	time.Sleep(300 * time.Millisecond) // load before the outage, to compare with
+	victim := c.Nodes[0]
+	brokeAt := time.Now()
+	breakNode(victim)
+	promotedAt := waitPrimaryChange(t, c, 0, victim)
+	if healNode != nil {
+		healNode(victim)
+	}
+	// Decisions for the victim's keys must return to the cluster within 1s
+	// of the promotion; give the samples a little longer to show it.
+	time.Sleep(1500 * time.Millisecond)
+	vs, hs := victimSamples.finish(), healthySamples.finish()
+	p99 := l.finish(t)
+	t.Logf("outage: promoted %v after the break; p99 %v over %d calls", promotedAt.Sub(brokeAt).Round(time.Millisecond), p99, l.calls.Load())
+	if limit := backendTimeout + 5*time.Millisecond; p99 > limit {
+		t.Errorf("p99 latency %v during the outage, want <= %v", p99, limit)
+	}
+
+	var fellBack bool
+	var back time.Time
+	for _, s := range vs {
+		if s.at.After(brokeAt) && s.source == router.SourceLocal {
+			fellBack = true
+		}
+		if fellBack && back.IsZero() && s.source == router.SourceCluster {
+			back = s.at
+		}
+	}
+	if !fellBack {
+		t.Error("the victim's keys were never decided by fallback")
+	}
+	if back.IsZero() || back.Sub(promotedAt) > time.Second {
+		t.Errorf("the victim's keys returned to the cluster at %v, %v after the promotion; want within 1s", back, back.Sub(promotedAt))
+	}
+	if partial {
+		for _, s := range hs {
+			if s.source != router.SourceCluster {
+				t.Fatalf("a healthy shard's key was decided by %v at %v, with full coverage not required", s.source, s.at.Sub(brokeAt))
+			}
+		}
+	} else if last := hs[len(hs)-1]; last.source != router.SourceCluster {
+		t.Errorf("a healthy shard's key is still decided by %v after the promotion", last.source)
+	}
+
+	// No goroutines left behind by the outage and its recovery. A paused
+	// primary keeps its sockets and rejoins as a replica; rueidis keeps its
+	// one connection to it (a reader and a writer): bounded by the nodes,
+	// not growth.
+	slack := 0
+	if healNode != nil {
+		slack = 2
+	}
+	if n := waitGoroutines(baseline+slack, 5*time.Second); n > baseline+slack {
+		var stacks strings.Builder
+		pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		t.Errorf("%d goroutines after recovery, %d before the outage:\n%s", n, baseline, stacks.String())
+	}
+}
+
+func TestKilledPrimaryPartialCoverage(t *testing.T) {
+	testOutage(t, true, func(n *clustertest.Node) { n.Kill() }, nil)
+}
+
+func TestKilledPrimaryFullCoverage(t *testing.T) {
+	testOutage(t, false, func(n *clustertest.Node) { n.Kill() }, nil)
+}
+
+func TestHungPrimary(t *testing.T) {
+	testOutage(t, true,
+		func(n *clustertest.Node) {
+			if err := n.Pause(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func(n *clustertest.Node) {
+			if err := n.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		})
+}
+
+// With no replica to take over, an outage lasts; each policy must show.
+func TestPolicies(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
+	key := keysIn(1, 0, 5460, "policy:")[0]
+	iv := interval(t, 4, 1, 3_600_000_000)
+	routers := map[router.Policy]*router.Cluster{}
+	for _, p := range []router.Policy{router.FallbackLocal, router.FallbackOpen, router.FallbackClosed} {
+		routers[p] = newRouter(t, c.Addrs(), router.ClusterConfig{Fallback: p, Share: 0.5, MaxLocalKeys: 20_000})
+		waitConnected(t, routers[p])
+	}
+	c.Nodes[0].Kill()
+
+	t.Run("local", func(t *testing.T) {
+		r := routers[router.FallbackLocal]
+		var allowed int
+		for range 10 {
+			res := decide(r, key, iv)
+			if res.Err != nil || res.Source != router.SourceLocal {
+				t.Fatalf("got %+v, want a local decision", res)
+			}
+			if !res.Limited {
+				allowed++
+			}
+		}
+		if allowed != 2 {
+			t.Fatalf("local fallback with share 0.5 admitted %d of 10 on a bucket of 4, want 2", allowed)
+		}
+	})
+	t.Run("open", func(t *testing.T) {
+		r := routers[router.FallbackOpen]
+		for range 10 {
+			if res := decide(r, key, iv); res.Err != nil || res.Limited || res.Source != router.SourceOpen || res.Remaining != 3 {
+				t.Fatalf("got %+v, want allowed as if full", res)
+			}
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		r := routers[router.FallbackClosed]
+		res := decide(r, key, iv)
+		if res.Err != nil || !res.Limited || res.Source != router.SourceClosed || res.RetryAfter != 100_000 {
+			t.Fatalf("got %+v, want denied with retry after the 100ms probe interval", res)
+		}
+	})
+	t.Run("a flood of distinct keys stays under the cap", func(t *testing.T) {
+		r := routers[router.FallbackLocal]
+		// One hash tag keeps every key of the flood on the dead shard.
+		tag := ""
+		for i := 0; tag == ""; i++ {
+			if s := slot.Of(strconv.Itoa(i)); s <= 5460 {
+				tag = "{" + strconv.Itoa(i) + "}"
+			}
+		}
+		reqs := make([]router.Request, 1000)
+		res := make([]router.Result, len(reqs))
+		for round := range 1000 {
+			for i := range reqs {
+				reqs[i] = router.Request{Key: tag + strconv.Itoa(round*1000+i), Interval: iv, Cost: 1}
+			}
+			r.Decide(context.Background(), reqs, res)
+			if res[0].Source != router.SourceLocal {
+				t.Fatalf("round %d: decided by %v (err %v)\n%s", round, res[0].Source, res[0].Err, r.Info())
+			}
+		}
+		if n := r.LocalBuckets(); n > 20_000 || n < 5_000 {
+			t.Fatalf("%d local buckets after 1,000,000 distinct keys, want at most the cap of 20,000", n)
+		}
+	})
+	t.Run("keys of healthy shards stay in the cluster", func(t *testing.T) {
+		other := keysIn(1, 5461, slot.Count-1, "fine:")[0]
+		for p, r := range routers {
+			if res := decide(r, other, iv); res.Err != nil || res.Source != router.SourceCluster {
+				t.Fatalf("policy %d: healthy shard's key got %+v\n%s", p, res, r.Info())
+			}
+		}
+	})
+}
+
+// Two sluice instances losing a shard admit about the global limit in
+// total, not twice it: each holds 1/2 of it, counted by the heartbeat.
+func TestAutoShareBoundsOverAdmission(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
+	a := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	b := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, a)
+	waitConnected(t, b)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Instances() != 2 || b.Instances() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("instances seen: %d and %d, want 2 each", a.Instances(), b.Instances())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.Nodes[0].Kill()
+	key := keysIn(1, 0, 5460, "shared:")[0]
+	const capacity, refill = 50, 100 // per second
+	iv := interval(t, capacity, refill, 1_000_000)
+	var admitted atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		r := a
+		if w%2 == 1 {
+			r = b
+		}
+		wg.Go(func() {
+			for time.Since(start) < 2*time.Second {
+				if res := decide(r, key, iv); res.Err == nil && !res.Limited {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	global := capacity + refill*time.Since(start).Seconds()
+	ratio := float64(admitted.Load()) / global
+	t.Logf("admitted %d against a global limit of %.0f over the outage: %.2fx", admitted.Load(), global, ratio)
+	if ratio > 1.25 || ratio < 0.75 {
+		t.Fatalf("two instances admitted %.2fx the global limit during the outage, want within 1.25x", ratio)
+	}
+}
+
+// sluice started before its cluster answers by fallback, then moves to the
+// cluster without a client error.
+func TestStartBeforeCluster(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	addr := serve(t, r)
+	cl := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer cl.Close()
+	iv := interval(t, 1000, 100, 1_000_000)
+	if res := decide(r, "early", iv); res.Err != nil || res.Source != router.SourceLocal {
+		t.Fatalf("without a cluster: got %+v, want a local decision", res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, n := range c.Nodes {
+		if err := n.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls int
+	for {
+		if err := cl.Do(ctx, "THROTTLE", "early", 1000, 100, "1s").Err(); err != nil {
+			t.Fatalf("call %d: %v", calls, err)
+		}
+		calls++
+		if res := decide(r, "early", iv); res.Err == nil && res.Source == router.SourceCluster {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("still not deciding in the cluster after %d calls", calls)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !r.Connected() {
+		t.Fatal("decided in the cluster but not connected")
+	}
+	t.Logf("moved to the cluster after %d fallback calls", calls)
+}
