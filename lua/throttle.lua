@@ -11,8 +11,9 @@
 -- ARGV[5]  optional: now in µs instead of the shard's TIME (tests only)
 --
 -- Returns {limited, remaining, retry_after_us, reset_after_us}. It writes
--- only when it takes tokens, with a PX of the time until full (rounded up),
--- so an idle bucket disappears; a denial or a peek writes nothing.
+-- only when it takes tokens, with a PXAT of the instant the bucket is full
+-- (in ms, rounded up, on the same clock as TIME), so an idle bucket
+-- disappears and never earlier; a denial or a peek writes nothing.
 
 -- floor(a/b) for integers below 2^53, corrected where the double quotient
 -- rounds across an integer.
@@ -44,7 +45,8 @@ if type(s) == 'table' and s.err then
   return redis.error_reply(s.err)
 end
 if s then
-  if not string.find(s, '^%d%d%d%d+$') then
+  -- A TAT in ns is 19 digits from 2001 to 2286; anything else is not ours.
+  if #s ~= 19 or not string.find(s, '^%d+$') then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
   local a = tonumber(string.sub(s, 1, -4)) - now
@@ -71,6 +73,10 @@ if cost > 0 then
   if b == 1000 then
     a, b = a + 1, 0
   end
-  redis.call('SET', KEYS[1], string.format('%.0f%03d', now + a, b), 'PX', cdiv(nd, v * 1000))
+  -- The full instant in ms: (now + nd/v µs) / 1000, rounded up, split so
+  -- that now*v is never formed.
+  local q = idiv(now, 1000)
+  local at = q + cdiv((now - q * 1000) * v + nd, v * 1000)
+  redis.call('SET', KEYS[1], string.format('%.0f%03d', now + a, b), 'PXAT', string.format('%.0f', at))
 end
 return {0, idiv(tau - nd, u), -1, cdiv(nd, v)}

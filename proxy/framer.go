@@ -5,15 +5,19 @@ import (
 	"net"
 )
 
-// Limits on what one client may send, Redis's own defaults. redcon grows
-// its buffer for whatever a header announces (and indexes past it for
-// lengths near 2^63), so every connection is read through a framer that
-// rejects such headers before redcon sees them.
+// Limits on what one client may send. redcon grows its buffer for whatever
+// a header announces (and indexes past it for lengths near 2^63), its
+// inline parser costs the square of the line, and it re-parses a partial
+// command on every read, so every connection is read through a framer that
+// enforces these before redcon sees the bytes. They fit sluice's commands,
+// which are small; passthrough of arbitrary commands will need them raised
+// (Config.MaxBulkLen and friends).
 const (
-	defaultMaxBulkLen   = 512 << 20 // proto-max-bulk-len
-	defaultMaxMultiBulk = 1 << 20   // arguments in one command
-	defaultMaxInline    = 64 << 10  // an inline (telnet) command line
-	maxHeaderLine       = 32        // "*" or "$" plus digits and CRLF
+	defaultMaxBulkLen = 1 << 20 // one argument
+	defaultMaxArgs    = 1024    // arguments in one command
+	defaultMaxCommand = 4 << 20 // bytes of one command, headers included
+	defaultMaxInline  = 1 << 10 // an inline (telnet) command line
+	maxHeaderLine     = 32      // "*" or "$" plus digits and CRLF
 )
 
 type frameState uint8
@@ -30,13 +34,14 @@ const (
 // framer follows the RESP framing of a client's byte stream just enough to
 // enforce the limits; redcon still does the parsing.
 type framer struct {
-	maxBulk, maxArgs, maxInline int64
+	maxBulk, maxArgs, maxInline, maxCommand int64
 
 	state frameState
 	line  [maxHeaderLine]byte // header line so far
 	nline int
 	nargs int64 // arguments left in the command
 	left  int64 // bytes left of a bulk (with its CRLF) or an inline line
+	size  int64 // bytes of the current command so far
 }
 
 // scan consumes p and returns how many bytes are well framed; when that is
@@ -44,6 +49,12 @@ type framer struct {
 func (f *framer) scan(p []byte) (int, error) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
+		if f.state == atCommand {
+			f.size = 0
+		}
+		if f.size++; f.size > f.maxCommand {
+			return i, errors.New("too big request")
+		}
 		switch f.state {
 		case atCommand:
 			if c == '*' {
@@ -90,6 +101,9 @@ func (f *framer) scan(p []byte) (int, error) {
 		case inBulkBody:
 			// Skip the body at once; its CRLF is checked by redcon.
 			skip := min(f.left, int64(len(p)-i))
+			if f.size += skip - 1; f.size > f.maxCommand {
+				return i, errors.New("too big request")
+			}
 			i += int(skip) - 1
 			if f.left -= skip; f.left == 0 {
 				f.state = atBulk
@@ -148,7 +162,7 @@ var errProtocolClosed = errors.New("proxy: protocol error")
 // framedListener wraps every accepted connection in a framer.
 type framedListener struct {
 	net.Listener
-	maxBulk, maxArgs, maxInline int64
+	maxBulk, maxArgs, maxInline, maxCommand int64
 }
 
 func (l *framedListener) Accept() (net.Conn, error) {
@@ -156,5 +170,5 @@ func (l *framedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &framedConn{Conn: c, f: framer{maxBulk: l.maxBulk, maxArgs: l.maxArgs, maxInline: l.maxInline}}, nil
+	return &framedConn{Conn: c, f: framer{maxBulk: l.maxBulk, maxArgs: l.maxArgs, maxInline: l.maxInline, maxCommand: l.maxCommand}}, nil
 }

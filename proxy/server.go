@@ -33,11 +33,12 @@ type Config struct {
 	Version string
 	// Logger receives connection-level problems; nil means none.
 	Logger *zap.Logger
-	// MaxBulkLen is the longest argument a client may send; 0 means 512 MiB,
-	// Redis's proto-max-bulk-len.
+	// MaxBulkLen is the longest argument a client may send; 0 means 1 MiB.
 	MaxBulkLen int64
-	// MaxArgs is the most arguments in one command; 0 means 2^20.
+	// MaxArgs is the most arguments in one command; 0 means 1024.
 	MaxArgs int64
+	// MaxCommand is the most bytes of one command; 0 means 4 MiB.
+	MaxCommand int64
 }
 
 // Server is a sluice RESP server.
@@ -97,10 +98,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = ln
 	s.mu.Unlock()
 	return s.rs.Serve(&framedListener{
-		Listener:  ln,
-		maxBulk:   orDefault(s.cfg.MaxBulkLen, defaultMaxBulkLen),
-		maxArgs:   orDefault(s.cfg.MaxArgs, defaultMaxMultiBulk),
-		maxInline: defaultMaxInline,
+		Listener:   ln,
+		maxBulk:    orDefault(s.cfg.MaxBulkLen, defaultMaxBulkLen),
+		maxArgs:    orDefault(s.cfg.MaxArgs, defaultMaxArgs),
+		maxCommand: orDefault(s.cfg.MaxCommand, defaultMaxCommand),
+		maxInline:  defaultMaxInline,
 	})
 }
 

@@ -552,7 +552,11 @@ func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
 		{"endless header", "*1\r\n$" + strings.Repeat("1", 40), "-ERR Protocol error: invalid bulk length"},
 		// One byte over the limit, so the server has read all that was sent
 		// when it closes, and the close cannot reset the reply away.
-		{"endless inline", strings.Repeat("x", 64<<10+1), "-ERR Protocol error: too big inline request"},
+		{"endless inline", strings.Repeat("x", 1<<10+1), "-ERR Protocol error: too big inline request"},
+		{"too many arguments", "*1025\r\n", "-ERR Protocol error: invalid multibulk length"},
+		{"too big an argument", "*1\r\n$1048577\r\n", "-ERR Protocol error: invalid bulk length"},
+		// Cut one byte past the 4 MiB limit, for the same reason.
+		{"too big a command", ("*5\r\n" + strings.Repeat("$1048576\r\n"+strings.Repeat("x", 1<<20)+"\r\n", 4))[:4<<20+1], "-ERR Protocol error: too big request"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			conn, r := raw(t, addr)
@@ -612,5 +616,81 @@ func TestInlineCommands(t *testing.T) {
 	}
 	if want := "*5 :0 :3 :1 :-1 :2000"; strings.Join(got, " ") != want {
 		t.Fatalf("got %v, want %s", got, want)
+	}
+}
+
+// batchRecorder is a Decider that records the size of every batch.
+type batchRecorder struct {
+	mu      sync.Mutex // guards batches
+	batches []int
+	inner   proxy.Decider
+}
+
+func (b *batchRecorder) Decide(ctx context.Context, reqs []router.Request, res []router.Result) {
+	b.mu.Lock()
+	b.batches = append(b.batches, len(reqs))
+	b.mu.Unlock()
+	b.inner.Decide(ctx, reqs, res)
+}
+
+// A pipeline's bucket commands reach the Decider together, so that they
+// are decided concurrently, not one round trip after another.
+func TestPipelineIsOneBatch(t *testing.T) {
+	rec := &batchRecorder{inner: router.NewMemory(0)}
+	conn, r := raw(t, serve(t, rec))
+	var send strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&send, "*5\r\n$8\r\nTHROTTLE\r\n$2\r\nk%d\r\n$1\r\n5\r\n$1\r\n1\r\n$2\r\n1s\r\n", i%10)
+		send.WriteString("*1\r\n$4\r\nPING\r\n")
+	}
+	io.WriteString(conn, send.String())
+	for range 50 * 7 { // 6 lines per THROTTLE reply, 1 per PONG
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	total := 0
+	for _, n := range rec.batches {
+		total += n
+	}
+	if total != 50 || len(rec.batches) > 3 {
+		t.Fatalf("50 pipelined THROTTLEs reached the decider in batches %v, want one (or a few, as reads split them)", rec.batches)
+	}
+}
+
+func TestMoreErrors(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: serve(t, router.NewMemory(0)), Protocol: 2, PoolSize: 1})
+	defer c.Close()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		args []any
+		want string
+	}{
+		{[]any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
+		{[]any{"HELLO", "2", "AUTH", "bob", "pw"}, "WRONGPASS"},
+		{[]any{"HELLO", "2", "NOPE"}, "ERR Syntax error in HELLO option 'NOPE'"},
+		{[]any{"HELLO", "x"}, "ERR Protocol version is not an integer or out of range"},
+		{[]any{"HELLO", "2", "SETNAME", "a b"}, "ERR Client names cannot contain spaces"},
+		{[]any{"CLIENT", "SETINFO", "COLOR", "x"}, "ERR Unrecognized option 'COLOR'"},
+		{[]any{"CLIENT", "SETINFO", "LIB-NAME", "a b"}, "ERR lib-name cannot contain spaces"},
+		{[]any{"CLIENT", "SETNAME"}, "ERR wrong number of arguments for 'client|setname' command"},
+		{[]any{"CLIENT", "ID", "x"}, "ERR wrong number of arguments for 'client|id' command"},
+		{[]any{"COMMAND", "FOO"}, "ERR unknown subcommand 'FOO'. Try COMMAND HELP."},
+		{[]any{"PING", "a", "b"}, "ERR wrong number of arguments for 'ping' command"},
+		{[]any{"THROTTLE", "k", 1, "x", 1}, "ERR refill must be a positive integer"},
+		{[]any{"THROTTLE", "k", 1, 1, "1.5.5s"}, "ERR period must be a positive duration"},
+	} {
+		err := c.Do(ctx, tt.args...).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%v: got %v, want %q", tt.args, err, tt.want)
+		}
+	}
+	if err := c.Do(ctx, "HELLO", "2", "AUTH", "default", "anything", "SETNAME", "svc").Err(); err != nil {
+		t.Errorf("HELLO with the default user: %v", err)
+	}
+	if name, _ := c.Do(ctx, "CLIENT", "GETNAME").Text(); name != "svc" {
+		t.Errorf("HELLO SETNAME: name %q", name)
 	}
 }

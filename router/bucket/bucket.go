@@ -20,8 +20,9 @@ package bucket
 import "errors"
 
 // Limits keep every intermediate value of Take within 2^53 (see the
-// package comment); they are generous for real limits: capacity 10^6 with
-// a refill of one token per hour is 2^31.7.
+// package comment); they are generous for real limits: capacity 10^6
+// refilled at 1,000 per hour is 2^41.7 (capacity x period/gcd(period,
+// refill) in µs); capacity 10^5 at one per day is 2^52.9, out of range.
 const (
 	// MaxCapacityTime bounds capacity x (period/refill in µs) once
 	// period/refill is reduced: the time, in 1/V µs, to fill the bucket.
@@ -106,10 +107,12 @@ func Take(tat, now int64, iv Interval, cost int64) (r Result, store int64) {
 	return r, now*1000 + nanos(nd, iv.V)
 }
 
-// TTL is how long, in whole milliseconds rounded up, a bucket stored by Take
-// at now must live: until it is full again, never shorter.
-func TTL(store, now int64) int64 {
-	return ceilDiv(store-now*1000, 1e6)
+// ExpireAt is when a bucket stored by Take may go, in ms since the epoch:
+// the instant it is full again, rounded up, never earlier. (The Lua script
+// computes the same from the exact deficit; rounding a rounded-up ns value
+// up to ms gives the same ms.)
+func ExpireAt(store int64) int64 {
+	return ceilDiv(store, 1e6)
 }
 
 // deficit is how far the bucket is from full at now, in 1/v µs, capped at

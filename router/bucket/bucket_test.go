@@ -108,16 +108,18 @@ func TestAdmitsExactlyTheRate(t *testing.T) {
 	}
 }
 
-func TestTTLCoversTimeToFull(t *testing.T) {
+func TestExpireAtIsTheFullInstant(t *testing.T) {
 	iv, _ := bucket.Limit{Capacity: 3, Refill: 3, Period: 1000000}.Interval()
-	now := int64(buckettest.Start)
-	r, tat := bucket.Take(0, now, iv, 1)
-	ttl := bucket.TTL(tat, now)
-	if ttl*1000 < r.ResetAfter || ttl <= 0 {
-		t.Fatalf("ttl %d ms shorter than reset after %d µs", ttl, r.ResetAfter)
+	now := int64(buckettest.Start) + 123
+	_, tat := bucket.Take(0, now, iv, 1)
+	at := bucket.ExpireAt(tat)
+	// Full again at now + 333333.33 µs: the key may go at the next ms, no
+	// sooner.
+	if at*1_000_000 < tat || at*1_000_000-tat >= 1_000_000 {
+		t.Fatalf("expires at %d ms for a TAT of %d ns: want the next ms at or after it", at, tat)
 	}
-	if want := (r.ResetAfter + 999) / 1000; ttl != want {
-		t.Fatalf("ttl %d ms, want %d: the reset time rounded up", ttl, want)
+	if want := (now*1000 + 333_333_334 + 999_999) / 1_000_000; at != want {
+		t.Fatalf("expires at %d ms, want %d", at, want)
 	}
 }
 
