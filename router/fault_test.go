@@ -287,6 +287,7 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	if !fellBack {
 		t.Error("the victim's keys were never decided by fallback")
 	}
+	t.Logf("outage: the victim's keys back in the cluster %v after the promotion", back.Sub(promotedAt).Round(time.Millisecond))
 	if back.IsZero() || back.Sub(promotedAt) > time.Second {
 		t.Errorf("the victim's keys returned to the cluster at %v, %v after the promotion; want within 1s", back, back.Sub(promotedAt))
 	}
@@ -402,6 +403,18 @@ func TestPolicies(t *testing.T) {
 		}
 		if n := r.LocalBuckets(); n > 20_000 || n < 5_000 {
 			t.Fatalf("%d local buckets after 1,000,000 distinct keys, want at most the cap of 20,000", n)
+		}
+	})
+	t.Run("INFO shows the outage", func(t *testing.T) {
+		r := routers[router.FallbackLocal]
+		info := r.Info()
+		for _, want := range []string{"fallback_policy:local", "fallback_share:0.5000", "state=unhealthy", "state=healthy", "addr=" + c.Nodes[0].Addr + ",state=unhealthy"} {
+			if !strings.Contains(info, want) {
+				t.Errorf("INFO lacks %q:\n%s", want, info)
+			}
+		}
+		if r.Decisions(router.SourceLocal) == 0 || !strings.Contains(info, "decisions_local:") {
+			t.Errorf("no local decisions counted:\n%s", info)
 		}
 	})
 	t.Run("keys of healthy shards stay in the cluster", func(t *testing.T) {
