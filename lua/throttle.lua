@@ -40,6 +40,9 @@ end
 
 local tau = c * u
 local d = 0
+-- over: when a bucket left by another limit is emptier than this one can
+-- be, d is capped at tau and over is the time until full, in µs rounded up.
+local over = 0
 local s = redis.pcall('GET', KEYS[1])
 if type(s) == 'table' and s.err then
   return redis.error_reply(s.err)
@@ -52,20 +55,29 @@ if s then
   local a = tonumber(string.sub(s, 1, -4)) - now
   local b = tonumber(string.sub(s, -3))
   if a > 0 or (a == 0 and b > 0) then
-    if a > idiv(tau, v) then
+    if a > idiv(tau, v) or a * v + idiv(b * v, 1000) > tau then
       d = tau
+      over = a
+      if b > 0 then over = a + 1 end
     else
-      d = math.min(a * v + idiv(b * v, 1000), tau)
+      d = a * v + idiv(b * v, 1000)
     end
   end
 end
 
+local function full(x)
+  if over > 0 then return over end
+  return cdiv(x, v)
+end
+
 if cost > c then
-  return {1, idiv(tau - d, u), -1, cdiv(d, v)}
+  return {1, idiv(tau - d, u), -1, full(d)}
 end
 local nd = d + cost * u
 if nd > tau then
-  return {1, idiv(tau - d, u), cdiv(nd - tau, v), cdiv(d, v)}
+  local retry = cdiv(nd - tau, v)
+  if over > 0 then retry = over - idiv(tau - cost * u, v) end
+  return {1, idiv(tau - d, u), retry, full(d)}
 end
 if cost > 0 then
   local a = idiv(nd, v)
@@ -79,4 +91,4 @@ if cost > 0 then
   local at = q + cdiv((now - q * 1000) * v + nd, v * 1000)
   redis.call('SET', KEYS[1], string.format('%.0f%03d', now + a, b), 'PXAT', string.format('%.0f', at))
 end
-return {0, idiv(tau - nd, u), -1, cdiv(nd, v)}
+return {0, idiv(tau - nd, u), -1, full(nd)}

@@ -127,6 +127,12 @@ type topology struct {
 type shard struct {
 	addr  string
 	probe string // a key in one of its slots
+	// node talks to this primary directly, so that sluice's slot map, not
+	// rueidis's (refreshed lazily, up to a second late), decides where a
+	// call goes: a promoted replica is used as soon as it owns the slots.
+	// nil when rueidis does not know the node yet. Replaced at each slot
+	// map reading, as rueidis may replace its connection to the node.
+	node atomic.Pointer[rueidis.Client]
 
 	healthy atomic.Bool
 
@@ -255,43 +261,76 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	out := make([]Result, len(send))
-	if reqs[0].Op == Reset {
-		c.reset(ctx, client, reqs, send, out)
-	} else {
-		c.take(ctx, client, reqs, send, out)
-	}
-	for j, i := range send {
-		if err := out[j].Err; err != nil && isFault(err) {
-			c.fault(owners[i], err)
-			c.fallback(reqs[i:i+1], res[i:i+1])
+	out := make([]Result, len(reqs))
+	c.send(ctx, client, reqs, owners, send, out)
+	for _, i := range send {
+		err := out[i].Err
+		switch {
+		case err == nil || !isFault(err):
+			res[i] = out[i]
 			continue
+		case isRedirect(err):
+			// The slot moved before sluice's map did: not the shard's fault.
+			c.stale.Store(true)
+		default:
+			c.fault(owners[i], err)
 		}
-		res[i] = out[j]
+		c.fallback(reqs[i:i+1], res[i:i+1])
 	}
 }
 
-func (c *Cluster) take(ctx context.Context, client rueidis.Client, reqs []Request, send []int, out []Result) {
-	calls := make([]lua.Call, len(send))
-	for j, i := range send {
+// send runs the requests at indexes send, one pipeline per shard, the
+// shards concurrently; out[i] receives request i's result.
+func (c *Cluster) send(ctx context.Context, client rueidis.Client, reqs []Request, owners []*shard, send []int, out []Result) {
+	groups := map[*shard][]int{}
+	for _, i := range send {
+		groups[owners[i]] = append(groups[owners[i]], i)
+	}
+	run := func(s *shard, idx []int) {
+		to := client // through rueidis's slot map when sluice has none
+		if s != nil {
+			if n := s.node.Load(); n != nil {
+				to = *n
+			}
+		}
+		if reqs[0].Op == Reset {
+			c.reset(ctx, to, reqs, idx, out)
+		} else {
+			c.take(ctx, to, reqs, idx, out)
+		}
+	}
+	var wg sync.WaitGroup
+	for s, idx := range groups {
+		if len(groups) == 1 {
+			run(s, idx) // the common case: no goroutine
+			break
+		}
+		wg.Go(func() { run(s, idx) })
+	}
+	wg.Wait()
+}
+
+func (c *Cluster) take(ctx context.Context, to rueidis.Client, reqs []Request, idx []int, out []Result) {
+	calls := make([]lua.Call, len(idx))
+	for j, i := range idx {
 		calls[j] = lua.Call{Key: KeyPrefix + reqs[i].Key, Interval: reqs[i].Interval, Cost: reqs[i].Cost}
 	}
-	br := make([]bucket.Result, len(send))
-	errs := make([]error, len(send))
-	c.throttle.Do(ctx, client, calls, br, errs)
-	for j := range out {
-		out[j] = Result{Result: br[j], Err: errs[j]}
+	br := make([]bucket.Result, len(idx))
+	errs := make([]error, len(idx))
+	c.throttle.Do(ctx, to, calls, br, errs)
+	for j, i := range idx {
+		out[i] = Result{Result: br[j], Err: errs[j]}
 	}
 }
 
-func (c *Cluster) reset(ctx context.Context, client rueidis.Client, reqs []Request, send []int, out []Result) {
-	cmds := make(rueidis.Commands, len(send))
-	for j, i := range send {
-		cmds[j] = client.B().Del().Key(KeyPrefix + reqs[i].Key).Build()
+func (c *Cluster) reset(ctx context.Context, to rueidis.Client, reqs []Request, idx []int, out []Result) {
+	cmds := make(rueidis.Commands, len(idx))
+	for j, i := range idx {
+		cmds[j] = to.B().Del().Key(KeyPrefix + reqs[i].Key).Build()
 	}
-	for j, r := range client.DoMulti(ctx, cmds...) {
+	for j, r := range to.DoMulti(ctx, cmds...) {
 		n, err := r.AsInt64()
-		out[j] = Result{Existed: n > 0, Err: err}
+		out[idx[j]] = Result{Existed: n > 0, Err: err}
 	}
 }
 
@@ -303,8 +342,19 @@ func isFault(err error) bool {
 		// Timeouts, EOF, refused and reset connections, a closing client.
 		return true
 	}
-	return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading() ||
+	return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading() || isRedirect(err) ||
 		strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY")
+}
+
+// isRedirect reports a MOVED or ASK: a shard's own node client does not
+// follow them, and they mean sluice's slot map is behind.
+func isRedirect(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	_, moved := re.IsRedirect()
+	return moved
 }
 
 // fault marks s unhealthy (once per outage) and asks for a fresh slot map,
@@ -469,6 +519,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	}
 	t := &topology{}
 	owning := map[*shard]bool{}
+	nodes := client.Nodes()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, rg := range ranges {
@@ -492,6 +543,11 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			c.shards[addr] = s
 		}
 		s.probe = probePrefix + "{" + c.tags[lo] + "}"
+		if n, ok := nodes[addr]; ok {
+			s.node.Store(&n)
+		} else {
+			s.node.Store(nil)
+		}
 		owning[s] = true
 		for sl := lo; sl <= hi; sl++ {
 			t.owner[sl] = s
@@ -539,14 +595,19 @@ func (c *Cluster) probe(ctx context.Context, now time.Time) {
 	client := *c.client.Load()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	cmds := make(rueidis.Commands, len(due))
+	errs := make([]error, len(due))
+	var wg sync.WaitGroup
 	for i, s := range due {
-		cmds[i] = client.B().Exists().Key(s.probe).Build()
+		to := client
+		if n := s.node.Load(); n != nil {
+			to = *n
+		}
+		wg.Go(func() { errs[i] = to.Do(ctx, to.B().Exists().Key(s.probe).Build()).Error() })
 	}
-	for i, r := range client.DoMulti(ctx, cmds...) {
-		s := due[i]
+	wg.Wait()
+	for i, s := range due {
 		s.mu.Lock()
-		if err := r.Error(); err != nil {
+		if err := errs[i]; err != nil {
 			s.lastErr = err.Error()
 			s.backoff = min(2*s.backoff, 8*c.cfg.ProbeInterval)
 			s.nextProbe = time.Now().Add(s.backoff)

@@ -83,24 +83,38 @@ type Result struct {
 // denial or a peek with cost 0).
 func Take(tat, now int64, iv Interval, cost int64) (r Result, store int64) {
 	tau := iv.Capacity * iv.U
-	d := deficit(tat, now, iv.V, tau)
+	d, over := deficit(tat, now, iv.V, tau)
+	// full is the time until the bucket is full again. A bucket emptier
+	// than this limit's (left by another limit) has its deficit capped at
+	// tau; over then measures it in µs instead.
+	full := func(x int64) int64 {
+		if over > 0 {
+			return over
+		}
+		return ceilDiv(x, iv.V)
+	}
 	r.RetryAfter = -1
 	if cost > iv.Capacity {
 		r.Limited = true
 		r.Remaining = (tau - d) / iv.U
-		r.ResetAfter = ceilDiv(d, iv.V)
+		r.ResetAfter = full(d)
 		return r, 0
 	}
 	nd := d + cost*iv.U
 	if nd > tau {
 		r.Limited = true
 		r.Remaining = (tau - d) / iv.U
-		r.RetryAfter = ceilDiv(nd-tau, iv.V)
-		r.ResetAfter = ceilDiv(d, iv.V)
+		if over > 0 {
+			// Until the deficit is down to what leaves room for cost.
+			r.RetryAfter = over - (tau-cost*iv.U)/iv.V
+		} else {
+			r.RetryAfter = ceilDiv(nd-tau, iv.V)
+		}
+		r.ResetAfter = full(d)
 		return r, 0
 	}
 	r.Remaining = (tau - nd) / iv.U
-	r.ResetAfter = ceilDiv(nd, iv.V)
+	r.ResetAfter = full(nd) // over > 0 only for a peek: nothing taken
 	if cost == 0 {
 		return r, 0
 	}
@@ -116,20 +130,21 @@ func ExpireAt(store int64) int64 {
 }
 
 // deficit is how far the bucket is from full at now, in 1/v µs, capped at
-// tau (an empty bucket; only a bucket stored under another limit can be
-// emptier than that). It rounds down what nanos rounded up, so for v < 1000
-// a stored deficit reads back exactly; for larger v one write can cost up to
-// a nanosecond, which never admits early.
-func deficit(tat, now, v, tau int64) int64 {
+// tau (an empty bucket). It rounds down what nanos rounded up, so for
+// v < 1000 a stored deficit reads back exactly; for larger v one write can
+// cost up to a nanosecond, which never admits early. A bucket stored under
+// another limit can be emptier than tau: then over is the time until it is
+// full, in µs rounded up (0 otherwise).
+func deficit(tat, now, v, tau int64) (d, over int64) {
 	dns := tat - now*1000
 	if dns <= 0 {
-		return 0
+		return 0, 0
 	}
 	a, b := dns/1000, dns%1000
-	if a > tau/v {
-		return tau
+	if a > tau/v || a*v+b*v/1000 > tau {
+		return tau, ceilDiv(dns, 1000)
 	}
-	return min(a*v+b*v/1000, tau)
+	return a*v + b*v/1000, 0
 }
 
 // nanos converts x units of 1/v µs to nanoseconds, rounded up.

@@ -75,8 +75,10 @@ func TestDeficitCappedUnderNewLimit(t *testing.T) {
 	if r.Remaining != 0 || r.Limited {
 		t.Fatalf("got %+v, want an empty bucket that a peek does not deny", r)
 	}
-	if r.ResetAfter <= 0 || r.ResetAfter > 2000000 {
-		t.Fatalf("reset after %d µs, want within the fast bucket's fill time", r.ResetAfter)
+	// Full again when the slow limit's 1000 tokens have refilled: the real
+	// time, not the fast bucket's fill time.
+	if want := int64(1000 * 86_400_000_000); r.ResetAfter != want {
+		t.Fatalf("reset after %d µs, want %d", r.ResetAfter, want)
 	}
 }
 
@@ -133,5 +135,32 @@ func BenchmarkTake(b *testing.B) {
 		if !r.Limited {
 			tat = store
 		}
+	}
+}
+
+// After a slower limit emptied a bucket further than a faster limit can,
+// the faster limit's replies count the real time until tokens are there.
+func TestLimitChangeCountsRealTime(t *testing.T) {
+	day, _ := bucket.Limit{Capacity: 1, Refill: 1, Period: 86_400_000_000}.Interval()
+	fast, _ := bucket.Limit{Capacity: 1000, Refill: 1000, Period: 1_000_000}.Interval()
+	now := int64(buckettest.Start)
+	_, tat := bucket.Take(0, now, day, 1)
+	r, store := bucket.Take(tat, now, fast, 1)
+	// Full in a day; one token of the fast bucket (1 ms) is there 999 ms
+	// before that.
+	want := bucket.Result{Limited: true, Remaining: 0, RetryAfter: 86_400_000_000 - 999_000, ResetAfter: 86_400_000_000}
+	if r != want || store != 0 {
+		t.Fatalf("got %+v (store %d), want %+v", r, store, want)
+	}
+	// And the retry is honest: at that time the token is there.
+	if r2, _ := bucket.Take(tat, now+r.RetryAfter, fast, 1); r2.Limited {
+		t.Fatalf("still denied at the retry time: %+v", r2)
+	}
+	if r3, _ := bucket.Take(tat, now+r.RetryAfter-1, fast, 1); !r3.Limited {
+		t.Fatalf("allowed 1 µs before the retry time: %+v", r3)
+	}
+	peek, _ := bucket.Take(tat, now, fast, 0)
+	if peek.Limited || peek.Remaining != 0 || peek.ResetAfter != 86_400_000_000 {
+		t.Fatalf("peek: got %+v", peek)
 	}
 }
