@@ -353,8 +353,9 @@ func isRedirect(err error) bool {
 	if !ok {
 		return false
 	}
-	_, moved := re.IsRedirect()
-	return moved
+	_, moved := re.IsMoved()
+	_, ask := re.IsAsk()
+	return moved || ask
 }
 
 // fault marks s unhealthy (once per outage) and asks for a fresh slot map,

@@ -97,6 +97,7 @@ type load struct {
 	stop                     chan struct{}
 	wg                       sync.WaitGroup
 	clients                  []*goredis.Client
+	firstErr                 atomic.Value // string
 }
 
 func startLoad(t *testing.T, addr string, keys []string) *load {
@@ -125,6 +126,7 @@ func startLoad(t *testing.T, addr string, keys []string) *load {
 				switch {
 				case err != nil:
 					l.errors.Add(1)
+					l.firstErr.CompareAndSwap(nil, err.Error())
 				case len(v) != 5 || v[0] < 0 || v[0] > 1 || v[1] != 1000 || v[2] < 0:
 					l.malformed.Add(1)
 				}
@@ -149,7 +151,7 @@ func (l *load) finish(t *testing.T) time.Duration {
 		t.Fatal("the load made no calls")
 	}
 	if n := l.errors.Load(); n > 0 {
-		t.Errorf("%d of %d calls failed", n, l.calls.Load())
+		t.Errorf("%d of %d calls failed, the first with %v", n, l.calls.Load(), l.firstErr.Load())
 	}
 	if n := l.malformed.Load(); n > 0 {
 		t.Errorf("%d of %d replies malformed", n, l.calls.Load())
