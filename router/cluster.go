@@ -689,17 +689,6 @@ func (c *Cluster) LocalBuckets() int { return c.local.Len() }
 // Decisions is how many decisions source has made since start.
 func (c *Cluster) Decisions(source Source) int64 { return c.counts[source].Load() }
 
-// Healthy reports whether the shard that owns key is healthy; false also
-// when the slot map is not known yet.
-func (c *Cluster) Healthy(key string) bool {
-	t := c.topo.Load()
-	if t == nil {
-		return false
-	}
-	s := t.owner[slot.Of(KeyPrefix+key)]
-	return s != nil && s.healthy.Load()
-}
-
 func boolInt(b bool) int {
 	if b {
 		return 1
