@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -154,6 +155,18 @@ func FuzzFramer(f *testing.F) {
 		}
 		if na != nb || (ea == nil) != (eb == nil) {
 			t.Fatalf("one read: %d, %v; reads of %d: %d, %v", na, ea, step, nb, eb)
+		}
+		// Whatever the input, the same bytes sent as a well-formed command
+		// within the limits must pass whole.
+		if args := bytes.Fields(stream); len(args) > 0 && len(args) <= defaultMaxArgs {
+			var w bytes.Buffer
+			fmt.Fprintf(&w, "*%d\r\n", len(args))
+			for _, a := range args {
+				fmt.Fprintf(&w, "$%d\r\n%s\r\n", len(a), a)
+			}
+			if n, err := newTestFramer().scan(w.Bytes()); err != nil || n != w.Len() {
+				t.Fatalf("a well-formed command was refused at %d: %v", n, err)
+			}
 		}
 		if ea != nil {
 			return
