@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -329,6 +328,3 @@ func writeCommandInfo(conn redcon.Conn, cmd *command) {
 	conn.WriteArray(0) // key specs
 	conn.WriteArray(0) // subcommands
 }
-
-// itoa is for INFO and friends, off the hot path.
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -242,11 +242,12 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	client := *cl
 	topo := c.topo.Load()
 	owners := make([]*shard, len(reqs))
-	var send []int // indexes of the requests that go to the cluster
+	keys := make([]string, len(reqs)) // as stored in Redis
+	var send []int                    // indexes of the requests that go to the cluster
 	for i := range reqs {
-		key := KeyPrefix + reqs[i].Key
+		keys[i] = KeyPrefix + reqs[i].Key
 		if topo != nil {
-			owners[i] = topo.owner[slot.Of(key)]
+			owners[i] = topo.owner[slot.Of(keys[i])]
 		}
 		if owners[i] != nil && !owners[i].healthy.Load() {
 			continue
@@ -262,7 +263,7 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	out := make([]Result, len(reqs))
-	c.send(ctx, client, reqs, owners, send, out)
+	c.send(ctx, client, reqs, keys, owners, send, out)
 	for _, i := range send {
 		err := out[i].Err
 		switch {
@@ -281,7 +282,7 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 
 // send runs the requests at indexes send, one pipeline per shard, the
 // shards concurrently; out[i] receives request i's result.
-func (c *Cluster) send(ctx context.Context, client rueidis.Client, reqs []Request, owners []*shard, send []int, out []Result) {
+func (c *Cluster) send(ctx context.Context, client rueidis.Client, reqs []Request, keys []string, owners []*shard, send []int, out []Result) {
 	groups := map[*shard][]int{}
 	for _, i := range send {
 		groups[owners[i]] = append(groups[owners[i]], i)
@@ -294,9 +295,9 @@ func (c *Cluster) send(ctx context.Context, client rueidis.Client, reqs []Reques
 			}
 		}
 		if reqs[0].Op == Reset {
-			c.reset(ctx, to, reqs, idx, out)
+			c.reset(ctx, to, keys, idx, out)
 		} else {
-			c.take(ctx, to, reqs, idx, out)
+			c.take(ctx, to, reqs, keys, idx, out)
 		}
 	}
 	var wg sync.WaitGroup
@@ -310,10 +311,10 @@ func (c *Cluster) send(ctx context.Context, client rueidis.Client, reqs []Reques
 	wg.Wait()
 }
 
-func (c *Cluster) take(ctx context.Context, to rueidis.Client, reqs []Request, idx []int, out []Result) {
+func (c *Cluster) take(ctx context.Context, to rueidis.Client, reqs []Request, keys []string, idx []int, out []Result) {
 	calls := make([]lua.Call, len(idx))
 	for j, i := range idx {
-		calls[j] = lua.Call{Key: KeyPrefix + reqs[i].Key, Interval: reqs[i].Interval, Cost: reqs[i].Cost}
+		calls[j] = lua.Call{Key: keys[i], Interval: reqs[i].Interval, Cost: reqs[i].Cost}
 	}
 	br := make([]bucket.Result, len(idx))
 	errs := make([]error, len(idx))
@@ -323,10 +324,10 @@ func (c *Cluster) take(ctx context.Context, to rueidis.Client, reqs []Request, i
 	}
 }
 
-func (c *Cluster) reset(ctx context.Context, to rueidis.Client, reqs []Request, idx []int, out []Result) {
+func (c *Cluster) reset(ctx context.Context, to rueidis.Client, keys []string, idx []int, out []Result) {
 	cmds := make(rueidis.Commands, len(idx))
 	for j, i := range idx {
-		cmds[j] = to.B().Del().Key(KeyPrefix + reqs[i].Key).Build()
+		cmds[j] = to.B().Del().Key(keys[i]).Build()
 	}
 	for j, r := range to.DoMulti(ctx, cmds...) {
 		n, err := r.AsInt64()
