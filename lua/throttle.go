@@ -39,6 +39,9 @@ type Call struct {
 	Key      string
 	Interval bucket.Interval
 	Cost     int64
+	// Base, when not "", is the stored TAT a missing bucket starts from
+	// ("0": full): a split marker's base, for a sub-bucket.
+	Base string
 	// Now, when non-zero, replaces the shard's clock (µs since the epoch);
 	// only tests set it, to replay known-answer vectors.
 	Now int64
@@ -51,6 +54,12 @@ func (c *Call) args() []string {
 		strconv.FormatInt(c.Interval.V, 10),
 		strconv.FormatInt(c.Cost, 10),
 	}
+	if c.Base != "" || c.Now != 0 {
+		args = append(args, c.Base)
+		if c.Base == "" {
+			args[4] = "0"
+		}
+	}
 	if c.Now != 0 {
 		args = append(args, strconv.FormatInt(c.Now, 10))
 	}
@@ -58,7 +67,8 @@ func (c *Call) args() []string {
 }
 
 // Do runs calls, pipelined, and stores each outcome in res and errs
-// (both len(calls)). Calls on one slot run in order.
+// (both len(calls)). Calls on one slot run in order. A call on a bucket
+// that is split gets a *SplitError.
 func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res []bucket.Result, errs []error) {
 	cmds := make(rueidis.Commands, len(calls))
 	for i := range calls {
@@ -87,6 +97,9 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 func result(r rueidis.RedisResult) (bucket.Result, error) {
 	v, err := r.AsIntSlice()
 	if err != nil {
+		if split, ok := asSplit(r); ok {
+			return bucket.Result{}, &SplitError{Split: split}
+		}
 		return bucket.Result{}, err
 	}
 	if len(v) != 4 {

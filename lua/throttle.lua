@@ -8,7 +8,14 @@
 -- ARGV[2]  U and
 -- ARGV[3]  V: one token refills every U/V µs (reduced; C*U <= 2^51, V <= 2^40)
 -- ARGV[4]  cost, in tokens; 0 peeks
--- ARGV[5]  optional: now in µs instead of the shard's TIME (tests only)
+-- ARGV[5]  optional: the TAT a missing bucket starts from, as stored ("0":
+--          full). A hot key's sub-buckets start from their parent's state.
+-- ARGV[6]  optional: now in µs instead of the shard's TIME (tests only)
+--
+-- KEYS[1] may instead hold a split marker (split.lua): the key is hot and
+-- split into sub-buckets, and the step answers {2, marker, ms it holds}
+-- without taking. A marker past its time has lapsed back into a bucket
+-- whose TAT is the marker's base.
 --
 -- Returns {limited, remaining, retry_after_us, reset_after_us}. It writes
 -- only when it takes tokens, with a PXAT of the instant the bucket is full
@@ -31,8 +38,8 @@ end
 
 local c, u, v, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now
-if ARGV[5] then
-  now = tonumber(ARGV[5])
+if ARGV[6] then
+  now = tonumber(ARGV[6])
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -46,6 +53,23 @@ local over = 0
 local s = redis.pcall('GET', KEYS[1])
 if type(s) == 'table' and s.err then
   return redis.error_reply(s.err)
+end
+if s and string.byte(s, 1) == 126 then -- '~': a split marker
+  local base, untilms = string.match(s, '^~(%d+):(%d+):')
+  if not base then
+    return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
+  end
+  local left = tonumber(untilms) - idiv(now, 1000)
+  if left > 0 then
+    return {2, s, left}
+  end
+  s = base
+end
+if not s and ARGV[5] then
+  s = ARGV[5]
+end
+if s == '0' then
+  s = false
 end
 if s then
   -- A TAT in ns is 19 digits from 2001 to 2286; anything else is not ours.

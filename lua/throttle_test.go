@@ -2,6 +2,8 @@ package lua_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,6 +156,82 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 		if r := one(t, lua.Call{Key: "flush", Interval: iv, Cost: 1}); r.Limited || r.Remaining != 0 {
 			t.Fatalf("got %+v, want the second token", r)
+		}
+	})
+
+	t.Run("a split keeps the bucket's state for its sub-buckets", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 5, Refill: 1, Period: 3600_000_000}.Interval()
+		one(t, lua.Call{Key: "parent", Interval: iv, Cost: 3})
+		tat, _ := cl.Do(ctx, cl.B().Get().Key("parent").Build()).ToString()
+		sp := lua.NewSplitter()
+		got, err := sp.Split(ctx, cl, "parent", []string{"a", "b"}, time.Minute, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Base != tat || !slices.Equal(got.Tags, []string{"a", "b"}) || got.TTL != time.Minute {
+			t.Fatalf("split %+v, want base %s, tags a,b for 1m", got, tat)
+		}
+		// The parent now answers with the marker, for any call, and takes nothing.
+		for _, cost := range []int64{1, 0} {
+			_, errs := do(t, lua.Call{Key: "parent", Interval: iv, Cost: cost})
+			var se *lua.SplitError
+			if !errors.As(errs[0], &se) || se.Split.Base != tat || len(se.Split.Tags) != 2 || se.Split.TTL <= 59*time.Second {
+				t.Fatalf("cost %d on the parent: got %v, want the split", cost, errs[0])
+			}
+		}
+		// A missing sub-bucket starts from the base: 2 of 5 left, as the parent had.
+		if r := one(t, lua.Call{Key: "{a}sub", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 2 {
+			t.Fatalf("sub-bucket from the base: got %+v, want 2 left", r)
+		}
+		// An existing sub-bucket keeps its own state.
+		one(t, lua.Call{Key: "{b}sub", Interval: iv, Cost: 1})
+		if r := one(t, lua.Call{Key: "{b}sub", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 4 {
+			t.Fatalf("existing sub-bucket: got %+v, want its own 4 left", r)
+		}
+		// Renewing with an estimate re-bases the marker.
+		got, err = sp.Split(ctx, cl, "parent", []string{"a", "b"}, time.Minute, 2*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := one(t, lua.Call{Key: "{a}other", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 3 || r.ResetAfter < 7199_000_000 {
+			t.Fatalf("sub-bucket from a base 2h from full: got %+v, want 3 left", r)
+		}
+	})
+
+	t.Run("a lapsed split is a bucket with the split's last state", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
+		if _, err := lua.NewSplitter().Split(ctx, cl, "lapse", []string{"a"}, 30*time.Millisecond, 4*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			res, errs := do(t, lua.Call{Key: "lapse", Interval: iv, Cost: 1})
+			if errs[0] == nil {
+				// 4 of 10 tokens were missing; one more is taken now.
+				if res[0].Limited || res[0].Remaining < 5 || res[0].Remaining > 6 {
+					t.Fatalf("after the split lapsed: got %+v, want about 5 left", res[0])
+				}
+				break
+			}
+			var se *lua.SplitError
+			if !errors.As(errs[0], &se) || time.Now().After(deadline) {
+				t.Fatalf("got %v, want the split to lapse in 30ms", errs[0])
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if v, _ := cl.Do(ctx, cl.B().Get().Key("lapse").Build()).ToString(); len(v) != 19 {
+			t.Fatalf("after a take the parent holds %q, want a bucket again", v)
+		}
+	})
+
+	t.Run("a split of a key that is not a bucket is an error", func(t *testing.T) {
+		cl.Do(ctx, cl.B().Set().Key("text2").Value("hello").Build())
+		_, err := lua.NewSplitter().Split(ctx, cl, "text2", []string{"a"}, time.Minute, -1)
+		if err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			t.Fatalf("got %v, want WRONGTYPE", err)
+		}
+		if v, _ := cl.Do(ctx, cl.B().Get().Key("text2").Build()).ToString(); v != "hello" {
+			t.Fatalf("text2 is now %q", v)
 		}
 	})
 

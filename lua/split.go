@@ -1,0 +1,85 @@
+package lua
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed split.lua
+var splitSrc string
+
+// Split is what a parent bucket's split marker says: the key is hot and
+// decided by sub-buckets, one per hash tag, until the marker lapses.
+type Split struct {
+	Tags []string
+	// Base is the stored TAT a missing sub-bucket starts from ("0": full).
+	Base string
+	// TTL is how long the split holds from the answer, on the shard's clock.
+	TTL time.Duration
+}
+
+// SplitError is a bucket step's answer when its bucket is split: the call
+// took nothing and belongs on a sub-bucket.
+type SplitError struct {
+	Split Split
+}
+
+func (e *SplitError) Error() string {
+	return fmt.Sprintf("lua: bucket is split into %d sub-buckets", len(e.Split.Tags))
+}
+
+// Splitter runs split.lua, which writes or renews a split marker.
+type Splitter struct {
+	script *rueidis.Lua
+}
+
+// NewSplitter returns the wrapper of split.lua.
+func NewSplitter() *Splitter {
+	return &Splitter{script: rueidis.NewLuaScript(splitSrc)}
+}
+
+// Split marks the bucket at key as split into sub-buckets with tags for
+// ttl. ttf < 0 keeps the bucket's own state (or the marker's) as the base;
+// otherwise the base is now + ttf, the sub-buckets' estimated time until
+// full. It returns the marker as written.
+func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags []string, ttl, ttf time.Duration) (Split, error) {
+	ttfArg := "-1"
+	if ttf >= 0 {
+		ttfArg = strconv.FormatInt(ttf.Microseconds(), 10)
+	}
+	r := s.script.Exec(ctx, c, []string{key}, []string{strings.Join(tags, ","), strconv.FormatInt(ttl.Milliseconds(), 10), ttfArg})
+	if err := r.Error(); err != nil {
+		return Split{}, err
+	}
+	split, ok := asSplit(r)
+	if !ok {
+		return Split{}, fmt.Errorf("lua: split answered %v, want a marker", r)
+	}
+	return split, nil
+}
+
+// asSplit reads the answer {2, marker, ms} of either script.
+func asSplit(r rueidis.RedisResult) (Split, bool) {
+	v, err := r.ToArray()
+	if err != nil || len(v) != 3 {
+		return Split{}, false
+	}
+	kind, err1 := v[0].AsInt64()
+	marker, err2 := v[1].ToString()
+	ms, err3 := v[2].AsInt64()
+	if err1 != nil || err2 != nil || err3 != nil || kind != 2 {
+		return Split{}, false
+	}
+	base, rest, ok1 := strings.Cut(strings.TrimPrefix(marker, "~"), ":")
+	_, tags, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || tags == "" {
+		return Split{}, false
+	}
+	return Split{Tags: strings.Split(tags, ","), Base: base, TTL: time.Duration(ms) * time.Millisecond}, true
+}
