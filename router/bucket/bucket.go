@@ -17,7 +17,10 @@
 // exactly the same numbers as Go's int64.
 package bucket
 
-import "errors"
+import (
+	"errors"
+	"math/bits"
+)
 
 // Limits keep every intermediate value of Take within 2^53 (see the
 // package comment); they are generous for real limits: capacity 10^6
@@ -60,6 +63,47 @@ func (l Limit) Interval() (Interval, error) {
 		return Interval{}, ErrOutOfRange
 	}
 	return Interval{Capacity: l.Capacity, U: u, V: v}, nil
+}
+
+// Split divides iv into n buckets for one hot key: capacities C/n, the
+// remainder spread one token each over the first ones, so they sum to C;
+// and each refills at its share c/C of iv's rate, so the rates sum
+// exactly to iv's and every part fills from empty in the same time as
+// iv. Equally empty parts and their whole are full again at one instant,
+// which is what lets sub-buckets start from their parent's stored state.
+// n must be in [1, C].
+func (iv Interval) Split(n int) ([]Interval, error) {
+	if n < 1 || int64(n) > iv.Capacity {
+		return nil, ErrOutOfRange
+	}
+	parts := make([]Interval, n)
+	for i := range parts {
+		c := iv.Capacity / int64(n)
+		if int64(i) < iv.Capacity%int64(n) {
+			c++
+		}
+		p, err := iv.part(c)
+		if err != nil {
+			return nil, err
+		}
+		parts[i] = p
+	}
+	return parts, nil
+}
+
+// part is the interval of capacity c at c/C of iv's rate: one token every
+// U*C/(V*c) µs. U*C < 2^51 by iv's own limits; V*c needs a check.
+func (iv Interval) part(c int64) (Interval, error) {
+	if hi, lo := bits.Mul64(uint64(iv.V), uint64(c)); hi != 0 || lo >= 1<<63 {
+		return Interval{}, ErrOutOfRange
+	}
+	u, v := iv.U*iv.Capacity, iv.V*c
+	g := gcd(u, v)
+	u, v = u/g, v/g
+	if v > MaxDenominator || u > MaxCapacityTime/c {
+		return Interval{}, ErrOutOfRange
+	}
+	return Interval{Capacity: c, U: u, V: v}, nil
 }
 
 func gcd(a, b int64) int64 {

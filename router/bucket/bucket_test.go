@@ -2,6 +2,7 @@ package bucket_test
 
 import (
 	"errors"
+	"math/big"
 	"testing"
 
 	"github.com/sluice-rl/sluice/router/bucket"
@@ -162,5 +163,90 @@ func TestLimitChangeCountsRealTime(t *testing.T) {
 	peek, _ := bucket.Take(tat, now, fast, 0)
 	if peek.Limited || peek.Remaining != 0 || peek.ResetAfter != 86_400_000_000 {
 		t.Fatalf("peek: got %+v", peek)
+	}
+}
+
+func TestSplitSumsToTheWhole(t *testing.T) {
+	for _, tc := range []struct {
+		c, r, p int64
+		n       int
+		caps    []int64
+	}{
+		{7, 10, 1_000_000, 3, []int64{3, 2, 2}},
+		{100, 3, 1_000_000, 3, []int64{34, 33, 33}},
+		{5, 1, 86_400_000_000, 4, []int64{2, 1, 1, 1}},
+		{16, 1000, 1_000, 16, []int64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
+		{9, 9, 1_000_000, 1, []int64{9}},
+	} {
+		iv, err := bucket.Limit{Capacity: tc.c, Refill: tc.r, Period: tc.p}.Interval()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := iv.Split(tc.n)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		// Rates as exact fractions: sum of V_i/U_i must equal V/U.
+		sum := new(big.Rat)
+		for i, p := range parts {
+			if p.Capacity != tc.caps[i] {
+				t.Fatalf("%+v: part %d capacity got %d, want %d", tc, i, p.Capacity, tc.caps[i])
+			}
+			sum.Add(sum, big.NewRat(p.V, p.U))
+			// Each part fills from empty in the whole's time: c*U_i/V_i = C*U/V.
+			if a, b := big.NewRat(p.Capacity*p.U, p.V), big.NewRat(iv.Capacity*iv.U, iv.V); a.Cmp(b) != 0 {
+				t.Fatalf("%+v: part %d fills in %v µs, want %v", tc, i, a, b)
+			}
+		}
+		if want := big.NewRat(iv.V, iv.U); sum.Cmp(want) != 0 {
+			t.Fatalf("%+v: rates sum to %v tokens/µs, want %v", tc, sum, want)
+		}
+	}
+}
+
+func TestSplitAdmitsAsTheWhole(t *testing.T) {
+	iv, _ := bucket.Limit{Capacity: 7, Refill: 10, Period: 1_000_000}.Interval()
+	parts, err := iv.Split(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Overload both for 10s of virtual time, one call every 100µs; the
+	// parts are called round-robin, each one call in three.
+	whole, split := 0, 0
+	var tat int64
+	tats := make([]int64, len(parts))
+	for i := range 100_000 {
+		now := buckettest.Start + int64(i)*100
+		if r, store := bucket.Take(tat, now, iv, 1); !r.Limited {
+			whole++
+			tat = store
+		}
+		j := i % len(parts)
+		if r, store := bucket.Take(tats[j], now, parts[j], 1); !r.Limited {
+			split++
+			tats[j] = store
+		}
+	}
+	// 7 + 10/s over the 9.9999s between the first call and the last.
+	if whole != 106 || split < whole-len(parts) || split > whole {
+		t.Fatalf("admitted whole %d, split %d; want 106 and split within %d below it", whole, split, len(parts))
+	}
+}
+
+func TestSplitOutOfRange(t *testing.T) {
+	iv, _ := bucket.Limit{Capacity: 3, Refill: 1, Period: 1_000_000}.Interval()
+	for _, n := range []int{0, 4} {
+		if _, err := iv.Split(n); !errors.Is(err, bucket.ErrOutOfRange) {
+			t.Fatalf("split in %d: got %v, want ErrOutOfRange", n, err)
+		}
+	}
+	// At the edge of exactness: a part of 3 tokens of a 5-token bucket
+	// refilled 2^40 per 7µs needs a denominator of 3 x 2^40.
+	edge, err := bucket.Limit{Capacity: 5, Refill: 1 << 40, Period: 7}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := edge.Split(2); !errors.Is(err, bucket.ErrOutOfRange) {
+		t.Fatalf("got %v, want ErrOutOfRange", err)
 	}
 }
