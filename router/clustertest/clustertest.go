@@ -366,44 +366,112 @@ func (c *Cluster) ready(ctx context.Context, replicas bool) error {
 // Primary returns the node that currently serves slot as a primary.
 func (c *Cluster) Primary(ctx context.Context, slot int) (*Node, error) {
 	for _, n := range c.Nodes {
-		select {
-		case <-n.done:
-			continue
-		default:
-		}
-		if n.paused.Load() {
+		if n.exited() || n.paused.Load() {
 			continue // it would not answer
 		}
-		shards, err := n.Do(ctx, "CLUSTER", "SLOTS").ToArray()
+		addr, err := n.slotOwner(ctx, slot)
 		if err != nil {
+			if strings.HasPrefix(err.Error(), "clustertest:") {
+				return nil, err
+			}
 			continue
 		}
-		for _, s := range shards {
-			r, err := s.ToArray()
-			if err != nil || len(r) < 3 {
-				continue
-			}
-			lo, _ := r[0].AsInt64()
-			hi, _ := r[1].AsInt64()
-			if int64(slot) < lo || int64(slot) > hi {
-				continue
-			}
-			p, err := r[2].ToArray()
-			if err != nil || len(p) < 2 {
-				continue
-			}
-			host, _ := p[0].ToString()
-			port, _ := p[1].AsInt64()
-			addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
-			for _, m := range c.Nodes {
-				if m.Addr == addr {
-					return m, nil
-				}
+		for _, m := range c.Nodes {
+			if m.Addr == addr {
+				return m, nil
 			}
 		}
-		return nil, fmt.Errorf("clustertest: no primary for slot %d in %s's view", slot, n.Addr)
+		return nil, fmt.Errorf("clustertest: slot %d is on %s, not a node of this cluster", slot, addr)
 	}
 	return nil, errors.New("clustertest: no node answers")
+}
+
+// MoveSlot migrates slot, with its keys, to the primary to, as a
+// resharding does (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE),
+// and waits until every live primary agrees on the new owner.
+func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node) error {
+	from, err := c.Primary(ctx, slot)
+	if err != nil || from == to {
+		return err
+	}
+	sl := strconv.Itoa(slot)
+	if err := to.Do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", from.ID).Error(); err != nil {
+		return fmt.Errorf("clustertest: importing slot %d: %w", slot, err)
+	}
+	if err := from.Do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", to.ID).Error(); err != nil {
+		return fmt.Errorf("clustertest: migrating slot %d: %w", slot, err)
+	}
+	host, port, _ := net.SplitHostPort(to.Addr)
+	for range 10_000 { // 100 keys a round: bounded, far above any test's slot
+		keys, err := from.Do(ctx, "CLUSTER", "GETKEYSINSLOT", sl, "100").AsStrSlice()
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)
+		if err := from.Do(ctx, args...).Error(); err != nil {
+			return fmt.Errorf("clustertest: migrating keys of slot %d: %w", slot, err)
+		}
+	}
+	// The new owner first, then the old one, as Redis's docs ask.
+	for _, n := range []*Node{to, from} {
+		if err := n.Do(ctx, "CLUSTER", "SETSLOT", sl, "NODE", to.ID).Error(); err != nil {
+			return fmt.Errorf("clustertest: assigning slot %d: %w", slot, err)
+		}
+	}
+	return poll(ctx, func() error {
+		for _, n := range c.Nodes {
+			if n.paused.Load() || n.exited() {
+				continue
+			}
+			owner, err := n.slotOwner(ctx, slot)
+			if err != nil {
+				return err
+			}
+			if owner != to.Addr {
+				return fmt.Errorf("%s sees slot %d on %s", n.Addr, slot, owner)
+			}
+		}
+		return nil
+	})
+}
+
+func (n *Node) exited() bool {
+	select {
+	case <-n.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// slotOwner is the address of slot's primary in n's view.
+func (n *Node) slotOwner(ctx context.Context, slot int) (string, error) {
+	shards, err := n.Do(ctx, "CLUSTER", "SLOTS").ToArray()
+	if err != nil {
+		return "", err
+	}
+	for _, s := range shards {
+		r, err := s.ToArray()
+		if err != nil || len(r) < 3 {
+			continue
+		}
+		lo, _ := r[0].AsInt64()
+		hi, _ := r[1].AsInt64()
+		if int64(slot) < lo || int64(slot) > hi {
+			continue
+		}
+		p, err := r[2].ToArray()
+		if err != nil || len(p) < 2 {
+			continue
+		}
+		host, _ := p[0].ToString()
+		port, _ := p[1].AsInt64()
+		return net.JoinHostPort(host, strconv.FormatInt(port, 10)), nil
+	}
+	return "", fmt.Errorf("clustertest: no primary for slot %d in %s's view", slot, n.Addr)
 }
 
 // stop ends a poll at once.

@@ -2,6 +2,7 @@ package clustertest_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,5 +60,38 @@ func TestNodeRestartKeepsIdentity(t *testing.T) {
 	id, err := n.Do(ctx, "CLUSTER", "MYID").ToString()
 	if err != nil || id != n.ID {
 		t.Fatalf("restarted node has ID %q (%v), want %q", id, err, n.ID)
+	}
+}
+
+func TestMoveSlotTakesItsKeys(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 3, Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const key = "{moved}k"
+	sl, err := cl.Do(ctx, cl.B().ClusterKeyslot().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Do(ctx, cl.B().Set().Key(key).Value("v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	from, err := c.Primary(ctx, int(sl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Nodes[(slices.Index(c.Nodes, from)+1)%3]
+	if err := c.MoveSlot(ctx, int(sl), to); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Primary(ctx, int(sl)); err != nil || p != to {
+		t.Fatalf("slot %d on %v (%v), want %s", sl, p, err, to.Addr)
+	}
+	if v, err := to.Do(ctx, "GET", key).ToString(); err != nil || v != "v" {
+		t.Fatalf("GET on the new owner: %q, %v; want the key moved with its slot", v, err)
 	}
 }
