@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.80
+	github.com/tidwall/match v1.1.1
 	github.com/tidwall/redcon v1.6.4
 	go.uber.org/zap v1.28.0
 )
@@ -12,7 +13,6 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/tidwall/btree v1.1.0 // indirect
-	github.com/tidwall/match v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect

@@ -64,6 +64,30 @@ func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags
 	return split, nil
 }
 
+// MarkerTags reads the sub-buckets' tags from a stored value, if it is a
+// split marker (live or lapsed).
+func MarkerTags(v string) ([]string, bool) {
+	if !strings.HasPrefix(v, "~") {
+		return nil, false
+	}
+	_, rest, ok1 := strings.Cut(v, ":")
+	_, tags, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || tags == "" {
+		return nil, false
+	}
+	return strings.Split(tags, ","), true
+}
+
+// End ends the split of the bucket at key: it lapses when it was to, into
+// a bucket ttf from full at that instant, the sub-buckets' state now. The
+// sub-buckets keep deciding until then (instances that follow the marker
+// may use them that long), so the bucket must not start fuller. ended is
+// false when there was no live split.
+func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf time.Duration) (ended bool, err error) {
+	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", strconv.FormatInt(ttf.Microseconds(), 10)}).AsInt64()
+	return n == 1, err
+}
+
 // asSplit reads the answer {2, marker, ms} of either script.
 func asSplit(r rueidis.RedisResult) (Split, bool) {
 	v, err := r.ToArray()
@@ -76,10 +100,10 @@ func asSplit(r rueidis.RedisResult) (Split, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || kind != 2 {
 		return Split{}, false
 	}
-	base, rest, ok1 := strings.Cut(strings.TrimPrefix(marker, "~"), ":")
-	_, tags, ok2 := strings.Cut(rest, ":")
-	if !ok1 || !ok2 || tags == "" {
+	tags, ok := MarkerTags(marker)
+	if !ok {
 		return Split{}, false
 	}
-	return Split{Tags: strings.Split(tags, ","), Base: base, TTL: time.Duration(ms) * time.Millisecond}, true
+	base, _, _ := strings.Cut(marker[1:], ":")
+	return Split{Tags: tags, Base: base, TTL: time.Duration(ms) * time.Millisecond}, true
 }

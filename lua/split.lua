@@ -4,7 +4,10 @@
 -- throttle.lua), so all instances count a split key in the same places.
 --
 -- KEYS[1]  the parent bucket
--- ARGV[1]  the sub-buckets' hash tags, comma-separated
+-- ARGV[1]  the sub-buckets' hash tags, comma-separated; "" ends the split:
+--          it lapses when it was to, into a bucket as empty then as the
+--          sub-buckets are now (ARGV[3]), since they keep deciding until
+--          it lapses, and no burst must follow
 -- ARGV[2]  how long the split holds, in ms
 -- ARGV[3]  -1, or the sub-buckets' mean time until full, in µs: the state
 --          the parent has when the split lapses, and sub-buckets that are
@@ -16,7 +19,8 @@
 -- its state as the base, so a split admits no burst. The key expires when
 -- both the split and the base are over, never earlier.
 --
--- Returns {2, marker, ms it holds}, the answer throttle.lua gives.
+-- Returns {2, marker, ms it holds}, the answer throttle.lua gives; when
+-- ending a split, 1 if there was a live one, else 0.
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nowms = math.floor(nowus / 1000)
@@ -28,10 +32,24 @@ if type(s) == 'table' and s.err then
 end
 local base = '0'
 if s and string.byte(s, 1) == 126 then
-  base = string.match(s, '^~(%d+):%d+:')
+  local old
+  base, old = string.match(s, '^~(%d+):(%d+):')
   if not base then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
+  if ARGV[1] == '' then
+    old = tonumber(old)
+    if old <= nowms or ttf < 0 then
+      return 0
+    end
+    local tags = string.match(s, '^~%d+:%d+:(.+)$')
+    base = string.format('%.0f000', old * 1000 + ttf)
+    redis.call('SET', KEYS[1], '~' .. base .. ':' .. string.format('%.0f', old) .. ':' .. tags,
+      'PXAT', string.format('%.0f', old + math.ceil(ttf / 1000)))
+    return 1
+  end
+elseif ARGV[1] == '' then
+  return 0
 elseif s then
   if #s ~= 19 or not string.find(s, '^%d+$') then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')

@@ -224,6 +224,41 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("an ended split lapses on time into the sub-buckets' state", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
+		sp := lua.NewSplitter()
+		if ended, err := sp.End(ctx, cl, "ending", time.Second); err != nil || ended {
+			t.Fatalf("ending a missing split: %v, %v; want nothing done", ended, err)
+		}
+		if _, err := sp.Split(ctx, cl, "ending", []string{"a"}, 40*time.Millisecond, -1); err != nil {
+			t.Fatal(err)
+		}
+		ended, err := sp.End(ctx, cl, "ending", 5*time.Second)
+		if err != nil || !ended {
+			t.Fatalf("ending a live split: %v, %v", ended, err)
+		}
+		_, errs := do(t, lua.Call{Key: "ending", Interval: iv, Cost: 0})
+		var se *lua.SplitError
+		if !errors.As(errs[0], &se) || se.Split.TTL > 40*time.Millisecond {
+			t.Fatalf("got %v, want the split to hold no longer than before", errs[0])
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			res, errs := do(t, lua.Call{Key: "ending", Interval: iv, Cost: 0})
+			if errs[0] == nil {
+				// 5 of 10 tokens missing at the lapse, and little time since.
+				if res[0].Remaining != 5 || res[0].ResetAfter < 4_800_000 {
+					t.Fatalf("after the lapse: got %+v, want 5 left", res[0])
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still %v 5s later", errs[0])
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+
 	t.Run("a split of a key that is not a bucket is an error", func(t *testing.T) {
 		cl.Do(ctx, cl.B().Set().Key("text2").Value("hello").Build())
 		_, err := lua.NewSplitter().Split(ctx, cl, "text2", []string{"a"}, time.Minute, -1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -71,7 +72,21 @@ type ClusterConfig struct {
 	// FlushDelay is rueidis's MaxFlushDelay: after each write to a shard,
 	// wait up to this long so more clients' commands share the next write.
 	FlushDelay time.Duration
-	// Logger receives one line per change of shard state; nil means none.
+	// HotThreshold is the rate of decisions on one key, per second on this
+	// instance, over which the key is hot and split across shards; 0 means
+	// 2000, a negative value turns detection off.
+	HotThreshold float64
+	// HotKeys are patterns (Redis glob: * and ?) of keys that are hot
+	// whenever they are asked.
+	HotKeys []string
+	// HotSplit is the number of sub-buckets of a hot key; 0 means one per
+	// primary. At most MaxSplit.
+	HotSplit int
+	// HotCooldown is how long a hot key must stay under the threshold (a
+	// declared one: unasked) before it is one bucket again; 0 means 10s.
+	HotCooldown time.Duration
+	// Logger receives one line per change of shard state and per key that
+	// becomes hot or cools down; nil means none.
 	Logger *zap.Logger
 }
 
@@ -99,8 +114,11 @@ type Cluster struct {
 	log       *zap.Logger
 	throttle  *lua.Throttle
 	heartbeat *lua.Heartbeat
+	splitter  *lua.Splitter
 	tags      *slot.Tags
+	byLength  []int // slots, the shortest tags first
 	local     *Memory
+	hot       *hotSet
 	id        string // this instance, in the heartbeat
 
 	client atomic.Pointer[rueidis.Client] // nil until the cluster first answers
@@ -113,6 +131,7 @@ type Cluster struct {
 	shards map[string]*shard // by primary address, kept across topologies
 
 	counts [numSources]atomic.Int64
+	split  atomic.Int64 // cluster decisions made by a sub-bucket
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -120,7 +139,8 @@ type Cluster struct {
 
 // topology is one reading of the slot map.
 type topology struct {
-	owner [slot.Count]*shard
+	owners [slot.Count]*shard
+	tags   []string // a hot key's sub-buckets' hash tags, on distinct primaries
 }
 
 // shard is one primary's slot ranges and health.
@@ -156,13 +176,24 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 	if cfg.ProbeInterval <= 0 {
 		cfg.ProbeInterval = 100 * time.Millisecond
 	}
+	if cfg.HotThreshold == 0 {
+		cfg.HotThreshold = 2000
+	}
+	cfg.HotSplit = min(cfg.HotSplit, MaxSplit)
+	if cfg.HotCooldown <= 0 {
+		cfg.HotCooldown = 10 * time.Second
+	}
+	tags := slot.NewTags()
 	c := &Cluster{
 		cfg:       cfg,
 		log:       cfg.Logger,
 		throttle:  lua.NewThrottle(),
 		heartbeat: lua.NewHeartbeat(),
-		tags:      slot.NewTags(),
+		splitter:  lua.NewSplitter(),
+		tags:      tags,
+		byLength:  slotsByTagLength(tags),
 		local:     NewMemory(cfg.MaxLocalKeys),
+		hot:       newHotSet(cfg),
 		id:        newID(),
 		shards:    map[string]*shard{},
 		done:      make(chan struct{}),
@@ -239,99 +270,344 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 		c.fallback(reqs, res)
 		return
 	}
-	client := *cl
-	topo := c.topo.Load()
-	owners := make([]*shard, len(reqs))
-	keys := make([]string, len(reqs)) // as stored in Redis
-	var send []int                    // indexes of the requests that go to the cluster
-	for i := range reqs {
-		keys[i] = KeyPrefix + reqs[i].Key
-		if topo != nil {
-			owners[i] = topo.owner[slot.Of(keys[i])]
-		}
-		if owners[i] != nil && !owners[i].healthy.Load() {
-			continue
-		}
-		send = append(send, i)
-	}
-	if len(send) < len(reqs) {
-		c.fallbackExcept(reqs, res, send)
-	}
-	if len(send) == 0 {
+	if reqs[0].Op == Reset {
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		defer cancel()
+		c.reset(ctx, *cl, c.topo.Load(), reqs, res)
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	out := make([]Result, len(reqs))
-	c.send(ctx, client, reqs, keys, owners, send, out)
-	for _, i := range send {
-		err := out[i].Err
-		switch {
-		case err == nil || !isFault(err):
-			res[i] = out[i]
+	c.takes(ctx, *cl, c.topo.Load(), reqs, res)
+}
+
+// maxRounds bounds the Lua steps of one Take: a parent that turns out to
+// be split and a sub-bucket, or a sub-bucket that denies (or fails) and
+// one sibling. Each round has the backend timeout of its own, so that a
+// sibling still has time after a hung shard used up the first.
+const maxRounds = 3
+
+// call is one Lua step of a Take in flight, on the key's own bucket or on
+// one of its sub-buckets.
+type call struct {
+	req   int
+	owner *shard // nil when sluice has no slot map yet
+	step  lua.Call
+
+	hk    *hotKey     // set for a sub-bucket
+	st    *splitState // the split it belongs to
+	parts []bucket.Interval
+	sub   int
+	// A sibling's step carries the first sub-bucket's denial.
+	prev    *bucket.Result
+	prevSub int
+}
+
+// takes decides a run of Takes: each in its bucket's shard (or, for a hot
+// key, in one sub-bucket's), the shards' calls pipelined and concurrent;
+// what a shard cannot decide goes to fallback.
+func (c *Cluster) takes(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
+	now := time.Now().UnixNano()
+	calls := make([]call, 0, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		if hk := c.hot.observe(r.Key, now); hk != nil {
+			if st := hk.live(now); st != nil {
+				if sc, ok := c.subCall(i, r, hk, st, topo, -1, false); ok {
+					calls = append(calls, sc)
+				} else {
+					c.fallback(reqs[i:i+1], res[i:i+1])
+				}
+				continue
+			}
+		}
+		pc := call{req: i, step: lua.Call{Key: KeyPrefix + r.Key, Interval: r.Interval, Cost: r.Cost}}
+		pc.owner = topo.ownerOf(pc.step.Key)
+		if pc.owner != nil && !pc.owner.healthy.Load() {
+			c.fallback(reqs[i:i+1], res[i:i+1])
 			continue
+		}
+		calls = append(calls, pc)
+	}
+	for round := 1; len(calls) > 0; round++ {
+		sent := time.Now().UnixNano()
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		out, errs := c.exec(rctx, client, calls)
+		cancel()
+		var next []call
+		for j := range calls {
+			if f, ok := c.settle(&calls[j], out[j], errs[j], reqs, res, topo, sent, round == maxRounds); ok {
+				next = append(next, f)
+			}
+		}
+		calls = next
+	}
+}
+
+// settle stores the outcome of one step in res, or returns the step that
+// must follow it.
+func (c *Cluster) settle(cl *call, br bucket.Result, err error, reqs []Request, res []Result, topo *topology, sent int64, last bool) (call, bool) {
+	i, r := cl.req, &reqs[cl.req]
+	if cl.hk == nil {
+		var se *lua.SplitError
+		switch {
+		case errors.As(err, &se):
+			// Another instance split the key: follow its marker.
+			hk := c.hot.follow(r.Key, se.Split, sent)
+			if st := hk.live(sent); st != nil && !last {
+				if sc, ok := c.subCall(i, r, hk, st, topo, -1, false); ok {
+					return sc, true
+				}
+			}
+		case err == nil || !isFault(err):
+			res[i] = Result{Result: br, Err: err}
+			return call{}, false
 		case isRedirect(err):
 			// The slot moved before sluice's map did: not the shard's fault.
 			c.stale.Store(true)
 		default:
-			c.fault(owners[i], err)
+			c.fault(cl.owner, err)
 		}
 		c.fallback(reqs[i:i+1], res[i:i+1])
+		return call{}, false
 	}
-}
-
-// send runs the requests at indexes send, one pipeline per shard, the
-// shards concurrently; out[i] receives request i's result.
-func (c *Cluster) send(ctx context.Context, client rueidis.Client, reqs []Request, keys []string, owners []*shard, send []int, out []Result) {
-	groups := map[*shard][]int{}
-	for _, i := range send {
-		groups[owners[i]] = append(groups[owners[i]], i)
-	}
-	run := func(s *shard, idx []int) {
-		to := client // through rueidis's slot map when sluice has none
-		if s != nil {
-			if n := s.node.Load(); n != nil {
-				to = *n
+	now := time.Now().UnixMicro()
+	switch {
+	case err == nil:
+		cl.hk.fullAt[cl.sub].Store(now + br.ResetAfter)
+		if br.Limited && cl.prev == nil && !last {
+			if sc, ok := c.subCall(i, r, cl.hk, cl.st, topo, cl.sub, true); ok {
+				sc.prev, sc.prevSub = &br, cl.sub
+				return sc, true
 			}
 		}
-		if reqs[0].Op == Reset {
-			c.reset(ctx, to, keys, idx, out)
-		} else {
-			c.take(ctx, to, reqs, keys, idx, out)
+		res[i] = Result{Result: cl.logical(br, r.Cost, now)}
+		c.split.Add(1)
+		return call{}, false
+	case !isFault(err):
+		res[i] = Result{Err: err}
+		return call{}, false
+	case isRedirect(err):
+		c.stale.Store(true)
+	default:
+		c.fault(cl.owner, err)
+	}
+	// A sub-bucket's shard failed: a sibling on a healthy one decides
+	// before any fallback does.
+	if !last {
+		if sc, ok := c.subCall(i, r, cl.hk, cl.st, topo, cl.sub, false); ok {
+			sc.prev, sc.prevSub = cl.prev, cl.prevSub
+			return sc, true
 		}
+	}
+	c.fallback(reqs[i:i+1], res[i:i+1])
+	return call{}, false
+}
+
+// subCall is a step of request i on one of hk's sub-buckets on a healthy
+// shard, other than not: the next one round-robin, or, when tokens is
+// set, the sibling most likely to have the cost (and only when it seems
+// to have it).
+func (c *Cluster) subCall(i int, r *Request, hk *hotKey, st *splitState, topo *topology, not int, tokens bool) (call, bool) {
+	parts := hk.partsFor(st, r.Interval, r.Cost)
+	n := len(parts)
+	healthy := func(j int) bool {
+		o := topo.owner(st.slots[j])
+		return j != not && (o == nil || o.healthy.Load())
+	}
+	pick := -1
+	if tokens {
+		now := time.Now().UnixMicro()
+		fill := fillTime(r.Interval)
+		best := int64(-1)
+		for j := range n {
+			if !healthy(j) {
+				continue
+			}
+			t, ok := hk.tokens(j, parts[j], fill, now)
+			if !ok {
+				t = parts[j].Capacity // never seen here: worth a try
+			}
+			if t >= max(r.Cost, 1) && t > best {
+				pick, best = j, t
+			}
+		}
+	} else {
+		start := int(hk.next.Add(1) % uint32(n))
+		for k := range n {
+			if j := (start + k) % n; healthy(j) {
+				pick = j
+				break
+			}
+		}
+	}
+	if pick < 0 {
+		return call{}, false
+	}
+	return call{
+		req:   i,
+		owner: topo.owner(st.slots[pick]),
+		step:  lua.Call{Key: st.keys[pick], Interval: parts[pick], Cost: r.Cost, Base: st.base},
+		hk:    hk, st: st, parts: parts, sub: pick, prevSub: -1,
+	}, true
+}
+
+// logical turns a sub-bucket's result into the whole bucket's: remaining
+// over all sub-buckets (those not asked now estimated from when they were
+// last seen), retry after from the soonest sibling, reset after from the
+// last one to be full.
+func (cl *call) logical(br bucket.Result, cost, now int64) bucket.Result {
+	fill := fillTime(cl.parts[0])
+	out := br
+	if cl.prev != nil {
+		out.Remaining += cl.prev.Remaining
+		out.ResetAfter = max(out.ResetAfter, cl.prev.ResetAfter)
+		if out.Limited && cl.prev.RetryAfter >= 0 && (out.RetryAfter < 0 || cl.prev.RetryAfter < out.RetryAfter) {
+			out.RetryAfter = cl.prev.RetryAfter
+		}
+	}
+	for j, part := range cl.parts {
+		if j == cl.sub || j == cl.prevSub {
+			continue
+		}
+		t, ok := cl.hk.tokens(j, part, fill, now)
+		if !ok {
+			// Never seen here: as full as the one just asked.
+			out.Remaining += br.Remaining * part.Capacity / cl.parts[cl.sub].Capacity
+			continue
+		}
+		out.Remaining += t
+		at := cl.hk.fullAt[j].Load()
+		out.ResetAfter = max(out.ResetAfter, at-now)
+		if out.Limited && cost <= part.Capacity {
+			// Until this sibling has cost tokens.
+			wait := at - now - (part.Capacity-cost)*fill/part.Capacity
+			if wait := max(wait, 1); out.RetryAfter < 0 || wait < out.RetryAfter {
+				out.RetryAfter = wait
+			}
+		}
+	}
+	return out
+}
+
+// fillTime is how long iv's bucket takes to fill from empty, in µs; every
+// part of a split takes the same.
+func fillTime(iv bucket.Interval) int64 {
+	return (iv.Capacity*iv.U + iv.V - 1) / iv.V
+}
+
+// exec runs calls, one pipeline per shard, the shards concurrently.
+func (c *Cluster) exec(ctx context.Context, client rueidis.Client, calls []call) ([]bucket.Result, []error) {
+	out, errs := make([]bucket.Result, len(calls)), make([]error, len(calls))
+	groups := map[*shard][]int{}
+	for j := range calls {
+		groups[calls[j].owner] = append(groups[calls[j].owner], j)
+	}
+	run := func(s *shard, idx []int) {
+		steps := make([]lua.Call, len(idx))
+		for k, j := range idx {
+			steps[k] = calls[j].step
+		}
+		br, es := make([]bucket.Result, len(idx)), make([]error, len(idx))
+		c.throttle.Do(ctx, c.nodeOr(s, client), steps, br, es)
+		for k, j := range idx {
+			out[j], errs[j] = br[k], es[k]
+		}
+	}
+	if len(groups) == 1 {
+		for s, idx := range groups {
+			run(s, idx) // the common case: no goroutine
+		}
+		return out, errs
 	}
 	var wg sync.WaitGroup
 	for s, idx := range groups {
-		if len(groups) == 1 {
-			run(s, idx) // the common case: no goroutine
-			break
-		}
 		wg.Go(func() { run(s, idx) })
 	}
 	wg.Wait()
+	return out, errs
 }
 
-func (c *Cluster) take(ctx context.Context, to rueidis.Client, reqs []Request, keys []string, idx []int, out []Result) {
-	calls := make([]lua.Call, len(idx))
-	for j, i := range idx {
-		calls[j] = lua.Call{Key: keys[i], Interval: reqs[i].Interval, Cost: reqs[i].Cost}
+// nodeOr is s's own node client, or client (which routes by rueidis's
+// slot map) when sluice has none for it.
+func (c *Cluster) nodeOr(s *shard, client rueidis.Client) rueidis.Client {
+	if s != nil {
+		if n := s.node.Load(); n != nil {
+			return *n
+		}
 	}
-	br := make([]bucket.Result, len(idx))
-	errs := make([]error, len(idx))
-	c.throttle.Do(ctx, to, calls, br, errs)
-	for j, i := range idx {
-		out[i] = Result{Result: br[j], Err: errs[j]}
-	}
+	return client
 }
 
-func (c *Cluster) reset(ctx context.Context, to rueidis.Client, keys []string, idx []int, out []Result) {
-	cmds := make(rueidis.Commands, len(idx))
-	for j, i := range idx {
-		cmds[j] = to.B().Del().Key(keys[i]).Build()
+// ownerOf is the shard of a Redis key, nil without a slot map.
+func (t *topology) ownerOf(key string) *shard {
+	return t.owner(slot.Of(key))
+}
+
+func (t *topology) owner(sl int) *shard {
+	if t == nil {
+		return nil
 	}
-	for j, r := range to.DoMulti(ctx, cmds...) {
-		n, err := r.AsInt64()
-		out[idx[j]] = Result{Existed: n > 0, Err: err}
+	return t.owners[sl]
+}
+
+// reset deletes buckets. A split key's sub-buckets go too, and this
+// instance forgets the split.
+func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
+	groups := map[*shard][]int{}
+	for i := range reqs {
+		o := topo.ownerOf(KeyPrefix + reqs[i].Key)
+		if o != nil && !o.healthy.Load() {
+			c.fallback(reqs[i:i+1], res[i:i+1])
+			continue
+		}
+		groups[o] = append(groups[o], i)
+	}
+	var mu sync.Mutex // guards subs
+	var subs []string
+	var wg sync.WaitGroup
+	for s, idx := range groups {
+		wg.Go(func() {
+			to := c.nodeOr(s, client)
+			cmds := make(rueidis.Commands, len(idx))
+			for j, i := range idx {
+				cmds[j] = to.B().Getdel().Key(KeyPrefix + reqs[i].Key).Build()
+			}
+			for j, r := range to.DoMulti(ctx, cmds...) {
+				i := idx[j]
+				v, err := r.ToString()
+				if rueidis.IsRedisNil(err) {
+					res[i] = Result{}
+					continue
+				}
+				if err != nil && isFault(err) {
+					if isRedirect(err) {
+						c.stale.Store(true)
+					} else {
+						c.fault(s, err)
+					}
+					c.fallback(reqs[i:i+1], res[i:i+1])
+					continue
+				}
+				res[i] = Result{Existed: err == nil, Err: err}
+				if tags, ok := lua.MarkerTags(v); ok {
+					mu.Lock()
+					for _, tag := range tags {
+						subs = append(subs, subPrefix+tag+"}:"+reqs[i].Key)
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range reqs {
+		c.hot.forget(reqs[i].Key)
+	}
+	if len(subs) > 0 {
+		cmds := make(rueidis.Commands, len(subs))
+		for j, k := range subs {
+			cmds[j] = client.B().Del().Key(k).Build()
+		}
+		client.DoMulti(ctx, cmds...)
 	}
 }
 
@@ -468,6 +744,7 @@ func (c *Cluster) run(ctx context.Context) {
 				nextTopo = now.Add(topologyEvery)
 			}
 			c.probe(ctx, now)
+			c.tendHotKeys(ctx, now)
 			if c.cfg.Share <= 0 && !now.Before(nextBeat) {
 				c.beat(ctx)
 				nextBeat = now.Add(heartbeatEvery)
@@ -552,7 +829,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		}
 		owning[s] = true
 		for sl := lo; sl <= hi; sl++ {
-			t.owner[sl] = s
+			t.owners[sl] = s
 		}
 	}
 	// A primary that lost its slots (failed over, or moved away) is
@@ -562,6 +839,11 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			delete(c.shards, addr)
 		}
 	}
+	n := c.cfg.HotSplit
+	if n <= 0 {
+		n = min(len(owning), MaxSplit)
+	}
+	t.tags = splitTags(&t.owners, c.tags, c.byLength, n)
 	c.topo.Store(t)
 }
 
@@ -656,6 +938,7 @@ func (c *Cluster) Info() string {
 			fmt.Fprintf(&b, "decisions_%s:%d\r\n", s, c.counts[s].Load())
 		}
 	}
+	fmt.Fprintf(&b, "decisions_split:%d\r\n", c.split.Load())
 	c.mu.Lock()
 	addrs := make([]string, 0, len(c.shards))
 	for a := range c.shards {
@@ -677,7 +960,109 @@ func (c *Cluster) Info() string {
 			s.since.UTC().Format(time.RFC3339), s.errors, strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(s.lastErr))
 		s.mu.Unlock()
 	}
+	fmt.Fprintf(&b, "hot_threshold:%.0f\r\n", c.cfg.HotThreshold)
+	c.hot.info(&b, time.Now().UnixNano())
 	return b.String()
+}
+
+// tendHotKeys splits the keys found hot and renews their markers, cools
+// those that stayed under the threshold for the cool-down, and forgets
+// followed splits that lapsed.
+func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
+	ns := now.UnixNano()
+	var wg sync.WaitGroup
+	for _, hk := range *c.hot.keys.Load() {
+		hk.rate.Store(math.Float64bits(c.hot.counter.Rate(hk.key, ns)))
+		if !hk.detected.Load() {
+			continue
+		}
+		cooled := ns-hk.lastHot.Load() > int64(c.cfg.HotCooldown)
+		if !cooled {
+			if st := hk.split.Load(); st != nil && st.until-ns > int64(c.hot.ttl/2) {
+				continue
+			}
+		}
+		if !hk.renewing.CompareAndSwap(false, true) {
+			continue
+		}
+		if cooled {
+			hk.detected.Store(false)
+			wg.Go(func() { c.endSplit(ctx, hk) })
+		} else {
+			wg.Go(func() { c.renew(ctx, hk) })
+		}
+	}
+	wg.Wait()
+	c.hot.drop(func(hk *hotKey) bool { return hk.detected.Load() || hk.live(ns) != nil })
+}
+
+// endSplit ends a cooled key's split: the marker lapses when it was to
+// (followers may use the sub-buckets until then), into one bucket as empty
+// as the sub-buckets are now.
+func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
+	defer hk.renewing.Store(false)
+	st := hk.split.Load()
+	topo, cl := c.topo.Load(), c.client.Load()
+	if st == nil || topo == nil || cl == nil {
+		return
+	}
+	ttf := hk.ttf(len(st.tags), time.Now().UnixMicro())
+	owner := topo.ownerOf(hk.parent)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	ended, err := c.splitter.End(ctx, c.nodeOr(owner, *cl), hk.parent, ttf)
+	if err != nil {
+		// The split lapses at its last renewal's state.
+		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
+	}
+	if ended {
+		c.log.Info("hot key cooled: one bucket again when its split lapses", zap.String("key", hk.key),
+			zap.Duration("lapses_in", time.Duration(max(st.until-time.Now().UnixNano(), 0))))
+	}
+}
+
+// renew writes hk's split marker, or extends it, with the current
+// topology's tags. The first split keeps the bucket's state for the
+// sub-buckets; a renewal records the sub-buckets' estimated state, which
+// is what the parent holds when the split lapses.
+func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
+	defer hk.renewing.Store(false)
+	topo, cl := c.topo.Load(), c.client.Load()
+	if topo == nil || cl == nil || len(topo.tags) < 2 {
+		return
+	}
+	owner := topo.ownerOf(hk.parent)
+	if owner != nil && !owner.healthy.Load() {
+		return
+	}
+	old := hk.split.Load()
+	ttf := time.Duration(-1)
+	if old != nil {
+		ttf = hk.ttf(len(old.tags), time.Now().UnixMicro())
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	sent := time.Now().UnixNano()
+	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags, c.hot.ttl, ttf)
+	switch {
+	case err == nil:
+	case isRedirect(err):
+		c.stale.Store(true)
+		return
+	case isFault(err):
+		c.fault(owner, err)
+		return
+	default:
+		// The key holds something that is not a bucket: leave it alone.
+		hk.detected.Store(false)
+		c.log.Warn("hot key cannot be split", zap.String("key", hk.key), zap.Error(err))
+		return
+	}
+	hk.setSplit(sp, sent)
+	if old == nil {
+		c.log.Info("hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
+			zap.Strings("tags", sp.Tags), zap.Float64("decisions_per_sec", hk.rateNow()))
+	}
 }
 
 // Instances is the number of live sluice instances the last heartbeat

@@ -52,6 +52,10 @@ type options struct {
 	fallback       string
 	fallbackShare  string
 	fallbackKeys   int
+	hotThreshold   float64
+	hotKeys        string
+	hotSplit       int
+	hotCooldown    time.Duration
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -67,6 +71,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.fallback, "fallback", "local", "`policy` for keys of an unhealthy shard: local (in-process bucket with a share of the limit), open (allow) or closed (deny)")
 	fs.StringVar(&o.fallbackShare, "fallback-share", "auto", "share of each limit a local fallback bucket grants: auto (1/number of live sluice instances) or a fraction such as 0.25")
 	fs.IntVar(&o.fallbackKeys, "fallback-max-keys", 100000, "most local fallback buckets held at once")
+	fs.Float64Var(&o.hotThreshold, "hot-threshold", 2000, "decisions per second of one key on this instance that make it hot: it is split across shards; 0 turns detection off")
+	fs.StringVar(&o.hotKeys, "hot-keys", "", "`patterns` of keys split from their first call, comma-separated (Redis glob: * and ?)")
+	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets per hot key, at most 16; 0 means one per primary")
+	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -95,8 +103,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if _, err := router.ParsePolicy(o.fallback); err != nil {
 		return o, fmt.Errorf("--fallback must be local, open or closed, not %q", o.fallback)
 	}
-	if o.backendTimeout <= 0 || o.fallbackKeys <= 0 {
-		return o, errors.New("--backend-timeout and --fallback-max-keys must be positive")
+	if o.backendTimeout <= 0 || o.fallbackKeys <= 0 || o.hotCooldown <= 0 {
+		return o, errors.New("--backend-timeout, --fallback-max-keys and --hot-cooldown must be positive")
+	}
+	if o.hotThreshold < 0 || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
+		return o, fmt.Errorf("--hot-threshold must be >= 0 and --hot-split in [0, %d]", router.MaxSplit)
 	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
@@ -154,6 +165,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			Fallback:     policy,
 			Share:        share,
 			MaxLocalKeys: o.fallbackKeys,
+			HotThreshold: hotThreshold(o.hotThreshold),
+			HotKeys:      hotPatterns(o.hotKeys),
+			HotSplit:     o.hotSplit,
+			HotCooldown:  o.hotCooldown,
 			FlushDelay:   o.flushDelay,
 			Logger:       log,
 		})
@@ -207,6 +222,24 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	<-served
 	log.Info("sluice stopped", zap.Duration("took", time.Since(start)))
 	return 0
+}
+
+// hotThreshold maps the flag's 0 (off) to the router's negative.
+func hotThreshold(f float64) float64 {
+	if f == 0 {
+		return -1
+	}
+	return f
+}
+
+func hotPatterns(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func buildVersion() string {

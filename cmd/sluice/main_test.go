@@ -188,7 +188,8 @@ func TestCluster(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	var out strings.Builder
 	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}, {"--nope"}, {"extra"},
-		{"--fallback", "maybe"}, {"--fallback-share", "2"}, {"--fallback-share", "none"}, {"--backend-timeout", "0s"}} {
+		{"--fallback", "maybe"}, {"--fallback-share", "2"}, {"--fallback-share", "none"}, {"--backend-timeout", "0s"},
+		{"--hot-split", "17"}, {"--hot-threshold", "-1"}, {"--hot-cooldown", "0s"}} {
 		out.Reset()
 		if code := run(args, func(string) string { return "" }, &out); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)

@@ -1,0 +1,352 @@
+package router
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/match"
+
+	"github.com/sluice-rl/sluice/lua"
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/hotkey"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// MaxSplit is the most sub-buckets one hot key is split into.
+const MaxSplit = 16
+
+// maxHotKeys bounds the hot keys an instance tracks at once, its own and
+// those it follows from another instance's split marker.
+const maxHotKeys = 1024
+
+// hotInfoKeys is how many hot keys INFO lists, the busiest first.
+const hotInfoKeys = 16
+
+// subPrefix starts every sub-bucket's key: "sluice{tag}:<key>". No caller
+// key reaches it (theirs start with KeyPrefix), and its {tag} places the
+// sub-bucket whatever braces the caller's key has.
+const subPrefix = "sluice{"
+
+// hotSet finds this instance's hot keys and remembers the splits it uses.
+type hotSet struct {
+	counter   *hotkey.Counter
+	threshold float64 // decisions/s; <= 0 turns detection off
+	patterns  []string
+	cooldown  time.Duration
+	ttl       time.Duration // of a split marker
+
+	mu   sync.Mutex // serializes writers of keys
+	keys atomic.Pointer[map[string]*hotKey]
+}
+
+// hotKey is one hot key: split by this instance (detected or declared),
+// or followed from another instance's marker.
+type hotKey struct {
+	key      string
+	parent   string // its bucket's Redis key
+	declared bool   // matched a configured pattern
+
+	detected atomic.Bool  // this instance splits it and renews the marker
+	lastHot  atomic.Int64 // ns: last seen over the threshold (declared: last seen)
+	rate     atomic.Uint64
+	renewing atomic.Bool // a split call is in flight
+
+	split  atomic.Pointer[splitState] // nil until the marker is known
+	next   atomic.Uint32              // round-robin over the sub-buckets
+	fullAt [MaxSplit]atomic.Int64     // µs: when sub-bucket i was last seen to be full again
+	parts  atomic.Pointer[splitParts] // the last limit's sub-bucket limits
+}
+
+// splitState is one reading of a split marker.
+type splitState struct {
+	tags  []string
+	keys  []string // the sub-buckets' Redis keys
+	slots []int
+	base  string
+	until int64 // ns: when this instance stops using it
+}
+
+// splitParts are a limit's sub-bucket limits, cached per hot key since a
+// key is usually asked with one limit.
+type splitParts struct {
+	whole bucket.Interval
+	parts []bucket.Interval
+}
+
+func newHotSet(cfg ClusterConfig) *hotSet {
+	h := &hotSet{
+		counter:   hotkey.New(time.Second),
+		threshold: cfg.HotThreshold,
+		patterns:  cfg.HotKeys,
+		cooldown:  cfg.HotCooldown,
+		ttl:       min(2*time.Second, cfg.HotCooldown),
+	}
+	h.keys.Store(&map[string]*hotKey{})
+	return h
+}
+
+// observe counts a decision on key and returns its hot-key entry, or nil
+// for an ordinary key. A key over the threshold (or declared) is marked
+// detected: the background work splits it.
+func (h *hotSet) observe(key string, now int64) *hotKey {
+	hk := (*h.keys.Load())[key]
+	over := h.threshold > 0 && h.counter.Add(key, now) >= h.threshold
+	if hk == nil {
+		declared := h.declared(key)
+		if !over && !declared {
+			return nil
+		}
+		if hk = h.add(key, declared); hk == nil {
+			return nil
+		}
+	}
+	if over || hk.declared {
+		// One store a millisecond at most: every decision of a hot key
+		// passes here.
+		if hk.lastHot.Load() < now-int64(time.Millisecond) {
+			hk.lastHot.Store(now)
+		}
+		if !hk.detected.Load() {
+			hk.detected.Store(true)
+		}
+	}
+	return hk
+}
+
+func (h *hotSet) declared(key string) bool {
+	for _, p := range h.patterns {
+		if match.Match(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// add returns key's entry, made if there is room.
+func (h *hotSet) add(key string, declared bool) *hotKey {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := *h.keys.Load()
+	if hk := old[key]; hk != nil {
+		return hk
+	}
+	if len(old) >= maxHotKeys {
+		return nil
+	}
+	hk := &hotKey{key: key, parent: KeyPrefix + key, declared: declared}
+	m := make(map[string]*hotKey, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[key] = hk
+	h.keys.Store(&m)
+	return hk
+}
+
+// follow records a split marker read at sent (ns) for key and returns
+// key's entry; without room for it, an entry that only this call uses.
+func (h *hotSet) follow(key string, sp lua.Split, sent int64) *hotKey {
+	hk := (*h.keys.Load())[key]
+	if hk == nil {
+		if hk = h.add(key, false); hk == nil {
+			hk = &hotKey{key: key, parent: KeyPrefix + key}
+		}
+	}
+	hk.setSplit(sp, sent)
+	return hk
+}
+
+// drop forgets the entries keep rejects.
+func (h *hotSet) drop(keep func(*hotKey) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := *h.keys.Load()
+	m := make(map[string]*hotKey, len(old))
+	for k, v := range old {
+		if keep(v) {
+			m[k] = v
+		}
+	}
+	if len(m) != len(old) {
+		h.keys.Store(&m)
+	}
+}
+
+// forget drops key's entry: its bucket was reset.
+func (h *hotSet) forget(key string) {
+	if (*h.keys.Load())[key] == nil {
+		return
+	}
+	h.drop(func(hk *hotKey) bool { return hk.key != key })
+}
+
+// setSplit records a marker read at sent (ns). The marker's time is
+// counted from sent, before the shard read it, so this instance stops
+// using the split no later than the shard does.
+func (hk *hotKey) setSplit(sp lua.Split, sent int64) {
+	st := &splitState{tags: sp.Tags, base: sp.Base, until: sent + int64(sp.TTL)}
+	if old := hk.split.Load(); old != nil && slices.Equal(old.tags, sp.Tags) {
+		st.keys, st.slots = old.keys, old.slots
+	} else {
+		for _, tag := range sp.Tags {
+			st.keys = append(st.keys, subPrefix+tag+"}:"+hk.key)
+			st.slots = append(st.slots, slot.Of("{"+tag+"}"))
+		}
+		for i := range hk.fullAt {
+			hk.fullAt[i].Store(0)
+		}
+	}
+	hk.split.Store(st)
+}
+
+// live is the split in force at now (ns), or nil.
+func (hk *hotKey) live(now int64) *splitState {
+	if st := hk.split.Load(); st != nil && now < st.until {
+		return st
+	}
+	return nil
+}
+
+// partsFor returns the sub-bucket limits for a call of cost on iv: as many
+// sub-buckets as the split has, but no more than leave each at least cost
+// tokens, and no more than can be computed exactly. One part is the whole
+// limit on the first sub-bucket.
+func (hk *hotKey) partsFor(st *splitState, iv bucket.Interval, cost int64) []bucket.Interval {
+	n := min(int64(len(st.tags)), iv.Capacity/max(cost, 1))
+	if p := hk.parts.Load(); p != nil && p.whole == iv && int64(len(p.parts)) == n {
+		return p.parts
+	}
+	for ; n >= 2; n-- {
+		if parts, err := iv.Split(int(n)); err == nil {
+			hk.parts.Store(&splitParts{whole: iv, parts: parts})
+			return parts
+		}
+	}
+	return []bucket.Interval{iv}
+}
+
+// tokens estimates sub-bucket i's whole tokens at now (µs), from when it
+// was last seen to be full again; fill is the time a part takes to fill
+// from empty, the same for every part. ok is false when it was never seen.
+func (hk *hotKey) tokens(i int, part bucket.Interval, fill, now int64) (n int64, ok bool) {
+	at := hk.fullAt[i].Load()
+	if at == 0 {
+		return 0, false
+	}
+	if at <= now {
+		return part.Capacity, true
+	}
+	missing := math.Ceil(float64(part.Capacity) * float64(at-now) / float64(fill))
+	return max(part.Capacity-int64(missing), 0), true
+}
+
+// ttf estimates how long the sub-buckets need, on average, to be full
+// again: the state a lapsing split leaves its parent in. -1: unknown.
+func (hk *hotKey) ttf(n int, now int64) time.Duration {
+	var sum, seen int64
+	for i := range n {
+		if at := hk.fullAt[i].Load(); at != 0 {
+			sum += max(at-now, 0)
+			seen++
+		}
+	}
+	if seen == 0 {
+		return -1
+	}
+	return time.Duration(sum/seen) * time.Microsecond
+}
+
+// splitTags picks n hash tags for the sub-buckets of a split: tag i on the
+// i-th primary (mod their number) in slot order, the shortest tags first,
+// so that every instance reading the same slot map picks the same tags.
+func splitTags(owner *[slot.Count]*shard, tags *slot.Tags, byLength []int, n int) []string {
+	var primaries []*shard
+	seen := map[*shard]int{}
+	for _, s := range owner {
+		if s != nil {
+			if _, ok := seen[s]; !ok {
+				seen[s] = len(primaries)
+				primaries = append(primaries, s)
+			}
+		}
+	}
+	if len(primaries) == 0 || n < 1 {
+		return nil
+	}
+	// want[p] is how many tags primary p still needs.
+	want := make([]int, len(primaries))
+	for i := range n {
+		want[i%len(primaries)]++
+	}
+	picked := make([][]string, len(primaries))
+	for _, sl := range byLength {
+		s := owner[sl]
+		if s == nil {
+			continue
+		}
+		if p := seen[s]; want[p] > 0 {
+			want[p]--
+			picked[p] = append(picked[p], tags[sl])
+		}
+	}
+	out := make([]string, 0, n)
+	for i := range n {
+		p := i % len(primaries)
+		out = append(out, picked[p][i/len(primaries)])
+	}
+	return out
+}
+
+// slotsByTagLength lists every slot, those with the shortest tags first.
+func slotsByTagLength(tags *slot.Tags) []int {
+	order := make([]int, slot.Count)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(len(tags[a]), len(tags[b])), cmp.Compare(tags[a], tags[b]))
+	})
+	return order
+}
+
+// info lists the busiest hot keys for INFO.
+func (h *hotSet) info(b *strings.Builder, now int64) {
+	m := *h.keys.Load()
+	all := make([]*hotKey, 0, len(m))
+	for _, hk := range m {
+		all = append(all, hk)
+	}
+	slices.SortFunc(all, func(a, b *hotKey) int {
+		return cmp.Or(cmp.Compare(b.rateNow(), a.rateNow()), cmp.Compare(a.key, b.key))
+	})
+	fmt.Fprintf(b, "hot_keys:%d\r\n", len(all))
+	for i, hk := range all[:min(len(all), hotInfoKeys)] {
+		state := "following"
+		switch {
+		case hk.declared:
+			state = "declared"
+		case hk.detected.Load():
+			state = "detected"
+		}
+		split, left := 0, int64(0)
+		if st := hk.live(now); st != nil {
+			split, left = len(st.tags), (st.until-now)/int64(time.Millisecond)
+		}
+		fmt.Fprintf(b, "hot%d:key=%s,state=%s,split=%d,rate=%.0f,split_ms_left=%d\r\n",
+			i, infoValue(hk.key), state, split, hk.rateNow(), left)
+	}
+}
+
+func (hk *hotKey) rateNow() float64 { return math.Float64frombits(hk.rate.Load()) }
+
+// infoValue keeps a caller's key from breaking an INFO line.
+func infoValue(s string) string {
+	q := fmt.Sprintf("%q", s)
+	return strings.ReplaceAll(q[1:len(q)-1], ",", `\x2c`)
+}

@@ -1,0 +1,389 @@
+package router_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/lua"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+func clusterClient(t *testing.T, c *clustertest.Cluster) rueidis.Client {
+	t.Helper()
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// marker is the split marker stored for key, if any.
+func marker(ctx context.Context, cl rueidis.Client, key string) ([]string, bool) {
+	v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
+	if err != nil {
+		return nil, false
+	}
+	return lua.MarkerTags(v)
+}
+
+// waitFor calls f every 10ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// tally is what a hammer saw.
+type tally struct {
+	calls, allowed, errors, split atomic.Int64
+	first, last                   atomic.Int64 // ns of the first and last call
+	firstErr                      atomic.Value
+}
+
+// span is the time between the first call and the last, in seconds.
+func (s *tally) span() float64 { return float64(s.last.Load()-s.first.Load()) / 1e9 }
+
+// hammer has workers goroutines decide key through the routers in turn
+// until stop is closed, each waiting pace between calls.
+func hammer(rs []*router.Cluster, key string, iv bucket.Interval, workers int, pace time.Duration, stop <-chan struct{}, s *tally) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for w := range workers {
+		r := rs[w%len(rs)]
+		wg.Go(func() {
+			for i := 0; i < 10_000_000; i++ { // bounded; stop ends it long before
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				now := time.Now().UnixNano()
+				s.first.CompareAndSwap(0, now)
+				res := decide(r, key, iv)
+				s.last.Store(time.Now().UnixNano())
+				s.calls.Add(1)
+				switch {
+				case res.Err != nil:
+					s.errors.Add(1)
+					s.firstErr.CompareAndSwap(nil, res.Err.Error())
+				case !res.Limited:
+					s.allowed.Add(1)
+				}
+				if pace > 0 {
+					time.Sleep(pace)
+				}
+			}
+		})
+	}
+	return &wg
+}
+
+// infoInt reads one integer field of a router's INFO section.
+func infoInt(t *testing.T, r *router.Cluster, field string) int64 {
+	t.Helper()
+	for _, line := range strings.Split(r.Info(), "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s: %v", field, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO has no %s:\n%s", field, r.Info())
+	return 0
+}
+
+// checkSpread fails t unless the sub-buckets named by tags sit on
+// distinct primaries, one per primary.
+func checkSpread(t *testing.T, ctx context.Context, c *clustertest.Cluster, cl rueidis.Client, key string, tags []string, primaries int) {
+	t.Helper()
+	if len(tags) != primaries {
+		t.Fatalf("split into %d sub-buckets (%v), want one per primary: %d", len(tags), tags, primaries)
+	}
+	seen := map[string]string{}
+	for _, tag := range tags {
+		sub := "sluice{" + tag + "}:" + key
+		sl, err := cl.Do(ctx, cl.B().ClusterKeyslot().Key(sub).Build()).AsInt64()
+		if err != nil || int(sl) != slot.Of(sub) {
+			t.Fatalf("CLUSTER KEYSLOT %s: %d (%v), want %d", sub, sl, err, slot.Of(sub))
+		}
+		p, err := c.Primary(ctx, int(sl))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := seen[p.Addr]; dup {
+			t.Fatalf("sub-buckets %s and %s share primary %s", other, sub, p.Addr)
+		}
+		seen[p.Addr] = sub
+	}
+}
+
+// A declared hot key is split over every primary, its sub-buckets decide,
+// and after a resharding moves a sub-bucket's slot the split moves to a
+// tag on the primary left without one.
+func TestHotKeySplitFollowsTopology(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"tenant:*"}, HotCooldown: 600 * time.Millisecond})
+	waitConnected(t, r)
+	const key = "tenant:big"
+	iv := interval(t, 1000, 1000, 1_000_000)
+	stop := make(chan struct{})
+	var s tally
+	wg := hammer([]*router.Cluster{r}, key, iv, 2, 2*time.Millisecond, stop, &s)
+	defer func() { close(stop); wg.Wait() }()
+
+	var tags []string
+	waitFor(t, 2*time.Second, "split marker", func() bool {
+		var ok bool
+		tags, ok = marker(ctx, cl, key)
+		return ok
+	})
+	checkSpread(t, ctx, c, cl, key, tags, 3)
+	waitFor(t, 2*time.Second, "decisions by sub-buckets", func() bool { return infoInt(t, r, "decisions_split") > 0 })
+	for _, tag := range tags {
+		sub := "sluice{" + tag + "}:" + key
+		waitFor(t, 2*time.Second, sub+" in use", func() bool {
+			n, _ := cl.Do(ctx, cl.B().Exists().Key(sub).Build()).AsInt64()
+			return n == 1
+		})
+	}
+
+	// Move the first sub-bucket's slot to the second one's primary.
+	sl := slot.Of("{" + tags[0] + "}")
+	to, err := c.Primary(ctx, slot.Of("{"+tags[1]+"}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MoveSlot(ctx, sl, to); err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
+	waitFor(t, 5*time.Second, "split re-tagged after the resharding", func() bool {
+		var ok bool
+		moved, ok = marker(ctx, cl, key)
+		return ok && moved[0] != tags[0]
+	})
+	checkSpread(t, ctx, c, cl, key, moved, 3)
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+}
+
+// Two instances share one split: one finds the key hot and splits it, the
+// other has detection off and follows the marker from its first call on
+// the parent. Together they admit the key's limit, give or take one
+// sub-bucket: were the marker ignored, the follower would count in a
+// bucket of its own.
+func TestHotKeyTwoInstancesShareOneSplit(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	a := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300})
+	b := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
+	waitConnected(t, a)
+	waitConnected(t, b)
+	const capacity, refill = 60, 200 // per second
+	iv := interval(t, capacity, refill, 1_000_000)
+	const key = "login"
+	stop := make(chan struct{})
+	var s tally
+	wg := hammer([]*router.Cluster{a, b}, key, iv, 8, 0, stop, &s)
+	waitFor(t, 5*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
+	time.Sleep(2 * time.Second) // the run's length, not a synchronisation
+	close(stop)
+	wg.Wait()
+
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+	if n := infoInt(t, b, "decisions_split"); n == 0 {
+		t.Fatalf("the follower made no decision by sub-bucket:\n%s", b.Info())
+	}
+	ideal := capacity + refill*s.span()
+	got := float64(s.allowed.Load())
+	sub := float64(capacity) / 3
+	t.Logf("admitted %.0f of %d calls, ideal %.1f over %.2fs: %.3fx", got, s.calls.Load(), ideal, s.span(), got/ideal)
+	if got < 0.95*ideal || got > ideal+sub+3 {
+		t.Fatalf("admitted %.0f, want within [%.1f, %.1f]", got, 0.95*ideal, ideal+sub+3)
+	}
+	if rate := float64(s.calls.Load()) / s.span(); rate < 5*refill {
+		t.Fatalf("only %.0f calls/s: not the overload this test needs", rate)
+	}
+}
+
+// While one key is hammered, each primary runs its share of the key's
+// bucket steps: 1/3 each when split over 3 primaries, all of them on one
+// when the key is not hot.
+func TestHotKeySpreadsTheShards(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	primaries := c.Nodes[:3]
+	steps := func() []int64 {
+		out := make([]int64, len(primaries))
+		for i, n := range primaries {
+			info, err := n.Do(ctx, "INFO", "commandstats").ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(info, "\r\n") {
+				if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+					n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+					out[i] += n
+				}
+			}
+		}
+		return out
+	}
+	share := func(r *router.Cluster, key string) (float64, []int64) {
+		for _, n := range primaries {
+			if err := n.Do(ctx, "CONFIG", "RESETSTAT").Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop := make(chan struct{})
+		var s tally
+		wg := hammer([]*router.Cluster{r}, key, interval(t, 100000, 100000, 1_000_000), 4, 0, stop, &s)
+		time.Sleep(1500 * time.Millisecond) // the run's length
+		close(stop)
+		wg.Wait()
+		per := steps()
+		var sum, most int64
+		for _, n := range per {
+			sum += n
+			most = max(most, n)
+		}
+		return float64(most) / float64(sum), per
+	}
+	plain := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
+	waitConnected(t, plain)
+	if got, per := share(plain, "plain"); got < 0.9 {
+		t.Fatalf("an unsplit key: the busiest primary ran %.2f of the steps %v, want nearly all", got, per)
+	}
+	plain.Close()
+	split := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"hot"}})
+	waitConnected(t, split)
+	got, per := share(split, "hot")
+	t.Logf("split over 3 primaries: busiest primary ran %.3f of the steps %v", got, per)
+	if got > 1.0/3+0.1 {
+		t.Fatalf("the busiest primary ran %.2f of the steps %v, want at most 1/3 + 0.1", got, per)
+	}
+}
+
+// A key that cools returns to one bucket that starts where its
+// sub-buckets were, not full: over the whole run it admits its limit give
+// or take a sixth of a capacity. A bucket restarted full would add a whole
+// capacity; one restarted where the sub-buckets were at the last renewal,
+// not at the lapse, a third (the refill over the marker's 300ms).
+func TestHotKeyCoolsWithoutBurst(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300, HotCooldown: 300 * time.Millisecond})
+	waitConnected(t, r)
+	const capacity, refill = 90, 100 // per second
+	iv := interval(t, capacity, refill, 1_000_000)
+	const key = "cooling"
+	var s tally
+	// Hot: well over the threshold until split.
+	stop := make(chan struct{})
+	wg := hammer([]*router.Cluster{r}, key, iv, 4, 0, stop, &s)
+	waitFor(t, 5*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
+	time.Sleep(500 * time.Millisecond) // hot for a while
+	close(stop)
+	wg.Wait()
+	// Cooling: 2 workers every 10ms, about 200/s: under the threshold,
+	// over the refill, so the bucket stays empty while it cools.
+	stop = make(chan struct{})
+	wg = hammer([]*router.Cluster{r}, key, iv, 2, 10*time.Millisecond, stop, &s)
+	waitFor(t, 10*time.Second, "one bucket again", func() bool {
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
+		return err == nil && len(v) == 19
+	})
+	time.Sleep(500 * time.Millisecond) // some time as one bucket
+	close(stop)
+	wg.Wait()
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+	ideal := capacity + refill*s.span()
+	got := float64(s.allowed.Load())
+	t.Logf("admitted %.0f, ideal %.1f over %.2fs: %.3fx", got, ideal, s.span(), got/ideal)
+	if got > ideal+capacity/6 || got < 0.95*ideal {
+		t.Fatalf("admitted %.0f, want within [%.1f, %.1f]", got, 0.95*ideal, ideal+capacity/6)
+	}
+}
+
+// When a sub-bucket's shard hangs, its calls go to the siblings on
+// healthy shards: the key stays decided in the cluster, without errors.
+func TestHotKeySiblingsCoverAHungShard(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"api"}})
+	waitConnected(t, r)
+	const key = "api"
+	iv := interval(t, 100000, 100000, 1_000_000)
+	decide(r, key, iv)
+	var tags []string
+	waitFor(t, 2*time.Second, "split marker", func() bool {
+		var ok bool
+		tags, ok = marker(ctx, cl, key)
+		return ok
+	})
+	parent, err := c.Primary(ctx, slot.Of(router.KeyPrefix+key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *clustertest.Node
+	for _, tag := range tags {
+		if p, _ := c.Primary(ctx, slot.Of("{"+tag+"}")); p != nil && p != parent {
+			victim = p
+			break
+		}
+	}
+	if victim == nil {
+		t.Fatalf("no sub-bucket of %v off the parent's primary", tags)
+	}
+	before := r.Decisions(router.SourceLocal) + r.Decisions(router.SourceOpen) + r.Decisions(router.SourceClosed)
+	if err := victim.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Resume()
+	for i := range 300 {
+		res := decide(r, key, iv)
+		if res.Err != nil || res.Source != router.SourceCluster || res.Limited {
+			t.Fatalf("call %d with %s hung: got %+v, want a cluster decision", i, victim.Addr, res)
+		}
+	}
+	after := r.Decisions(router.SourceLocal) + r.Decisions(router.SourceOpen) + r.Decisions(router.SourceClosed)
+	if after != before {
+		t.Fatalf("%d decisions went to fallback", after-before)
+	}
+	if !strings.Contains(r.Info(), fmt.Sprintf("addr=%s,state=unhealthy", victim.Addr)) {
+		t.Fatalf("the hung shard is not marked unhealthy:\n%s", r.Info())
+	}
+}
