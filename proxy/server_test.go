@@ -74,10 +74,13 @@ func newClusterBackend(t *testing.T, cfg clustertest.Config) clusterBackend {
 	return b
 }
 
-// newRouter is a cluster router on c that has read the slot map.
+// newRouter is a cluster router on c that has read the slot map. It never
+// splits a hot key: these tests hold one bucket to exact admission, and a
+// split bucket admits up to a token per sub-bucket less (router's own
+// tests cover splitting).
 func newRouter(t testing.TB, c *clustertest.Cluster) *router.Cluster {
 	t.Helper()
-	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second})
+	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
 	t.Cleanup(r.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
