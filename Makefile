@@ -7,7 +7,7 @@ CLUSTER_DIR := .cluster
 # Tests that need a real Redis Cluster fail instead of skipping.
 export SLUICE_REQUIRE_REDIS := 1
 
-.PHONY: test deps vet fmt-check cluster cluster-stop fuzz bench
+.PHONY: test deps vet fmt-check cluster cluster-stop fuzz bench bench-hot
 
 deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
@@ -60,3 +60,20 @@ bench: cluster
 		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) ping >/dev/null 2>&1; do sleep 0.1; done; \
 		$(CLUSTER_DIR)/bench -suite -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -duration 2s -rounds 3; rc=$$?; \
 		kill $$pid; exit $$rc
+
+# The hot-key set: one key hammered through three sluice instances that
+# split hot keys and one that never does (--hot-threshold 0), against the
+# direct EVALSHA path (about 2 minutes).
+HOT_PORTS := 6391 6392 6393
+bench-hot: cluster
+	$(GO) build -o $(CLUSTER_DIR)/sluice ./cmd/sluice
+	$(GO) build -o $(CLUSTER_DIR)/bench ./bench
+	@pids=""; \
+		for p in $(HOT_PORTS); do \
+			$(CLUSTER_DIR)/sluice --listen 127.0.0.1:$$p --cluster 127.0.0.1:7000 --log-level warn & pids="$$pids $$!"; \
+		done; \
+		$(CLUSTER_DIR)/sluice --listen 127.0.0.1:6394 --cluster 127.0.0.1:7000 --log-level warn --hot-threshold 0 & pids="$$pids $$!"; \
+		for p in $(HOT_PORTS) 6394; do until redis-cli -p $$p ping >/dev/null 2>&1; do sleep 0.1; done; done; \
+		$(CLUSTER_DIR)/bench -hotsuite -addr 127.0.0.1:6391,127.0.0.1:6392,127.0.0.1:6393 -unsplit-addr 127.0.0.1:6394 \
+			-cluster 127.0.0.1:7000 -duration 2s -rounds 3; rc=$$?; \
+		kill $$pids; exit $$rc

@@ -33,7 +33,9 @@ import (
 type config struct {
 	target   string
 	compare  []string
-	addr     string
+	addr     string   // the first of addrs
+	addrs    []string // sluice instances; clients spread over them
+	unsplit  string   // a sluice that never splits hot keys (-hotsuite)
 	cluster  []string
 	clients  int
 	pipeline int
@@ -47,6 +49,7 @@ type config struct {
 	json     bool
 	report   string
 	suite    bool
+	hotSuite bool
 }
 
 func main() {
@@ -59,8 +62,11 @@ func main() {
 		os.Exit(2)
 	}
 	runner := run
-	if cfg.suite {
+	switch {
+	case cfg.suite:
 		runner = runSuite
+	case cfg.hotSuite:
+		runner = runHotSuite
 	}
 	if err := runner(cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -74,7 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.target, "target", "sluice", "`target`: sluice, direct or embedded")
 	compare := fs.String("compare", "", "two `targets` to run in alternation, e.g. sluice,direct")
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:6380", "sluice's `address` (target sluice)")
+	addrs := fs.String("addr", "127.0.0.1:6380", "sluice's `addresses` (target sluice), comma-separated: clients are spread over them")
+	fs.StringVar(&c.unsplit, "unsplit-addr", "", "a sluice run with --hot-threshold 0, for -hotsuite's unsplit comparison")
 	cluster := fs.String("cluster", "", "cluster seed `nodes` (target direct; for sluice, to read the primaries' CPU)")
 	fs.IntVar(&c.clients, "clients", 50, "concurrent clients, one connection each")
 	fs.IntVar(&c.pipeline, "pipeline", 1, "requests in flight per client")
@@ -89,6 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.lim.cost, "cost", 1, "tokens per request")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&c.suite, "suite", false, "run the standard comparison set (make bench) against -addr and -cluster")
+	fs.BoolVar(&c.hotSuite, "hotsuite", false, "run the hot-key set (make bench-hot): accuracy with 1 and 3 instances at -addr, spread, throughput split vs -unsplit-addr vs direct")
 	fs.StringVar(&c.report, "report", "", "write an HTML `file` with latency and throughput plots")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -96,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if *cluster != "" {
 		c.cluster = strings.Split(*cluster, ",")
 	}
+	c.addrs = strings.Split(*addrs, ",")
+	c.addr = c.addrs[0]
 	if *compare != "" {
 		c.compare = strings.Split(*compare, ",")
 		if len(c.compare) != 2 {
@@ -276,7 +286,7 @@ func run(cfg config, out io.Writer) error {
 func newTarget(name string, cfg config) (target, error) {
 	switch name {
 	case "sluice":
-		return newSluiceTarget("sluice", cfg.addr, cfg.lim, cfg.cluster), nil
+		return newSluiceTarget("sluice", cfg.addrs, cfg.lim, cfg.cluster), nil
 	case "embedded":
 		return newEmbeddedTarget(cfg.lim)
 	case "direct":

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -90,5 +91,24 @@ func TestEmbeddedRunAndReport(t *testing.T) {
 	page, _ := os.ReadFile(path)
 	if !strings.Contains(string(page), "<polyline") || !strings.Contains(string(page), "embedded") {
 		t.Fatal("report has no plot of the run")
+	}
+}
+
+func TestSpreadOfAHotKey(t *testing.T) {
+	before := map[string]shardStat{"a": {cpu: 1, steps: 100}, "b": {cpu: 2, steps: 0}, "c": {cpu: 3, steps: 50}}
+	after := map[string]shardStat{"a": {cpu: 1.5, steps: 400}, "b": {cpu: 2.2, steps: 300}, "c": {cpu: 3.1, steps: 450}}
+	sp := spreadOf(before, after, 1000)
+	if want := []int64{400, 300, 300}; !slices.Equal(sp.Steps, want) {
+		t.Fatalf("steps %v, want %v (busiest first)", sp.Steps, want)
+	}
+	if math.Abs(sp.Busiest-0.4) > 1e-9 {
+		t.Fatalf("busiest share %v, want 400/1000", sp.Busiest)
+	}
+	// The busiest CPU is a's 0.5s for 1000 decisions: a core lasts 2000/s.
+	if math.Abs(sp.Ceiling-2000) > 1e-6 {
+		t.Fatalf("ceiling %v, want 2000/s", sp.Ceiling)
+	}
+	if got := commandCalls("calls=1234,usec=5,usec_per_call=0.00,rejected_calls=0,failed_calls=0"); got != 1234 {
+		t.Fatalf("calls %d, want 1234", got)
 	}
 }

@@ -26,7 +26,7 @@ func runSuite(cfg config, out io.Writer) error {
 	var rows []row
 	compare := func(name string, c config) (comparison, []result, error) {
 		var rs []result
-		ts := []target{newSluiceTarget("sluice", c.addr, c.lim, c.cluster)}
+		ts := []target{newSluiceTarget("sluice", []string{c.addr}, c.lim, c.cluster)}
 		d, err := newDirectTarget(c.cluster, c.lim, c.periodUS)
 		if err != nil {
 			return comparison{}, nil, err

@@ -41,18 +41,21 @@ type limits struct {
 	cost             int64
 }
 
-// sluiceTarget sends THROTTLE to a sluice at addr.
+// sluiceTarget sends THROTTLE to sluice: to one instance, or with several
+// addrs, each client to the next instance in turn, as behind a load
+// balancer.
 type sluiceTarget struct {
 	label   string
-	addr    string
+	addrs   []string
+	next    int // the instance the next dial connects to
 	lim     limits
 	args    []string
 	cluster []string // for the primaries' CPU, optional
 	srv     *proxy.Server
 }
 
-func newSluiceTarget(label, addr string, lim limits, cluster []string) *sluiceTarget {
-	return &sluiceTarget{label: label, addr: addr, lim: lim, cluster: cluster, args: []string{
+func newSluiceTarget(label string, addrs []string, lim limits, cluster []string) *sluiceTarget {
+	return &sluiceTarget{label: label, addrs: addrs, lim: lim, cluster: cluster, args: []string{
 		strconv.FormatInt(lim.capacity, 10), strconv.FormatInt(lim.refill, 10), lim.period, strconv.FormatInt(lim.cost, 10),
 	}}
 }
@@ -66,7 +69,7 @@ func newEmbeddedTarget(lim limits) (*sluiceTarget, error) {
 	}
 	srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Backend: "embedded"})
 	go srv.Serve(ln)
-	t := newSluiceTarget("embedded", ln.Addr().String(), lim, nil)
+	t := newSluiceTarget("embedded", []string{ln.Addr().String()}, lim, nil)
 	t.srv = srv
 	return t, nil
 }
@@ -74,8 +77,10 @@ func newEmbeddedTarget(lim limits) (*sluiceTarget, error) {
 func (t *sluiceTarget) name() string { return t.label }
 
 func (t *sluiceTarget) dial() (conn, error) {
+	addr := t.addrs[t.next%len(t.addrs)]
+	t.next++
 	c, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{t.addr},
+		InitAddress:       []string{addr},
 		ForceSingleClient: true,
 		DisableCache:      true,
 		PipelineMultiplex: -1, // one connection per client
@@ -89,11 +94,13 @@ func (t *sluiceTarget) dial() (conn, error) {
 func (t *sluiceTarget) cpu(ctx context.Context) (float64, float64, error) {
 	own := 0.0
 	if t.srv == nil {
-		v, err := infoCPU(ctx, t.addr)
-		if err != nil {
-			return 0, 0, err
+		for _, addr := range t.addrs {
+			v, err := infoCPU(ctx, addr)
+			if err != nil {
+				return 0, 0, err
+			}
+			own += v
 		}
-		own = v
 	}
 	prim, err := primariesCPU(ctx, t.cluster)
 	return own, prim, err
