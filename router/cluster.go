@@ -404,8 +404,12 @@ func (c *Cluster) settle(cl *call, br bucket.Result, err error, reqs []Request, 
 
 // subCall is a step of request i on one of hk's sub-buckets on a healthy
 // shard, other than not: the next one round-robin, or, when tokens is
-// set, the sibling most likely to have the cost (and only when it seems
-// to have it).
+// set, the sibling most likely to have the cost, and only when it seems
+// to hold half its tokens or more. Under a sustained overload every
+// sub-bucket is near empty and the round-robin takes each token as it
+// comes, so a retry on a sibling's last token would cost a step and
+// admit nothing more; what a retry saves is a sibling's tokens going
+// unused while it fills.
 func (c *Cluster) subCall(i int, r *Request, hk *hotKey, st *splitState, topo *topology, not int, tokens bool) (call, bool) {
 	parts := hk.partsFor(st, r.Interval, r.Cost)
 	n := len(parts)
@@ -426,7 +430,7 @@ func (c *Cluster) subCall(i int, r *Request, hk *hotKey, st *splitState, topo *t
 			if !ok {
 				t = parts[j].Capacity // never seen here: worth a try
 			}
-			if t >= max(r.Cost, 1) && t > best {
+			if t >= max(r.Cost, (parts[j].Capacity+1)/2) && t > best {
 				pick, best = j, t
 			}
 		}

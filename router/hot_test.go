@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router"
@@ -160,6 +162,9 @@ func TestHotKeySplitFollowsTopology(t *testing.T) {
 	})
 	checkSpread(t, ctx, c, cl, key, tags, 3)
 	waitFor(t, 2*time.Second, "decisions by sub-buckets", func() bool { return infoInt(t, r, "decisions_split") > 0 })
+	if info := r.Info(); !strings.Contains(info, "hot_keys:1\r\nhot0:key=tenant:big,state=declared,split=3,") {
+		t.Fatalf("INFO does not list the hot key:\n%s", info)
+	}
 	for _, tag := range tags {
 		sub := "sluice{" + tag + "}:" + key
 		waitFor(t, 2*time.Second, sub+" in use", func() bool {
@@ -301,7 +306,8 @@ func TestHotKeyCoolsWithoutBurst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl := clusterClient(t, c)
-	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300, HotCooldown: 300 * time.Millisecond})
+	core, logs := observer.New(zap.InfoLevel)
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300, HotCooldown: 300 * time.Millisecond, Logger: zap.New(core)})
 	waitConnected(t, r)
 	const capacity, refill = 90, 100 // per second
 	iv := interval(t, capacity, refill, 1_000_000)
@@ -327,6 +333,11 @@ func TestHotKeyCoolsWithoutBurst(t *testing.T) {
 	wg.Wait()
 	if n := s.errors.Load(); n > 0 {
 		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+	for _, msg := range []string{"hot key split", "hot key cooled: one bucket again when its split lapses"} {
+		if n := logs.FilterMessage(msg).FilterField(zap.String("key", key)).Len(); n != 1 {
+			t.Errorf("%d log lines %q, want one", n, msg)
+		}
 	}
 	ideal := capacity + refill*s.span()
 	got := float64(s.allowed.Load())
