@@ -42,6 +42,9 @@ type Call struct {
 	// Base, when not "", is the stored TAT a missing bucket starts from
 	// ("0": full): a split marker's base, for a sub-bucket.
 	Base string
+	// N is how many calls of Cost the step decides at once, in order (0
+	// means 1): many concurrent calls on one hot bucket cost one script.
+	N int64
 	// Now, when non-zero, replaces the shard's clock (µs since the epoch);
 	// only tests set it, to replay known-answer vectors.
 	Now int64
@@ -54,11 +57,15 @@ func (c *Call) args() []string {
 		strconv.FormatInt(c.Interval.V, 10),
 		strconv.FormatInt(c.Cost, 10),
 	}
-	if c.Base != "" || c.Now != 0 {
+	batch := c.N > 1
+	if c.Base != "" || batch || c.Now != 0 {
 		args = append(args, c.Base)
 		if c.Base == "" {
 			args[4] = "0"
 		}
+	}
+	if batch || c.Now != 0 {
+		args = append(args, strconv.FormatInt(max(c.N, 1), 10))
 	}
 	if c.Now != 0 {
 		args = append(args, strconv.FormatInt(c.Now, 10))
@@ -70,6 +77,13 @@ func (c *Call) args() []string {
 // (both len(calls)). Calls on one slot run in order. A call on a bucket
 // that is split gets a *SplitError.
 func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res []bucket.Result, errs []error) {
+	t.DoBatch(ctx, c, calls, res, nil, errs)
+}
+
+// DoBatch is Do for calls that decide N calls each: taken[i] (when taken
+// is not nil) is how many of call i's N took their cost, the first ones;
+// res[i] is the last one's outcome.
+func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []bucket.Result, taken []int64, errs []error) {
 	cmds := make(rueidis.Commands, len(calls))
 	for i := range calls {
 		cmds[i] = c.B().Evalsha().Sha1(t.sha1).Numkeys(1).Key(calls[i].Key).Arg(calls[i].args()...).Build()
@@ -80,7 +94,7 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 			retry = append(retry, i)
 			continue
 		}
-		res[i], errs[i] = result(r)
+		res[i], errs[i] = result(r, taken, i)
 	}
 	if len(retry) == 0 {
 		return
@@ -90,11 +104,12 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 		cmds = append(cmds, c.B().Eval().Script(throttleSrc).Numkeys(1).Key(calls[i].Key).Arg(calls[i].args()...).Build())
 	}
 	for j, r := range c.DoMulti(ctx, cmds...) {
-		res[retry[j]], errs[retry[j]] = result(r)
+		res[retry[j]], errs[retry[j]] = result(r, taken, retry[j])
 	}
 }
 
-func result(r rueidis.RedisResult) (bucket.Result, error) {
+// result reads the answer to call i, and how many it took into taken[i].
+func result(r rueidis.RedisResult, taken []int64, i int) (bucket.Result, error) {
 	v, err := r.AsIntSlice()
 	if err != nil {
 		if split, ok := asSplit(r); ok {
@@ -102,8 +117,18 @@ func result(r rueidis.RedisResult) (bucket.Result, error) {
 		}
 		return bucket.Result{}, err
 	}
-	if len(v) != 4 {
-		return bucket.Result{}, fmt.Errorf("lua: throttle answered %d values, want 4", len(v))
+	if len(v) != 4 && len(v) != 5 {
+		return bucket.Result{}, fmt.Errorf("lua: throttle answered %d values, want 4 or 5", len(v))
+	}
+	if taken != nil {
+		switch {
+		case len(v) == 5:
+			taken[i] = v[4]
+		case v[0] == 0:
+			taken[i] = 1
+		default:
+			taken[i] = 0
+		}
 	}
 	return bucket.Result{Limited: v[0] != 0, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}, nil
 }

@@ -10,15 +10,19 @@
 -- ARGV[4]  cost, in tokens; 0 peeks
 -- ARGV[5]  optional: the TAT a missing bucket starts from, as stored ("0":
 --          full). A hot key's sub-buckets start from their parent's state.
--- ARGV[6]  optional: now in µs instead of the shard's TIME (tests only)
+-- ARGV[6]  optional: n, how many calls of cost this step decides, in order,
+--          as n steps at one instant would (1 by default)
+-- ARGV[7]  optional: now in µs instead of the shard's TIME (tests only)
 --
 -- KEYS[1] may instead hold a split marker (split.lua): the key is hot and
 -- split into sub-buckets, and the step answers {2, marker, ms it holds}
 -- without taking. A marker past its time has lapsed back into a bucket
 -- whose TAT is the marker's base.
 --
--- Returns {limited, remaining, retry_after_us, reset_after_us}. It writes
--- only when it takes tokens, with a PXAT of the instant the bucket is full
+-- Returns {limited, remaining, retry_after_us, reset_after_us}, and for
+-- n > 1 a fifth value: how many of the calls took their cost (the first
+-- ones); limited, retry_after_us and the state are then the last call's.
+-- It writes only when it takes tokens, with a PXAT of the instant the bucket is full
 -- (in ms, rounded up, on the same clock as TIME), so an idle bucket
 -- disappears and never earlier; a denial or a peek writes nothing.
 
@@ -38,8 +42,12 @@ end
 
 local c, u, v, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now
+local n = 1
 if ARGV[6] then
-  now = tonumber(ARGV[6])
+  n = tonumber(ARGV[6])
+end
+if ARGV[7] then
+  now = tonumber(ARGV[7])
 else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -94,16 +102,23 @@ local function full(x)
   return cdiv(x, v)
 end
 
+local function reply(limited, x, retry, k)
+  if n > 1 then
+    return {limited, idiv(tau - x, u), retry, full(x), k}
+  end
+  return {limited, idiv(tau - x, u), retry, full(x)}
+end
+
 if cost > c then
-  return {1, idiv(tau - d, u), -1, full(d)}
+  return reply(1, d, -1, 0)
 end
-local nd = d + cost * u
-if nd > tau then
-  local retry = cdiv(nd - tau, v)
-  if over > 0 then retry = over - idiv(tau - cost * u, v) end
-  return {1, idiv(tau - d, u), retry, full(d)}
-end
+-- How many of the calls find their cost (a peek: all of them).
+local k = n
 if cost > 0 then
+  k = math.min(n, idiv(tau - d, cost * u))
+end
+local nd = d + k * cost * u
+if k > 0 and cost > 0 then
   local a = idiv(nd, v)
   local b = cdiv((nd - a * v) * 1000, v)
   if b == 1000 then
@@ -115,4 +130,10 @@ if cost > 0 then
   local at = q + cdiv((now - q * 1000) * v + nd, v * 1000)
   redis.call('SET', KEYS[1], string.format('%.0f%03d', now + a, b), 'PXAT', string.format('%.0f', at))
 end
-return {0, idiv(tau - nd, u), -1, full(nd)}
+if k < n then
+  -- The first call that did not fit waits until its cost is there.
+  local retry = cdiv(nd + cost * u - tau, v)
+  if over > 0 then retry = over - idiv(tau - cost * u, v) end
+  return reply(1, nd, retry, k)
+end
+return reply(0, nd, -1, k)

@@ -71,6 +71,62 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a batch of n calls decides as n calls in a row", func(t *testing.T) {
+		tm, err := cl.Do(ctx, cl.B().Time().Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec, _ := strconv.ParseInt(tm[0], 10, 64)
+		start := sec*1_000_000 + 600_000_000 // virtual time ahead, as for the vectors
+		for ci, tc := range []struct {
+			lim        bucket.Limit
+			pre        int64 // tokens taken before, at start
+			cost, n, t int64 // the batch: n calls of cost, t µs after start
+		}{
+			{bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}, 0, 1, 4, 0},
+			{bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}, 7, 1, 6, 500_000},
+			{bucket.Limit{Capacity: 10, Refill: 3, Period: 1_000_000}, 10, 2, 5, 1_000_000},
+			{bucket.Limit{Capacity: 7, Refill: 10, Period: 1_000_000}, 0, 3, 4, 0},
+			{bucket.Limit{Capacity: 5, Refill: 1, Period: 60_000_000}, 5, 1, 3, 1},
+			{bucket.Limit{Capacity: 5, Refill: 1, Period: 1_000_000}, 1, 0, 3, 0},
+			{bucket.Limit{Capacity: 5, Refill: 1, Period: 1_000_000}, 0, 6, 2, 0},
+		} {
+			iv, err := tc.lim.Interval()
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "batch:" + strconv.Itoa(ci)
+			var tat int64
+			if tc.pre > 0 {
+				one(t, lua.Call{Key: key, Interval: iv, Cost: tc.pre, Now: start})
+				_, tat = bucket.Take(0, start, iv, tc.pre)
+			}
+			var want bucket.Result
+			var wantTaken int64
+			for range tc.n {
+				r, store := bucket.Take(tat, start+tc.t, iv, tc.cost)
+				if store != 0 {
+					tat = store
+				}
+				if !r.Limited {
+					wantTaken++
+				}
+				want = r
+			}
+			res, taken, errs := make([]bucket.Result, 1), make([]int64, 1), make([]error, 1)
+			th.DoBatch(ctx, cl, []lua.Call{{Key: key, Interval: iv, Cost: tc.cost, N: tc.n, Now: start + tc.t}}, res, taken, errs)
+			if errs[0] != nil {
+				t.Fatal(errs[0])
+			}
+			if res[0] != want || taken[0] != wantTaken {
+				t.Fatalf("case %d: batch got %+v taking %d, want %+v taking %d", ci, res[0], taken[0], want, wantTaken)
+			}
+			if stored, _ := cl.Do(ctx, cl.B().Get().Key(key).Build()).ToString(); tat != 0 && stored != strconv.FormatInt(tat, 10) {
+				t.Fatalf("case %d: stored %s, want %d", ci, stored, tat)
+			}
+		}
+	})
+
 	t.Run("pipelined calls on one key run in order", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 3, Refill: 1, Period: 3600_000_000}.Interval()
 		calls := make([]lua.Call, 5)
