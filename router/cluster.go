@@ -133,6 +133,7 @@ type Cluster struct {
 	counts [numSources]atomic.Int64
 	split  atomic.Int64 // cluster decisions made by a sub-bucket
 
+	ctx  context.Context // ends at Close: background work, hot keys' batched steps
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -208,7 +209,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 	c.share.Store(math.Float64bits(share))
 	c.live.Store(1)
 	ctx, stop := context.WithCancel(context.Background())
-	c.stop = stop
+	c.ctx, c.stop = ctx, stop
 	go c.run(ctx)
 	return c
 }
@@ -279,45 +280,25 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	c.takes(ctx, *cl, c.topo.Load(), reqs, res)
 }
 
-// maxRounds bounds the Lua steps of one Take: a parent that turns out to
-// be split and a sub-bucket, or a sub-bucket that denies (or fails) and
-// one sibling. Each round has the backend timeout of its own, so that a
-// sibling still has time after a hung shard used up the first.
-const maxRounds = 3
-
-// call is one Lua step of a Take in flight, on the key's own bucket or on
-// one of its sub-buckets.
+// call is a Lua step on a key's own bucket.
 type call struct {
 	req   int
 	owner *shard // nil when sluice has no slot map yet
 	step  lua.Call
-
-	hk    *hotKey     // set for a sub-bucket
-	st    *splitState // the split it belongs to
-	parts []bucket.Interval
-	sub   int
-	// A sibling's step carries the first sub-bucket's denial.
-	prev    *bucket.Result
-	prevSub int
 }
 
-// takes decides a run of Takes: each in its bucket's shard (or, for a hot
-// key, in one sub-bucket's), the shards' calls pipelined and concurrent;
+// takes decides a run of Takes: each in its bucket's shard, the shards'
+// calls pipelined and concurrent, or, for a hot key, in its sub-buckets;
 // what a shard cannot decide goes to fallback.
 func (c *Cluster) takes(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
 	now := time.Now().UnixNano()
 	calls := make([]call, 0, len(reqs))
+	var hot []*hotCall
 	for i := range reqs {
 		r := &reqs[i]
 		if hk := c.hot.observe(r.Key, now); hk != nil {
-			if st := hk.live(now); st != nil {
-				if sc, ok := c.subCall(i, r, hk, st, topo, -1, false); ok {
-					calls = append(calls, sc)
-				} else {
-					c.fallback(reqs[i:i+1], res[i:i+1])
-				}
-				continue
-			}
+			hot = c.startHot(hot, i, r, hk, hk.live(now), topo, reqs, res)
+			continue
 		}
 		pc := call{req: i, step: lua.Call{Key: KeyPrefix + r.Key, Interval: r.Interval, Cost: r.Cost}}
 		pc.owner = topo.ownerOf(pc.step.Key)
@@ -327,175 +308,42 @@ func (c *Cluster) takes(ctx context.Context, client rueidis.Client, topo *topolo
 		}
 		calls = append(calls, pc)
 	}
-	for round := 1; len(calls) > 0; round++ {
+	if len(calls) > 0 {
 		sent := time.Now().UnixNano()
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		out, errs := c.exec(rctx, client, calls)
 		cancel()
-		var next []call
 		for j := range calls {
-			if f, ok := c.settle(&calls[j], out[j], errs[j], reqs, res, topo, sent, round == maxRounds); ok {
-				next = append(next, f)
-			}
+			hot = c.settle(hot, &calls[j], out[j], errs[j], reqs, res, topo, sent)
 		}
-		calls = next
+	}
+	if len(hot) > 0 {
+		c.finishHot(hot, reqs, res, topo)
 	}
 }
 
-// settle stores the outcome of one step in res, or returns the step that
-// must follow it.
-func (c *Cluster) settle(cl *call, br bucket.Result, err error, reqs []Request, res []Result, topo *topology, sent int64, last bool) (call, bool) {
+// settle stores the outcome of a step on a key's own bucket in res. A key
+// that another instance split is followed: its call joins hot.
+func (c *Cluster) settle(hot []*hotCall, cl *call, br bucket.Result, err error, reqs []Request, res []Result, topo *topology, sent int64) []*hotCall {
 	i, r := cl.req, &reqs[cl.req]
-	if cl.hk == nil {
-		var se *lua.SplitError
-		switch {
-		case errors.As(err, &se):
-			// Another instance split the key: follow its marker.
-			hk := c.hot.follow(r.Key, se.Split, sent)
-			if st := hk.live(sent); st != nil && !last {
-				if sc, ok := c.subCall(i, r, hk, st, topo, -1, false); ok {
-					return sc, true
-				}
-			}
-		case err == nil || !isFault(err):
-			res[i] = Result{Result: br, Err: err}
-			return call{}, false
-		case isRedirect(err):
-			// The slot moved before sluice's map did: not the shard's fault.
-			c.stale.Store(true)
-		default:
-			c.fault(cl.owner, err)
-		}
-		c.fallback(reqs[i:i+1], res[i:i+1])
-		return call{}, false
-	}
-	now := time.Now().UnixMicro()
+	var se *lua.SplitError
 	switch {
-	case err == nil:
-		cl.hk.fullAt[cl.sub].Store(now + br.ResetAfter)
-		if br.Limited && cl.prev == nil && !last {
-			if sc, ok := c.subCall(i, r, cl.hk, cl.st, topo, cl.sub, true); ok {
-				sc.prev, sc.prevSub = &br, cl.sub
-				return sc, true
-			}
+	case errors.As(err, &se):
+		hk := c.hot.follow(r.Key, se.Split, sent)
+		if st := hk.live(sent); st != nil {
+			return c.startHot(hot, i, r, hk, st, topo, reqs, res)
 		}
-		res[i] = Result{Result: cl.logical(br, r.Cost, now)}
-		c.split.Add(1)
-		return call{}, false
-	case !isFault(err):
-		res[i] = Result{Err: err}
-		return call{}, false
+	case err == nil || !isFault(err):
+		res[i] = Result{Result: br, Err: err}
+		return hot
 	case isRedirect(err):
+		// The slot moved before sluice's map did: not the shard's fault.
 		c.stale.Store(true)
 	default:
 		c.fault(cl.owner, err)
 	}
-	// A sub-bucket's shard failed: a sibling on a healthy one decides
-	// before any fallback does.
-	if !last {
-		if sc, ok := c.subCall(i, r, cl.hk, cl.st, topo, cl.sub, false); ok {
-			sc.prev, sc.prevSub = cl.prev, cl.prevSub
-			return sc, true
-		}
-	}
 	c.fallback(reqs[i:i+1], res[i:i+1])
-	return call{}, false
-}
-
-// subCall is a step of request i on one of hk's sub-buckets on a healthy
-// shard, other than not: the next one round-robin, or, when tokens is
-// set, the sibling most likely to have the cost, and only when it seems
-// to hold half its tokens or more. Under a sustained overload every
-// sub-bucket is near empty and the round-robin takes each token as it
-// comes, so a retry on a sibling's last token would cost a step and
-// admit nothing more; what a retry saves is a sibling's tokens going
-// unused while it fills.
-func (c *Cluster) subCall(i int, r *Request, hk *hotKey, st *splitState, topo *topology, not int, tokens bool) (call, bool) {
-	parts := hk.partsFor(st, r.Interval, r.Cost)
-	n := len(parts)
-	healthy := func(j int) bool {
-		o := topo.owner(st.slots[j])
-		return j != not && (o == nil || o.healthy.Load())
-	}
-	pick := -1
-	if tokens {
-		now := time.Now().UnixMicro()
-		fill := fillTime(r.Interval)
-		best := int64(-1)
-		for j := range n {
-			if !healthy(j) {
-				continue
-			}
-			t, ok := hk.tokens(j, parts[j], fill, now)
-			if !ok {
-				t = parts[j].Capacity // never seen here: worth a try
-			}
-			if t >= max(r.Cost, (parts[j].Capacity+1)/2) && t > best {
-				pick, best = j, t
-			}
-		}
-	} else {
-		start := int(hk.next.Add(1) % uint32(n))
-		for k := range n {
-			if j := (start + k) % n; healthy(j) {
-				pick = j
-				break
-			}
-		}
-	}
-	if pick < 0 {
-		return call{}, false
-	}
-	return call{
-		req:   i,
-		owner: topo.owner(st.slots[pick]),
-		step:  lua.Call{Key: st.keys[pick], Interval: parts[pick], Cost: r.Cost, Base: st.base},
-		hk:    hk, st: st, parts: parts, sub: pick, prevSub: -1,
-	}, true
-}
-
-// logical turns a sub-bucket's result into the whole bucket's: remaining
-// over all sub-buckets (those not asked now estimated from when they were
-// last seen), retry after from the soonest sibling, reset after from the
-// last one to be full.
-func (cl *call) logical(br bucket.Result, cost, now int64) bucket.Result {
-	fill := fillTime(cl.parts[0])
-	out := br
-	if cl.prev != nil {
-		out.Remaining += cl.prev.Remaining
-		out.ResetAfter = max(out.ResetAfter, cl.prev.ResetAfter)
-		if out.Limited && cl.prev.RetryAfter >= 0 && (out.RetryAfter < 0 || cl.prev.RetryAfter < out.RetryAfter) {
-			out.RetryAfter = cl.prev.RetryAfter
-		}
-	}
-	for j, part := range cl.parts {
-		if j == cl.sub || j == cl.prevSub {
-			continue
-		}
-		t, ok := cl.hk.tokens(j, part, fill, now)
-		if !ok {
-			// Never seen here: as full as the one just asked.
-			out.Remaining += br.Remaining * part.Capacity / cl.parts[cl.sub].Capacity
-			continue
-		}
-		out.Remaining += t
-		at := cl.hk.fullAt[j].Load()
-		out.ResetAfter = max(out.ResetAfter, at-now)
-		if out.Limited && cost <= part.Capacity {
-			// Until this sibling has cost tokens.
-			wait := at - now - (part.Capacity-cost)*fill/part.Capacity
-			if wait := max(wait, 1); out.RetryAfter < 0 || wait < out.RetryAfter {
-				out.RetryAfter = wait
-			}
-		}
-	}
-	return out
-}
-
-// fillTime is how long iv's bucket takes to fill from empty, in µs; every
-// part of a split takes the same.
-func fillTime(iv bucket.Interval) int64 {
-	return (iv.Capacity*iv.U + iv.V - 1) / iv.V
+	return hot
 }
 
 // exec runs calls, one pipeline per shard, the shards concurrently.
@@ -618,6 +466,10 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 // isFault tells a shard's failure (it cannot decide now) from an error in
 // the request itself, such as WRONGTYPE, which the caller must see.
 func isFault(err error) bool {
+	var se *lua.SplitError
+	if errors.As(err, &se) {
+		return false // an answer: the bucket is split
+	}
 	re, ok := rueidis.IsRedisErr(err)
 	if !ok {
 		// Timeouts, EOF, refused and reset connections, a closing client.
@@ -658,17 +510,6 @@ func (c *Cluster) fault(s *shard, err error) {
 	s.nextProbe = s.since.Add(s.backoff)
 	c.log.Warn("shard unhealthy: deciding its keys by fallback", zap.String("shard", s.addr),
 		zap.String("fallback", c.policyName()), zap.Error(err))
-}
-
-func (c *Cluster) fallbackExcept(reqs []Request, res []Result, sent []int) {
-	j := 0
-	for i := range reqs {
-		if j < len(sent) && sent[j] == i {
-			j++
-			continue
-		}
-		c.fallback(reqs[i:i+1], res[i:i+1])
-	}
 }
 
 // fallback decides reqs without the cluster.

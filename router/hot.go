@@ -61,6 +61,7 @@ type hotKey struct {
 	next   atomic.Uint32              // round-robin over the sub-buckets
 	fullAt [MaxSplit]atomic.Int64     // µs: when sub-bucket i was last seen to be full again
 	parts  atomic.Pointer[splitParts] // the last limit's sub-bucket limits
+	batch  coalescer                  // its calls in flight and queued
 }
 
 // splitState is one reading of a split marker.

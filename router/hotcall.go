@@ -1,0 +1,421 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/lua"
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+// maxHotSteps bounds the sub-bucket steps of one call: the first, and one
+// sibling after a denial or a failed shard.
+const maxHotSteps = 2
+
+// errShardDown answers a batched step whose shard went unhealthy while it
+// waited.
+var errShardDown = errors.New("router: shard unhealthy")
+
+// hotCall is one Take on a split key, in flight on one sub-bucket.
+type hotCall struct {
+	req   int
+	hk    *hotKey
+	st    *splitState
+	parts []bucket.Interval
+	sub   int
+	w     *waiter
+	steps int
+	// A sibling's step carries the first sub-bucket's denial.
+	prev    *bucket.Result
+	prevSub int
+}
+
+// startHot queues request i on hk: on its sub-buckets when st is its
+// live split, on its own bucket when st is nil (a key found hot and not
+// yet split: its calls are batched already). It appends the call to hot,
+// or decides it by fallback when no shard for it is healthy.
+func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result) []*hotCall {
+	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1}
+	if h.follow(st, r) {
+		for j := range h.parts {
+			if c.healthySub(st, j, topo) {
+				c.send(h, -1, r)
+				return append(hot, h)
+			}
+		}
+	} else if o := topo.ownerOf(hk.parent); o == nil || o.healthy.Load() {
+		c.send(h, -1, r)
+		return append(hot, h)
+	}
+	c.fallback(reqs[i:i+1], res[i:i+1])
+	return hot
+}
+
+// follow points h at split st (nil: at the key's own bucket) and reports
+// whether it is a split.
+func (h *hotCall) follow(st *splitState, r *Request) bool {
+	h.st, h.steps = st, 0
+	if st == nil {
+		h.parts = []bucket.Interval{r.Interval}
+		return false
+	}
+	h.parts = h.hk.partsFor(st, r.Interval, r.Cost)
+	return true
+}
+
+func (c *Cluster) healthySub(st *splitState, j int, topo *topology) bool {
+	o := topo.owner(st.slots[j])
+	return o == nil || o.healthy.Load()
+}
+
+// send queues h's next step: on sub-bucket j, or with j < 0 on the one
+// the key's next batch goes to.
+func (c *Cluster) send(h *hotCall, j int, r *Request) {
+	h.steps++
+	h.w = &waiter{st: h.st, parts: h.parts, cost: r.Cost, sub: j, done: make(chan struct{})}
+	c.submit(h.hk, h.w)
+}
+
+// finishHot waits for the hot calls, tries a sibling where one is worth
+// it, and stores the whole bucket's outcome of each in res.
+func (c *Cluster) finishHot(hot []*hotCall, reqs []Request, res []Result, topo *topology) {
+	for len(hot) > 0 {
+		var again []*hotCall
+		for _, h := range hot {
+			<-h.w.done
+			r := &reqs[h.req]
+			br, err := h.w.res, h.w.err
+			h.sub = h.w.sub
+			now := time.Now().UnixMicro()
+			if h.st == nil {
+				// A step on the key's own bucket.
+				var se *lua.SplitError
+				switch {
+				case errors.As(err, &se):
+					// Split meanwhile, here or by another instance.
+					hk := c.hot.follow(r.Key, se.Split, h.w.sent)
+					if h.hk = hk; h.follow(hk.live(h.w.sent), r) {
+						c.send(h, -1, r)
+						again = append(again, h)
+						continue
+					}
+				case err == nil || !isFault(err):
+					res[h.req] = Result{Result: br, Err: err}
+					continue
+				}
+				c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
+				continue
+			}
+			switch {
+			case err == nil:
+				h.hk.fullAt[h.sub].Store(now + br.ResetAfter)
+				if br.Limited && h.steps < maxHotSteps {
+					if j := h.sibling(r, topo, c, now); j >= 0 {
+						h.prev, h.prevSub = &br, h.sub
+						c.send(h, j, r)
+						again = append(again, h)
+						continue
+					}
+				}
+				res[h.req] = Result{Result: h.logical(br, r.Cost, now)}
+				c.split.Add(1)
+				continue
+			case !isFault(err):
+				res[h.req] = Result{Err: err}
+				continue
+			}
+			// The sub-bucket's shard failed (the step marked it): a sibling
+			// on a healthy shard decides before any fallback does.
+			if j := h.healthySibling(c, topo); j >= 0 && h.steps < maxHotSteps {
+				c.send(h, j, r)
+				again = append(again, h)
+				continue
+			}
+			c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
+		}
+		hot = again
+	}
+}
+
+// healthySibling is the next sub-bucket after h's on a healthy shard, or -1.
+func (h *hotCall) healthySibling(c *Cluster, topo *topology) int {
+	for k := 1; k < len(h.parts); k++ {
+		if j := (h.sub + k) % len(h.parts); c.healthySub(h.st, j, topo) {
+			return j
+		}
+	}
+	return -1
+}
+
+// sibling is the sub-bucket other than h's most likely to have the cost,
+// on a healthy shard, and only when it seems to hold half its tokens or
+// more; -1 when none does. Under a sustained overload every sub-bucket is
+// near empty and the round-robin takes each token as it comes, so a retry
+// on a sibling's last token would cost a step and admit nothing more;
+// what a retry saves is a sibling's tokens going unused while it fills.
+func (h *hotCall) sibling(r *Request, topo *topology, c *Cluster, now int64) int {
+	fill := fillTime(r.Interval)
+	pick, best := -1, int64(-1)
+	for j, part := range h.parts {
+		if j == h.sub || !c.healthySub(h.st, j, topo) {
+			continue
+		}
+		t, ok := h.hk.tokens(j, part, fill, now)
+		if !ok {
+			t = part.Capacity // never seen here: worth a try
+		}
+		if t >= max(r.Cost, (part.Capacity+1)/2) && t > best {
+			pick, best = j, t
+		}
+	}
+	return pick
+}
+
+// logical turns a sub-bucket's result into the whole bucket's: remaining
+// over all sub-buckets (those not asked now estimated from when they were
+// last seen), retry after from the soonest sibling, reset after from the
+// last one to be full.
+func (h *hotCall) logical(br bucket.Result, cost, now int64) bucket.Result {
+	fill := fillTime(h.parts[0])
+	out := br
+	if h.prev != nil {
+		out.Remaining += h.prev.Remaining
+		out.ResetAfter = max(out.ResetAfter, h.prev.ResetAfter)
+		if out.Limited && h.prev.RetryAfter >= 0 && (out.RetryAfter < 0 || h.prev.RetryAfter < out.RetryAfter) {
+			out.RetryAfter = h.prev.RetryAfter
+		}
+	}
+	for j, part := range h.parts {
+		if j == h.sub || j == h.prevSub {
+			continue
+		}
+		t, ok := h.hk.tokens(j, part, fill, now)
+		if !ok {
+			// Never seen here: as full as the one just asked.
+			out.Remaining += br.Remaining * part.Capacity / h.parts[h.sub].Capacity
+			continue
+		}
+		out.Remaining += t
+		at := h.hk.fullAt[j].Load()
+		out.ResetAfter = max(out.ResetAfter, at-now)
+		if out.Limited && cost <= part.Capacity {
+			// Until this sibling has cost tokens.
+			wait := at - now - (part.Capacity-cost)*fill/part.Capacity
+			if wait := max(wait, 1); out.RetryAfter < 0 || wait < out.RetryAfter {
+				out.RetryAfter = wait
+			}
+		}
+	}
+	return out
+}
+
+// fillTime is how long iv's bucket takes to fill from empty, in µs; every
+// part of a split takes the same.
+func fillTime(iv bucket.Interval) int64 {
+	return (iv.Capacity*iv.U + iv.V - 1) / iv.V
+}
+
+// coalescer turns the concurrent calls on one hot key into one Lua step
+// at a time: while a step is in flight, calls queue, and the next step
+// decides them all, on the next sub-bucket round-robin (one script per
+// group of one limit and cost). A hot key then costs its shards a script
+// per round trip, not per call, the scripts spread evenly over them; and
+// it costs this process one write and one read.
+type coalescer struct {
+	mu    sync.Mutex // guards busy and queue
+	busy  bool       // a flush goroutine is running
+	queue []*waiter
+}
+
+// waiter is one call queued on a coalescer.
+type waiter struct {
+	st    *splitState
+	parts []bucket.Interval
+	cost  int64
+	sub   int           // the sub-bucket it must go to, or -1; then the one it went to
+	sent  int64         // ns: when its step was sent
+	done  chan struct{} // closed when sub, sent, res and err are set
+	res   bucket.Result
+	err   error
+}
+
+// submit queues w; the first call on an idle key starts the goroutine
+// that flushes it until it is idle again.
+func (c *Cluster) submit(hk *hotKey, w *waiter) {
+	co := &hk.batch
+	co.mu.Lock()
+	co.queue = append(co.queue, w)
+	start := !co.busy
+	co.busy = true
+	co.mu.Unlock()
+	if start {
+		go c.flush(hk)
+	}
+}
+
+func (c *Cluster) flush(hk *hotKey) {
+	co := &hk.batch
+	for {
+		co.mu.Lock()
+		batch := co.queue
+		co.queue = nil
+		if len(batch) == 0 {
+			co.busy = false
+			co.mu.Unlock()
+			return
+		}
+		co.mu.Unlock()
+		c.step(hk, batch)
+	}
+}
+
+// group is the waiters of one batch that share a sub-bucket, limit and
+// cost, in their order.
+type group struct {
+	key   string
+	base  string
+	owner *shard
+	iv    bucket.Interval
+	cost  int64
+	ws    []*waiter
+}
+
+// step decides one batch: the calls free to go anywhere on the next
+// sub-bucket on a healthy shard, siblings' retries on theirs; one Lua call
+// per group, each shard's pipelined, bounded by the backend timeout.
+func (c *Cluster) step(hk *hotKey, batch []*waiter) {
+	defer func() {
+		for _, w := range batch {
+			close(w.done)
+		}
+	}()
+	cl, topo := c.client.Load(), c.topo.Load()
+	if cl == nil {
+		for _, w := range batch {
+			w.err = errShardDown
+		}
+		return
+	}
+	// The sub-bucket of this batch's free calls, one per split and number
+	// of parts (calls of other limits or costs may use fewer).
+	type choice struct {
+		st     *splitState
+		n, sub int
+	}
+	var chosen []choice
+	var groups []*group
+	sent := time.Now().UnixNano()
+	for _, w := range batch {
+		w.sent = sent
+		if w.st == nil {
+			// The key's own bucket.
+			groups = addTo(groups, w, hk.parent, "", topo.ownerOf(hk.parent), w.parts[0])
+			continue
+		}
+		if w.sub < 0 {
+			i := slices.IndexFunc(chosen, func(x choice) bool { return x.st == w.st && x.n == len(w.parts) })
+			if i < 0 {
+				chosen = append(chosen, choice{w.st, len(w.parts), c.nextSub(hk, w.st, len(w.parts), topo)})
+				i = len(chosen) - 1
+			}
+			w.sub = chosen[i].sub
+		}
+		groups = addTo(groups, w, w.st.keys[w.sub], w.st.base, topo.owner(w.st.slots[w.sub]), w.parts[w.sub])
+	}
+	byShard := map[*shard][]*group{}
+	for _, g := range groups {
+		byShard[g.owner] = append(byShard[g.owner], g)
+	}
+	var wg sync.WaitGroup
+	for owner, gs := range byShard {
+		if len(byShard) == 1 {
+			c.stepShard(owner, gs, *cl)
+			break
+		}
+		wg.Go(func() { c.stepShard(owner, gs, *cl) })
+	}
+	wg.Wait()
+}
+
+// addTo adds w to the group of its bucket, limit and cost.
+func addTo(groups []*group, w *waiter, key, base string, owner *shard, iv bucket.Interval) []*group {
+	for _, g := range groups {
+		if g.key == key && g.iv == iv && g.cost == w.cost {
+			g.ws = append(g.ws, w)
+			return groups
+		}
+	}
+	return append(groups, &group{key: key, base: base, owner: owner, iv: iv, cost: w.cost, ws: []*waiter{w}})
+}
+
+// nextSub is the sub-bucket on a healthy shard that hk's next batch goes
+// to, round-robin over the first n.
+func (c *Cluster) nextSub(hk *hotKey, st *splitState, n int, topo *topology) int {
+	start := int(hk.next.Add(1) % uint32(n))
+	for k := range n {
+		if j := (start + k) % n; c.healthySub(st, j, topo) {
+			return j
+		}
+	}
+	return start // all down: the step fails and the calls fall back
+}
+
+// stepShard runs one shard's groups as one pipeline.
+func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
+	if owner != nil && !owner.healthy.Load() {
+		for _, g := range gs {
+			for _, w := range g.ws {
+				w.err = errShardDown
+			}
+		}
+		return
+	}
+	calls := make([]lua.Call, len(gs))
+	for i, g := range gs {
+		calls[i] = lua.Call{Key: g.key, Interval: g.iv, Cost: g.cost, Base: g.base, N: int64(len(g.ws))}
+	}
+	res, taken, errs := make([]bucket.Result, len(calls)), make([]int64, len(calls)), make([]error, len(calls))
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeout)
+	c.throttle.DoBatch(ctx, c.nodeOr(owner, client), calls, res, taken, errs)
+	cancel()
+	for i, g := range gs {
+		if err := errs[i]; err != nil {
+			switch {
+			case !isFault(err):
+			case isRedirect(err):
+				c.stale.Store(true)
+			default:
+				c.fault(owner, err)
+			}
+			for _, w := range g.ws {
+				w.err = err
+			}
+			continue
+		}
+		g.spread(res[i], taken[i])
+	}
+}
+
+// spread gives each waiter of g its own outcome from the batch's: the
+// first k took their cost, each seeing the tokens the later ones then
+// took; the rest were denied with the state the batch left.
+func (g *group) spread(last bucket.Result, k int64) {
+	per := g.cost * g.iv.U / g.iv.V // µs of refill one call's cost is
+	for i, w := range g.ws {
+		later := k - 1 - int64(i)
+		if later < 0 {
+			w.res = last
+			continue
+		}
+		w.res = bucket.Result{
+			Remaining:  last.Remaining + later*g.cost,
+			RetryAfter: -1,
+			ResetAfter: max(last.ResetAfter-later*per, 0),
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package router
+
+import (
+	"testing"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/bucket/buckettest"
+)
+
+// A batch's one outcome, spread over its calls, gives each call what it
+// would have got alone, one after the other at the same instant (the
+// reset within a µs of rounding).
+func TestSpreadIsSequential(t *testing.T) {
+	for _, tc := range []struct {
+		lim         bucket.Limit
+		pre, cost   int64
+		n, at       int64
+		wantAllowed int64
+	}{
+		{bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}, 0, 1, 4, 0, 4},
+		{bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}, 7, 1, 6, 500_000, 3},
+		{bucket.Limit{Capacity: 10, Refill: 3, Period: 1_000_000}, 10, 2, 5, 1_000_000, 1},
+		{bucket.Limit{Capacity: 7, Refill: 10, Period: 1_000_000}, 0, 3, 4, 0, 2},
+		{bucket.Limit{Capacity: 5, Refill: 1, Period: 1_000_000}, 1, 0, 3, 0, 3},
+	} {
+		iv, err := tc.lim.Interval()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tat int64
+		if tc.pre > 0 {
+			_, tat = bucket.Take(0, buckettest.Start, iv, tc.pre)
+		}
+		g := &group{iv: iv, cost: tc.cost}
+		var want []bucket.Result
+		var k int64
+		for range tc.n {
+			r, store := bucket.Take(tat, buckettest.Start+tc.at, iv, tc.cost)
+			if store != 0 {
+				tat = store
+			}
+			if !r.Limited {
+				k++
+			}
+			want = append(want, r)
+			g.ws = append(g.ws, &waiter{})
+		}
+		if k != tc.wantAllowed {
+			t.Fatalf("%+v: %d allowed in a row, want %d", tc, k, tc.wantAllowed)
+		}
+		g.spread(want[len(want)-1], k)
+		for i, w := range g.ws {
+			got, exp := w.res, want[i]
+			d := got.ResetAfter - exp.ResetAfter
+			got.ResetAfter, exp.ResetAfter = 0, 0
+			if got != exp || d < -1 || d > 1 {
+				t.Fatalf("%+v, call %d: got %+v (reset %+d µs off), want %+v", tc, i, w.res, d, want[i])
+			}
+		}
+	}
+}
