@@ -179,10 +179,11 @@ func runHotSuite(cfg config, out io.Writer) error {
 		primaries = len(st)
 	}
 
-	// A sustained overload of 10x the split key's refill or more.
+	// A sustained overload of 10x the key's refill or more, also through
+	// three instances sharing the cores.
 	acc := base
 	acc.duration = 10 * time.Second
-	acc.lim.refill = max(100, int64(med("split", ops)/10/100)*100)
+	acc.lim.refill = max(100, int64(med("split", ops)/15/100)*100)
 	acc.lim.capacity = acc.lim.refill / 5
 	type accRun struct {
 		instances int

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -167,7 +168,7 @@ func TestCluster(t *testing.T) {
 
 	// A second sluice process shares the buckets: across both, a burst of
 	// 30 calls admits exactly the capacity.
-	q := start(t, bin, nil, "--listen", "127.0.0.1:0", "--cluster", c.Addrs()[3])
+	q := start(t, bin, nil, "--listen", "127.0.0.1:0", "--cluster", c.Addrs()[3], "--hot-keys", "tenant:*", "--hot-split", "2")
 	admitted := 0
 	for i := range 30 {
 		addr := p.addr
@@ -180,6 +181,36 @@ func TestCluster(t *testing.T) {
 	}
 	if admitted != 10 {
 		t.Fatalf("two processes admitted %d of 30 calls on a bucket of 10, want 10", admitted)
+	}
+
+	// A key declared hot on q is split in two; p, which declares nothing,
+	// follows the split from its first call. Across both, a burst still
+	// admits exactly the capacity.
+	hasLine := func(addr, prefix string) bool {
+		return slices.ContainsFunc(redisCLI(t, addr, "INFO", "backend"), func(l string) bool { return strings.HasPrefix(l, prefix) })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !hasLine(q.addr, "hot0:key=tenant:big,state=declared,split=2,") {
+		if time.Now().After(deadline) {
+			t.Fatalf("q never split tenant:big:\n%v", redisCLI(t, q.addr, "INFO", "backend"))
+		}
+		redisCLI(t, q.addr, "THROTTLE", "tenant:big", "10", "1", "1h", "0") // a peek
+	}
+	admitted = 0
+	for i := range 30 {
+		addr := p.addr
+		if i%2 == 1 {
+			addr = q.addr
+		}
+		if redisCLI(t, addr, "THROTTLE", "tenant:big", "10", "1", "1h")[0] == "0" {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("a split key admitted %d of 30 calls on a bucket of 10 across two processes, want 10", admitted)
+	}
+	if !hasLine(p.addr, "hot0:key=tenant:big,state=following,split=2,") {
+		t.Fatalf("p does not follow the split:\n%v", redisCLI(t, p.addr, "INFO", "backend"))
 	}
 	stop(t, q)
 	stop(t, p)
