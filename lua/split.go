@@ -45,9 +45,10 @@ func NewSplitter() *Splitter {
 }
 
 // Split marks the bucket at key as split into sub-buckets with tags for
-// ttl. ttf < 0 keeps the bucket's own state (or the marker's) as the base;
-// otherwise the base is now + ttf, the sub-buckets' estimated time until
-// full. It returns the marker as written.
+// ttl. ttf < 0 keeps the bucket's own state (or the marker's); otherwise
+// ttf is the sub-buckets' mean time until full, read from them now, and
+// becomes the split's state (see split.lua). It returns the marker as
+// written.
 func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags []string, ttl, ttf time.Duration) (Split, error) {
 	ttfArg := "-1"
 	if ttf >= 0 {
@@ -65,17 +66,13 @@ func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags
 }
 
 // MarkerTags reads the sub-buckets' tags from a stored value, if it is a
-// split marker (live or lapsed).
+// split marker (live or lapsed): ~<base>:<until>:<lapse>:<tags>.
 func MarkerTags(v string) ([]string, bool) {
-	if !strings.HasPrefix(v, "~") {
+	f := strings.SplitN(v, ":", 4)
+	if len(f) != 4 || !strings.HasPrefix(v, "~") || f[3] == "" {
 		return nil, false
 	}
-	_, rest, ok1 := strings.Cut(v, ":")
-	_, tags, ok2 := strings.Cut(rest, ":")
-	if !ok1 || !ok2 || tags == "" {
-		return nil, false
-	}
-	return strings.Split(tags, ","), true
+	return strings.Split(f[3], ","), true
 }
 
 // End ends the split of the bucket at key: it lapses when it was to, into
@@ -84,7 +81,7 @@ func MarkerTags(v string) ([]string, bool) {
 // may use them that long), so the bucket must not start fuller. ended is
 // false when there was no live split.
 func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf time.Duration) (ended bool, err error) {
-	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", strconv.FormatInt(ttf.Microseconds(), 10)}).AsInt64()
+	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", strconv.FormatInt(max(ttf.Microseconds(), 0), 10)}).AsInt64()
 	return n == 1, err
 }
 

@@ -8,8 +8,8 @@
 -- ARGV[2]  U and
 -- ARGV[3]  V: one token refills every U/V µs (reduced; C*U <= 2^51, V <= 2^40)
 -- ARGV[4]  cost, in tokens; 0 peeks
--- ARGV[5]  optional: the TAT a missing bucket starts from, as stored ("0":
---          full). A hot key's sub-buckets start from their parent's state.
+-- ARGV[5]  optional: a split's base, as stored ("0": full): the fullest a
+--          sub-bucket may be. A missing one starts from it.
 -- ARGV[6]  optional: n, how many calls of cost this step decides, in order,
 --          as n steps at one instant would (1 by default)
 -- ARGV[7]  optional: now in µs instead of the shard's TIME (tests only)
@@ -17,7 +17,7 @@
 -- KEYS[1] may instead hold a split marker (split.lua): the key is hot and
 -- split into sub-buckets, and the step answers {2, marker, ms it holds}
 -- without taking. A marker past its time has lapsed back into a bucket
--- whose TAT is the marker's base.
+-- whose TAT is the marker's lapse state.
 --
 -- Returns {limited, remaining, retry_after_us, reset_after_us}, and for
 -- n > 1 a fifth value: how many of the calls took their cost (the first
@@ -63,18 +63,22 @@ if type(s) == 'table' and s.err then
   return redis.error_reply(s.err)
 end
 if s and string.byte(s, 1) == 126 then -- '~': a split marker
-  local base, untilms = string.match(s, '^~(%d+):(%d+):')
-  if not base then
+  local untilms, lapse = string.match(s, '^~%d+:(%d+):(%d+):')
+  if not untilms then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
   local left = tonumber(untilms) - idiv(now, 1000)
   if left > 0 then
     return {2, s, left}
   end
-  s = base
+  s = lapse
 end
-if not s and ARGV[5] then
-  s = ARGV[5]
+-- A sub-bucket is never fuller than its split's base: a missing one starts
+-- there, and one left from an earlier split, fuller than the key is now,
+-- is brought down to it. (Equal-length digit strings compare as numbers.)
+local base = ARGV[5]
+if base and #base == 19 and (not s or (#s == 19 and s < base)) then
+  s = base
 end
 if s == '0' then
   s = false

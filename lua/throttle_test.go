@@ -239,10 +239,15 @@ func TestThrottleOnCluster(t *testing.T) {
 		if r := one(t, lua.Call{Key: "{a}sub", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 2 {
 			t.Fatalf("sub-bucket from the base: got %+v, want 2 left", r)
 		}
-		// An existing sub-bucket keeps its own state.
-		one(t, lua.Call{Key: "{b}sub", Interval: iv, Cost: 1})
-		if r := one(t, lua.Call{Key: "{b}sub", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 4 {
-			t.Fatalf("existing sub-bucket: got %+v, want its own 4 left", r)
+		// An existing sub-bucket emptier than the base keeps its state; one
+		// fuller (left from an earlier split) is brought down to the base.
+		one(t, lua.Call{Key: "{b}empty", Interval: iv, Cost: 4})
+		if r := one(t, lua.Call{Key: "{b}empty", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 1 {
+			t.Fatalf("sub-bucket emptier than the base: got %+v, want its own 1 left", r)
+		}
+		one(t, lua.Call{Key: "{b}full", Interval: iv, Cost: 1})
+		if r := one(t, lua.Call{Key: "{b}full", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 2 {
+			t.Fatalf("sub-bucket fuller than the base: got %+v, want the base's 2 left", r)
 		}
 		// Renewing with an estimate re-bases the marker.
 		got, err = sp.Split(ctx, cl, "parent", []string{"a", "b"}, time.Minute, 2*time.Hour)

@@ -494,6 +494,9 @@ func isRedirect(err error) bool {
 // fault marks s unhealthy (once per outage) and asks for a fresh slot map,
 // since a failover may be what happened.
 func (c *Cluster) fault(s *shard, err error) {
+	if c.ctx.Err() != nil {
+		return // closing: the calls in flight were cancelled, not failed
+	}
 	c.stale.Store(true)
 	if s == nil {
 		return
@@ -827,6 +830,9 @@ func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
 				continue
 			}
 		}
+		if !cooled && ns < hk.noSplit.Load() {
+			continue
+		}
 		if !hk.renewing.CompareAndSwap(false, true) {
 			continue
 		}
@@ -851,13 +857,14 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	if st == nil || topo == nil || cl == nil {
 		return
 	}
-	ttf := hk.ttf(len(st.tags), time.Now().UnixMicro())
-	owner := topo.ownerOf(hk.parent)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Timeout)
 	defer cancel()
-	ended, err := c.splitter.End(ctx, c.nodeOr(owner, *cl), hk.parent, ttf)
+	ttf := c.readTTF(ctx, *cl, st)
+	if ttf < 0 {
+		return // the split lapses at its last renewal's state
+	}
+	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf)
 	if err != nil {
-		// The split lapses at its last renewal's state.
 		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
 	}
 	if ended {
@@ -866,29 +873,58 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	}
 }
 
+// readTTF reads a split's sub-buckets and returns their mean time until
+// full, each as throttle.lua sees it (never fuller than the base, a
+// missing one at the base); -1 when none answers. Other instances' calls
+// count too, which an estimate from this instance's own replies would
+// miss.
+func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, st *splitState) time.Duration {
+	cmds := make(rueidis.Commands, len(st.keys))
+	for i, k := range st.keys {
+		cmds[i] = client.B().Get().Key(k).Build()
+	}
+	base, _ := strconv.ParseInt(st.base, 10, 64)
+	now := time.Now().UnixNano()
+	var sum, n int64
+	for _, r := range client.DoMulti(ctx, cmds...) {
+		v, err := r.ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			continue // its shard is down: the others tell
+		}
+		tat, _ := strconv.ParseInt(v, 10, 64)
+		sum += max(tat, base, now) - now
+		n++
+	}
+	if n == 0 {
+		return -1
+	}
+	return time.Duration(sum / n)
+}
+
 // renew writes hk's split marker, or extends it, with the current
-// topology's tags. The first split keeps the bucket's state for the
-// sub-buckets; a renewal records the sub-buckets' estimated state, which
-// is what the parent holds when the split lapses.
+// topology's tags (no more than leave each sub-bucket the largest cost
+// seen on the key). The first split keeps the bucket's state for the
+// sub-buckets; a renewal records theirs, read from them.
 func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	defer hk.renewing.Store(false)
 	topo, cl := c.topo.Load(), c.client.Load()
-	if topo == nil || cl == nil || len(topo.tags) < 2 {
+	if topo == nil || cl == nil || min(len(topo.tags), int(hk.maxParts.Load())) < 2 {
 		return
 	}
+	n := min(len(topo.tags), int(hk.maxParts.Load()))
 	owner := topo.ownerOf(hk.parent)
 	if owner != nil && !owner.healthy.Load() {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Timeout)
+	defer cancel()
 	old := hk.split.Load()
 	ttf := time.Duration(-1)
 	if old != nil {
-		ttf = hk.ttf(len(old.tags), time.Now().UnixMicro())
+		ttf = c.readTTF(ctx, *cl, old)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
 	sent := time.Now().UnixNano()
-	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags, c.hot.ttl, ttf)
+	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags[:n], c.hot.ttl, ttf)
 	switch {
 	case err == nil:
 	case isRedirect(err):
@@ -898,8 +934,9 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 		c.fault(owner, err)
 		return
 	default:
-		// The key holds something that is not a bucket: leave it alone.
-		hk.detected.Store(false)
+		// The key holds something that is not a bucket: leave it alone
+		// for a cool-down.
+		hk.noSplit.Store(time.Now().Add(c.cfg.HotCooldown).UnixNano())
 		c.log.Warn("hot key cannot be split", zap.String("key", hk.key), zap.Error(err))
 		return
 	}

@@ -55,7 +55,12 @@ type hotKey struct {
 	detected atomic.Bool  // this instance splits it and renews the marker
 	lastHot  atomic.Int64 // ns: last seen over the threshold (declared: last seen)
 	rate     atomic.Uint64
-	renewing atomic.Bool // a split call is in flight
+	renewing atomic.Bool  // a split call is in flight
+	noSplit  atomic.Int64 // ns: not split again before (its key is not a bucket)
+	// maxParts is the most sub-buckets that leave every call seen on the
+	// key its cost: a split never has more, so that one split's
+	// sub-buckets serve every call.
+	maxParts atomic.Int64
 
 	split  atomic.Pointer[splitState] // nil until the marker is known
 	next   atomic.Uint32              // round-robin over the sub-buckets
@@ -140,7 +145,7 @@ func (h *hotSet) add(key string, declared bool) *hotKey {
 	if len(old) >= maxHotKeys {
 		return nil
 	}
-	hk := &hotKey{key: key, parent: KeyPrefix + key, declared: declared}
+	hk := newHotKey(key, declared)
 	m := make(map[string]*hotKey, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -156,7 +161,7 @@ func (h *hotSet) follow(key string, sp lua.Split, sent int64) *hotKey {
 	hk := (*h.keys.Load())[key]
 	if hk == nil {
 		if hk = h.add(key, false); hk == nil {
-			hk = &hotKey{key: key, parent: KeyPrefix + key}
+			hk = newHotKey(key, false)
 		}
 	}
 	hk.setSplit(sp, sent)
@@ -177,6 +182,12 @@ func (h *hotSet) drop(keep func(*hotKey) bool) {
 	if len(m) != len(old) {
 		h.keys.Store(&m)
 	}
+}
+
+func newHotKey(key string, declared bool) *hotKey {
+	hk := &hotKey{key: key, parent: KeyPrefix + key, declared: declared}
+	hk.maxParts.Store(MaxSplit)
+	return hk
 }
 
 // forget drops key's entry: its bucket was reset.
@@ -214,22 +225,34 @@ func (hk *hotKey) live(now int64) *splitState {
 	return nil
 }
 
-// partsFor returns the sub-bucket limits for a call of cost on iv: as many
-// sub-buckets as the split has, but no more than leave each at least cost
-// tokens, and no more than can be computed exactly. One part is the whole
-// limit on the first sub-bucket.
-func (hk *hotKey) partsFor(st *splitState, iv bucket.Interval, cost int64) []bucket.Interval {
-	n := min(int64(len(st.tags)), iv.Capacity/max(cost, 1))
-	if p := hk.parts.Load(); p != nil && p.whole == iv && int64(len(p.parts)) == n {
+// partsFor returns the sub-bucket limits for a call on iv: one per
+// sub-bucket of the split, whatever the call's cost, since one key's
+// sub-buckets must mean one thing to every call (a call costing more
+// than its sub-bucket holds is denied). A limit smaller than the split
+// uses its first C sub-buckets, one token each; one that cannot be split
+// exactly is the whole limit on the first.
+func (hk *hotKey) partsFor(st *splitState, iv bucket.Interval) []bucket.Interval {
+	n := int(min(int64(len(st.tags)), iv.Capacity))
+	if p := hk.parts.Load(); p != nil && p.whole == iv && len(p.parts) == n {
 		return p.parts
 	}
-	for ; n >= 2; n-- {
-		if parts, err := iv.Split(int(n)); err == nil {
-			hk.parts.Store(&splitParts{whole: iv, parts: parts})
-			return parts
+	parts, err := iv.Split(n)
+	if err != nil {
+		return []bucket.Interval{iv}
+	}
+	hk.parts.Store(&splitParts{whole: iv, parts: parts})
+	return parts
+}
+
+// seeCost records a call of cost on iv: the split keeps room for it.
+func (hk *hotKey) seeCost(iv bucket.Interval, cost int64) {
+	parts := iv.Capacity / max(cost, 1)
+	for {
+		old := hk.maxParts.Load()
+		if parts >= old || hk.maxParts.CompareAndSwap(old, parts) {
+			return
 		}
 	}
-	return []bucket.Interval{iv}
 }
 
 // tokens estimates sub-bucket i's whole tokens at now (µs), from when it
@@ -245,22 +268,6 @@ func (hk *hotKey) tokens(i int, part bucket.Interval, fill, now int64) (n int64,
 	}
 	missing := math.Ceil(float64(part.Capacity) * float64(at-now) / float64(fill))
 	return max(part.Capacity-int64(missing), 0), true
-}
-
-// ttf estimates how long the sub-buckets need, on average, to be full
-// again: the state a lapsing split leaves its parent in. -1: unknown.
-func (hk *hotKey) ttf(n int, now int64) time.Duration {
-	var sum, seen int64
-	for i := range n {
-		if at := hk.fullAt[i].Load(); at != 0 {
-			sum += max(at-now, 0)
-			seen++
-		}
-	}
-	if seen == 0 {
-		return -1
-	}
-	return time.Duration(sum/seen) * time.Microsecond
 }
 
 // splitTags picks n hash tags for the sub-buckets of a split: tag i on the
@@ -280,26 +287,28 @@ func splitTags(owner *[slot.Count]*shard, tags *slot.Tags, byLength []int, n int
 	if len(primaries) == 0 || n < 1 {
 		return nil
 	}
-	// want[p] is how many tags primary p still needs.
-	want := make([]int, len(primaries))
-	for i := range n {
-		want[i%len(primaries)]++
-	}
-	picked := make([][]string, len(primaries))
+	// Each primary's first n slots, the shortest tags first; then tag i
+	// from the i-th primary in turn that still has one.
+	slots := make([][]int, len(primaries))
 	for _, sl := range byLength {
-		s := owner[sl]
-		if s == nil {
-			continue
-		}
-		if p := seen[s]; want[p] > 0 {
-			want[p]--
-			picked[p] = append(picked[p], tags[sl])
+		if s := owner[sl]; s != nil {
+			if p := seen[s]; len(slots[p]) < n {
+				slots[p] = append(slots[p], sl)
+			}
 		}
 	}
 	out := make([]string, 0, n)
-	for i := range n {
-		p := i % len(primaries)
-		out = append(out, picked[p][i/len(primaries)])
+	for round := 0; len(out) < n; round++ {
+		took := false
+		for p := range primaries {
+			if len(out) < n && round < len(slots[p]) {
+				out = append(out, tags[slots[p][round]])
+				took = true
+			}
+		}
+		if !took {
+			break // fewer slots than sub-buckets wanted
+		}
 	}
 	return out
 }

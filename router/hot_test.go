@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -396,5 +397,75 @@ func TestHotKeySiblingsCoverAHungShard(t *testing.T) {
 	}
 	if !strings.Contains(r.Info(), fmt.Sprintf("addr=%s,state=unhealthy", victim.Addr)) {
 		t.Fatalf("the hung shard is not marked unhealthy:\n%s", r.Info())
+	}
+}
+
+// Calls of different costs on one split key share one set of
+// sub-buckets: a call costing more than a sub-bucket holds is denied, and
+// together they never admit more than the capacity plus one sub-bucket.
+func TestHotKeyMixedCosts(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"mixed"}, HotSplit: 6})
+	waitConnected(t, r)
+	iv := interval(t, 60, 1, 3600_000_000)
+	peek := make([]router.Result, 1)
+	r.Decide(ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: 0}}, peek)
+	waitFor(t, 2*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, "mixed"); return ok })
+	tokens := int64(0)
+	for _, cost := range append([]int64{30, 30}, slices.Repeat([]int64{1}, 100)...) {
+		res := make([]router.Result, 1)
+		r.Decide(ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: cost}}, res)
+		if res[0].Err != nil {
+			t.Fatal(res[0].Err)
+		}
+		if !res[0].Limited {
+			tokens += cost
+		}
+	}
+	if tokens > 60+10 {
+		t.Fatalf("admitted %d tokens of a 60-token bucket split in 6, want at most 70", tokens)
+	}
+}
+
+// A split ended by an instance that has gone quiet, while another keeps
+// draining the sub-buckets, lapses into a bucket as empty as they are:
+// the quiet instance's view of them is not what counts.
+func TestHotKeyLapsesIntoWhatOthersLeft(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	a := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"drained"}, HotCooldown: 600 * time.Millisecond})
+	b := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
+	waitConnected(t, a)
+	waitConnected(t, b)
+	iv := interval(t, 60, 1, 3600_000_000)
+	decide(a, "drained", iv)
+	waitFor(t, 2*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, "drained"); return ok })
+	admitted := int64(1)
+	deadline := time.Now().Add(10 * time.Second)
+	for lapsed := false; !lapsed; {
+		if time.Now().After(deadline) {
+			t.Fatal("the split did not lapse within 10s")
+		}
+		if res := decide(b, "drained", iv); res.Err != nil {
+			t.Fatal(res.Err)
+		} else if !res.Limited {
+			admitted++
+		}
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+"drained").Build()).ToString()
+		lapsed = err == nil && len(v) == 19
+		time.Sleep(2 * time.Millisecond)
+	}
+	for range 100 {
+		if res := decide(b, "drained", iv); !res.Limited {
+			admitted++
+		}
+	}
+	if admitted > 60+20 {
+		t.Fatalf("admitted %d of a 60-token bucket across a split and its lapse, want at most 80", admitted)
 	}
 }

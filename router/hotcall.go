@@ -40,6 +40,7 @@ type hotCall struct {
 // yet split: its calls are batched already). It appends the call to hot,
 // or decides it by fallback when no shard for it is healthy.
 func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result) []*hotCall {
+	hk.seeCost(r.Interval, r.Cost)
 	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1}
 	if h.follow(st, r) {
 		for j := range h.parts {
@@ -64,7 +65,7 @@ func (h *hotCall) follow(st *splitState, r *Request) bool {
 		h.parts = []bucket.Interval{r.Interval}
 		return false
 	}
-	h.parts = h.hk.partsFor(st, r.Interval, r.Cost)
+	h.parts = h.hk.partsFor(st, r.Interval)
 	return true
 }
 
@@ -153,11 +154,9 @@ func (h *hotCall) healthySibling(c *Cluster, topo *topology) int {
 }
 
 // sibling is the sub-bucket other than h's most likely to have the cost,
-// on a healthy shard, and only when it seems to hold half its tokens or
-// more; -1 when none does. Under a sustained overload every sub-bucket is
-// near empty and the round-robin takes each token as it comes, so a retry
-// on a sibling's last token would cost a step and admit nothing more;
-// what a retry saves is a sibling's tokens going unused while it fills.
+// on a healthy shard, and only when it seems to have it; -1 when none
+// does. Siblings' retries are batched like first calls, so under a
+// sustained overload they cost a script a round trip, not one a call.
 func (h *hotCall) sibling(r *Request, topo *topology, c *Cluster, now int64) int {
 	fill := fillTime(r.Interval)
 	pick, best := -1, int64(-1)
@@ -169,7 +168,7 @@ func (h *hotCall) sibling(r *Request, topo *topology, c *Cluster, now int64) int
 		if !ok {
 			t = part.Capacity // never seen here: worth a try
 		}
-		if t >= max(r.Cost, (part.Capacity+1)/2) && t > best {
+		if t >= max(r.Cost, 1) && t > best {
 			pick, best = j, t
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-rl/sluice/router/bucket"
 	"github.com/sluice-rl/sluice/router/bucket/buckettest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // A batch's one outcome, spread over its calls, gives each call what it
@@ -56,6 +57,37 @@ func TestSpreadIsSequential(t *testing.T) {
 			if got != exp || d < -1 || d > 1 {
 				t.Fatalf("%+v, call %d: got %+v (reset %+d µs off), want %+v", tc, i, w.res, d, want[i])
 			}
+		}
+	}
+}
+
+// Every primary gets its share of the tags, the shortest first, and a
+// primary with fewer slots than its share gives what it has: the split
+// gets fewer sub-buckets rather than a crash.
+func TestSplitTags(t *testing.T) {
+	tags := slot.NewTags()
+	order := slotsByTagLength(tags)
+	a, b := &shard{addr: "a"}, &shard{addr: "b"}
+	var owners [slot.Count]*shard
+	for i := range owners {
+		owners[i] = a
+	}
+	owners[5] = b // b owns one slot only
+	got := splitTags(&owners, tags, order, 4)
+	if len(got) != 4 || got[0] != tags[order[0]] || slot.Of("{"+got[1]+"}") != 5 ||
+		got[2] != tags[order[1]] || got[3] != tags[order[2]] {
+		t.Fatalf("got %v, want a's shortest tag, b's only one, then a's next two", got)
+	}
+	for i := range owners {
+		owners[i] = []*shard{a, b}[i*2/slot.Count]
+	}
+	got = splitTags(&owners, tags, order, 5)
+	for i, tag := range got {
+		if want := []*shard{a, b}[i%2]; owners[slot.Of("{"+tag+"}")] != want {
+			t.Fatalf("tag %d %q is on %s, want %s", i, tag, owners[slot.Of("{"+tag+"}")].addr, want.addr)
+		}
+		if len(tag) > 2 {
+			t.Fatalf("tag %q: want the shortest", tag)
 		}
 	}
 }
