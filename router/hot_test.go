@@ -55,9 +55,9 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 
 // tally is what a hammer saw.
 type tally struct {
-	calls, allowed, errors, split atomic.Int64
-	first, last                   atomic.Int64 // ns of the first and last call
-	firstErr                      atomic.Value
+	calls, allowed, errors atomic.Int64
+	first, last            atomic.Int64 // ns of the first and last call
+	firstErr               atomic.Value
 }
 
 // span is the time between the first call and the last, in seconds.
