@@ -469,3 +469,44 @@ func TestHotKeyLapsesIntoWhatOthersLeft(t *testing.T) {
 		t.Fatalf("admitted %d of a 60-token bucket across a split and its lapse, want at most 80", admitted)
 	}
 }
+
+// THROTTLE.RESET on a split key deletes its sub-buckets with the marker:
+// the key is full again at once, not after the split lapses.
+func TestHotKeyReset(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"reset"}})
+	waitConnected(t, r)
+	iv := interval(t, 30, 1, 3600_000_000)
+	decide(r, "reset", iv)
+	var tags []string
+	waitFor(t, 2*time.Second, "split marker", func() bool {
+		var ok bool
+		tags, ok = marker(ctx, cl, "reset")
+		return ok
+	})
+	for range 20 {
+		decide(r, "reset", iv)
+	}
+	subs := []string{"sluice{" + tags[0] + "}:reset", "sluice{" + tags[1] + "}:reset", "sluice{" + tags[2] + "}:reset"}
+	for _, k := range subs {
+		if n, err := cl.Do(ctx, cl.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 1 {
+			t.Fatalf("sub-bucket %s not in use before the reset (%v)", k, err)
+		}
+	}
+	res := make([]router.Result, 1)
+	r.Decide(ctx, []router.Request{{Op: router.Reset, Key: "reset"}}, res)
+	if res[0].Err != nil || !res[0].Existed {
+		t.Fatalf("reset: got %+v, want an existing bucket deleted", res[0])
+	}
+	for _, k := range append(subs, router.KeyPrefix+"reset") {
+		if n, err := cl.Do(ctx, cl.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 0 {
+			t.Fatalf("%s still exists after the reset (%v)", k, err)
+		}
+	}
+	if got := decide(r, "reset", iv); got.Err != nil || got.Limited || got.Remaining != 29 {
+		t.Fatalf("after the reset: got %+v, want a full bucket less one token", got)
+	}
+}
