@@ -857,12 +857,12 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	if st == nil || topo == nil || cl == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Timeout)
-	defer cancel()
-	ttf := c.readTTF(ctx, *cl, st)
+	ttf := c.readTTF(ctx, *cl, topo, st)
 	if ttf < 0 {
 		return // the split lapses at its last renewal's state
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
 	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf)
 	if err != nil {
 		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
@@ -873,15 +873,22 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	}
 }
 
-// readTTF reads a split's sub-buckets and returns their mean time until
-// full, each as throttle.lua sees it (never fuller than the base, a
-// missing one at the base); -1 when none answers. Other instances' calls
-// count too, which an estimate from this instance's own replies would
-// miss.
-func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, st *splitState) time.Duration {
-	cmds := make(rueidis.Commands, len(st.keys))
-	for i, k := range st.keys {
-		cmds[i] = client.B().Get().Key(k).Build()
+// readTTF reads a split's sub-buckets on healthy shards, within the
+// backend timeout, and returns their mean time until full, each as
+// throttle.lua sees it (never fuller than the base, a missing one at the
+// base); -1 when none answers. Other instances' calls count too, which an
+// estimate from this instance's own replies would miss.
+func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, st *splitState) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var cmds rueidis.Commands
+	for j, k := range st.keys {
+		if c.healthySub(st, j, topo) {
+			cmds = append(cmds, client.B().Get().Key(k).Build())
+		}
+	}
+	if len(cmds) == 0 {
+		return -1
 	}
 	base, _ := strconv.ParseInt(st.base, 10, 64)
 	now := time.Now().UnixNano()
@@ -916,13 +923,15 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	if owner != nil && !owner.healthy.Load() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*c.cfg.Timeout)
-	defer cancel()
 	old := hk.split.Load()
 	ttf := time.Duration(-1)
 	if old != nil {
-		ttf = c.readTTF(ctx, *cl, old)
+		ttf = c.readTTF(ctx, *cl, topo, old)
 	}
+	// A time of its own: a sub-bucket's hung shard must not use it up and
+	// get the parent's shard marked unhealthy.
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
 	sent := time.Now().UnixNano()
 	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags[:n], c.hot.ttl, ttf)
 	switch {
