@@ -18,10 +18,20 @@ var splitSrc string
 // decided by sub-buckets, one per hash tag, until the marker lapses.
 type Split struct {
 	Tags []string
-	// Base is the stored TAT a missing sub-bucket starts from ("0": full).
+	// Gen names the split; it is part of every sub-bucket's key.
+	Gen string
+	// Base is the fullest a sub-bucket may be, as stored ("0": full); a
+	// missing one starts there.
 	Base string
 	// TTL is how long the split holds from the answer, on the shard's clock.
 	TTL time.Duration
+}
+
+// SubKey is the Redis key of sub-bucket i of the split of the bucket
+// named key (the caller's key): "sluice{tag}gen:key". Its {tag} places
+// it whatever braces key has; no caller's bucket key starts that way.
+func (s *Split) SubKey(i int, key string) string {
+	return "sluice{" + s.Tags[i] + "}" + s.Gen + ":" + key
 }
 
 // SplitError is a bucket step's answer when its bucket is split: the call
@@ -45,10 +55,11 @@ func NewSplitter() *Splitter {
 }
 
 // Split marks the bucket at key as split into sub-buckets with tags for
-// ttl. ttf < 0 keeps the bucket's own state (or the marker's); otherwise
-// ttf is the sub-buckets' mean time until full, read from them now, and
-// becomes the split's state (see split.lua). It returns the marker as
-// written.
+// ttl, or renews its split. ttf < 0 keeps the states the marker has;
+// otherwise ttf is the sub-buckets' mean time until full, read from them
+// now, and becomes the split's state. A live split whose tags are not the
+// first of tags is closed instead (see split.lua). It returns the marker
+// as written.
 func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags []string, ttl, ttf time.Duration) (Split, error) {
 	ttfArg := "-1"
 	if ttf >= 0 {
@@ -65,24 +76,29 @@ func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags
 	return split, nil
 }
 
-// MarkerTags reads the sub-buckets' tags from a stored value, if it is a
-// split marker (live or lapsed): ~<base>:<until>:<lapse>:<tags>.
-func MarkerTags(v string) ([]string, bool) {
-	f := strings.SplitN(v, ":", 4)
-	if len(f) != 4 || !strings.HasPrefix(v, "~") || f[3] == "" {
-		return nil, false
-	}
-	return strings.Split(f[3], ","), true
-}
-
 // End ends the split of the bucket at key: it lapses when it was to, into
-// a bucket ttf from full at that instant, the sub-buckets' state now. The
-// sub-buckets keep deciding until then (instances that follow the marker
-// may use them that long), so the bucket must not start fuller. ended is
-// false when there was no live split.
+// a bucket ttf from full at that instant, the sub-buckets' state now, and
+// no renewal extends it. The sub-buckets keep deciding until then
+// (instances that follow the marker may use them that long), so the
+// bucket must not start fuller. ended is false when there was no live
+// split.
 func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf time.Duration) (ended bool, err error) {
 	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", strconv.FormatInt(max(ttf.Microseconds(), 0), 10)}).AsInt64()
 	return n == 1, err
+}
+
+// Marker reads a stored value as a split marker (live or lapsed):
+// ~<base>:<until>:<lapse>:<gen>:<tags>[!]. TTL is not in it.
+func Marker(v string) (Split, bool) {
+	f := strings.SplitN(v, ":", 5)
+	if len(f) != 5 || !strings.HasPrefix(v, "~") || f[3] == "" {
+		return Split{}, false
+	}
+	tags := strings.TrimSuffix(f[4], "!")
+	if tags == "" {
+		return Split{}, false
+	}
+	return Split{Tags: strings.Split(tags, ","), Gen: f[3], Base: f[0][1:]}, true
 }
 
 // asSplit reads the answer {2, marker, ms} of either script.
@@ -97,10 +113,7 @@ func asSplit(r rueidis.RedisResult) (Split, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || kind != 2 {
 		return Split{}, false
 	}
-	tags, ok := MarkerTags(marker)
-	if !ok {
-		return Split{}, false
-	}
-	base, _, _ := strings.Cut(marker[1:], ":")
-	return Split{Tags: tags, Base: base, TTL: time.Duration(ms) * time.Millisecond}, true
+	split, ok := Marker(marker)
+	split.TTL = time.Duration(ms) * time.Millisecond
+	return split, ok
 }

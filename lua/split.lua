@@ -5,13 +5,14 @@
 -- places.
 --
 -- KEYS[1]  the parent bucket
--- ARGV[1]  the sub-buckets' hash tags, comma-separated; "" ends the split
+-- ARGV[1]  the sub-buckets' hash tags wanted, comma-separated; "" ends the
+--          split
 -- ARGV[2]  how long the split holds, in ms (not read when ending)
 -- ARGV[3]  -1, or the sub-buckets' mean time until full, in µs, as read
 --          from them now
 --
--- The marker is '~<base>:<until>:<lapse>:<tags>', TATs in ns (19 digits,
--- or 0 for full) and until in ms on this shard's clock:
+-- The marker is '~<base>:<until>:<lapse>:<gen>:<tags>', TATs in ns (19
+-- digits, or 0 for full) and until in ms on this shard's clock:
 --   base   the fullest a sub-bucket may be (a missing one starts there):
 --          the bucket's own state at the split, then the sub-buckets'
 --          state at each renewal;
@@ -21,9 +22,20 @@
 --          sub-buckets decide until then, and a key that stops being hot
 --          while it is still asked keeps them about that empty, so a lapse
 --          admits no burst; a key that went idle gets its tokens back a
---          little late instead.
--- Splitting a bucket keeps its state as both, so a split admits no burst.
--- The key expires when the split and both states are over, never earlier.
+--          little late instead;
+--   gen    the split's own name, part of every sub-bucket's key, so that
+--          no split inherits another's sub-buckets;
+--   tags   the sub-buckets' hash tags, with a trailing '!' once the split
+--          is closing.
+-- A split's sub-buckets never change while it holds: no instance may count
+-- a key in two sets of them. A renewal that wants fewer tags, or others
+-- (the slot map moved), closes the split instead: it lapses when it was to
+-- and the next split, named anew, takes the tags wanted, with no more of
+-- them than the split before had, so that instances wanting different
+-- numbers do not take turns.
+-- Splitting a bucket keeps its state as both base and lapse, so a split
+-- admits no burst. The key expires when the split and both states are
+-- over, never earlier.
 --
 -- Returns {2, marker, ms it holds}, the answer throttle.lua gives; when
 -- ending a split, 1 if there was a live one, else 0.
@@ -40,8 +52,12 @@ local function ms(tat)
   return m
 end
 
-local function store(base, untilms, lapse, tags)
-  local marker = '~' .. base .. ':' .. string.format('%.0f', untilms) .. ':' .. lapse .. ':' .. tags
+local function tat(us)
+  return string.format('%.0f000', us)
+end
+
+local function store(base, untilms, lapse, gen, tags)
+  local marker = '~' .. base .. ':' .. string.format('%.0f', untilms) .. ':' .. lapse .. ':' .. gen .. ':' .. tags
   local at = math.max(untilms, ms(base), ms(lapse))
   redis.call('SET', KEYS[1], marker, 'PXAT', string.format('%.0f', at))
   return marker
@@ -51,21 +67,45 @@ local s = redis.pcall('GET', KEYS[1])
 if type(s) == 'table' and s.err then
   return redis.error_reply(s.err)
 end
-local base, lapse = '0', '0'
+local base, lapse, cap = '0', '0', nil
 if s and string.byte(s, 1) == 126 then
-  local old, tags
-  base, old, lapse, tags = string.match(s, '^~(%d+):(%d+):(%d+):(.+)$')
+  local old, gen, tags, closing
+  base, old, lapse, gen, tags, closing = string.match(s, '^~(%d+):(%d+):(%d+):(%w+):([^!]+)(!?)$')
   if not base then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
-  if ARGV[1] == '' then
-    old = tonumber(old)
-    if old <= nowms or ttf < 0 then
-      return 0
+  old = tonumber(old)
+  if old > nowms then
+    if ARGV[1] == '' or closing == '!' or string.sub(ARGV[1] .. ',', 1, #tags + 1) ~= tags .. ',' then
+      -- End or close it: it lapses when it was to, as empty then as the
+      -- sub-buckets are now.
+      if ttf >= 0 then
+        base, lapse = tat(nowus + ttf), tat(old * 1000 + ttf)
+      end
+      local marker = store(base, old, lapse, gen, tags .. '!')
+      if ARGV[1] == '' then
+        return 1
+      end
+      return {2, marker, old - nowms}
     end
-    store(base, old, string.format('%.0f000', old * 1000 + ttf), tags)
-    return 1
+    -- Renew it, for the tags it has.
+    local untilms = nowms + ttl
+    if ttf >= 0 then
+      base, lapse = tat(nowus + ttf), tat(untilms * 1000 + ttf)
+    elseif lapse ~= '0' then
+      -- The state read before, still as of the (new) lapse.
+      lapse = string.format('%.0f', tonumber(string.sub(lapse, 1, -7)) + untilms - old) .. string.sub(lapse, -6)
+    end
+    return {2, store(base, untilms, lapse, gen, tags), ttl}
   end
+  if ARGV[1] == '' then
+    return 0
+  end
+  -- Lapsed: a new split starts from the bucket it lapsed into.
+  base = lapse
+  local n = 0
+  for _ in string.gmatch(tags, '[^,]+') do n = n + 1 end
+  cap = n
 elseif ARGV[1] == '' then
   return 0
 elseif s then
@@ -75,12 +115,12 @@ elseif s then
   base, lapse = s, s
 end
 
-local untilms = nowms + ttl
-if ttf >= 0 then
-  base = '0'
-  if ttf > 0 then
-    base = string.format('%.0f000', nowus + ttf)
+local tags = ARGV[1]
+if cap then
+  local kept = {}
+  for tag in string.gmatch(tags, '[^,]+') do
+    if #kept < cap then kept[#kept + 1] = tag end
   end
-  lapse = string.format('%.0f000', untilms * 1000 + ttf)
+  tags = table.concat(kept, ',')
 end
-return {2, store(base, untilms, lapse, ARGV[1]), ttl}
+return {2, store(base, nowms + ttl, lapse, string.format('%x', nowms), tags), ttl}

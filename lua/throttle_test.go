@@ -261,8 +261,16 @@ func TestThrottleOnCluster(t *testing.T) {
 
 	t.Run("a lapsed split is a bucket with the split's last state", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
-		if _, err := lua.NewSplitter().Split(ctx, cl, "lapse", []string{"a"}, 30*time.Millisecond, 4*time.Second); err != nil {
-			t.Fatal(err)
+		sp := lua.NewSplitter()
+		// A new split of a missing bucket is full: the state read from
+		// sub-buckets counts from the first renewal on.
+		first, err := sp.Split(ctx, cl, "lapse", []string{"a"}, time.Minute, 4*time.Second)
+		if err != nil || first.Base != "0" {
+			t.Fatalf("new split: %+v, %v; want base 0", first, err)
+		}
+		renewed, err := sp.Split(ctx, cl, "lapse", []string{"a"}, 30*time.Millisecond, 4*time.Second)
+		if err != nil || renewed.Gen != first.Gen || renewed.TTL != 30*time.Millisecond {
+			t.Fatalf("renewal: %+v, %v; want split %s for 30ms", renewed, err, first.Gen)
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -317,6 +325,59 @@ func TestThrottleOnCluster(t *testing.T) {
 				t.Fatalf("still %v 5s later", errs[0])
 			}
 			time.Sleep(2 * time.Millisecond)
+		}
+	})
+
+	t.Run("a split's sub-buckets never change while it holds", func(t *testing.T) {
+		sp := lua.NewSplitter()
+		first, err := sp.Split(ctx, cl, "stable", []string{"a", "b", "c"}, time.Minute, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Asking for more tags renews it with its own.
+		more, err := sp.Split(ctx, cl, "stable", []string{"a", "b", "c", "d"}, time.Minute, -1)
+		if err != nil || more.Gen != first.Gen || !slices.Equal(more.Tags, first.Tags) {
+			t.Fatalf("renewal wanting more tags: %+v, %v; want %+v kept", more, err, first)
+		}
+		// Asking for fewer, or others, closes it: it holds no longer than
+		// it did, and no renewal extends it.
+		for _, tags := range [][]string{{"a", "b"}, {"a", "b", "c"}, {"x", "y", "z"}} {
+			got, err := sp.Split(ctx, cl, "stable", tags, time.Hour, -1)
+			if err != nil || got.Gen != first.Gen || !slices.Equal(got.Tags, first.Tags) || got.TTL > time.Minute {
+				t.Fatalf("renewal wanting %v: %+v, %v; want %+v, closing", tags, got, err, first)
+			}
+		}
+		v, _ := cl.Do(ctx, cl.B().Get().Key("stable").Build()).ToString()
+		if !strings.HasSuffix(v, "!") {
+			t.Fatalf("marker %q is not closing", v)
+		}
+	})
+
+	t.Run("a new split after a lapse is named anew, with no more tags", func(t *testing.T) {
+		// A bucket with state, which the lapsed marker keeps.
+		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 3600_000_000}.Interval()
+		one(t, lua.Call{Key: "anew", Interval: iv, Cost: 5})
+		sp := lua.NewSplitter()
+		first, err := sp.Split(ctx, cl, "anew", []string{"a", "b"}, 20*time.Millisecond, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			next, err := sp.Split(ctx, cl, "anew", []string{"x", "y", "z"}, time.Minute, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.Gen != first.Gen {
+				if !slices.Equal(next.Tags, []string{"x", "y"}) {
+					t.Fatalf("new split %+v: want tags x,y (no more than the 2 before)", next)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the split did not lapse in 5s")
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
 	})
 

@@ -440,10 +440,10 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 					continue
 				}
 				res[i] = Result{Existed: err == nil, Err: err}
-				if tags, ok := lua.MarkerTags(v); ok {
+				if sp, ok := lua.Marker(v); ok {
 					mu.Lock()
-					for _, tag := range tags {
-						subs = append(subs, subPrefix+tag+"}:"+reqs[i].Key)
+					for j := range sp.Tags {
+						subs = append(subs, sp.SubKey(j, reqs[i].Key))
 					}
 					mu.Unlock()
 				}

@@ -28,11 +28,6 @@ const maxHotKeys = 1024
 // hotInfoKeys is how many hot keys INFO lists, the busiest first.
 const hotInfoKeys = 16
 
-// subPrefix starts every sub-bucket's key: "sluice{tag}:<key>". No caller
-// key reaches it (theirs start with KeyPrefix), and its {tag} places the
-// sub-bucket whatever braces the caller's key has.
-const subPrefix = "sluice{"
-
 // hotSet finds this instance's hot keys and remembers the splits it uses.
 type hotSet struct {
 	counter   *hotkey.Counter
@@ -72,6 +67,7 @@ type hotKey struct {
 // splitState is one reading of a split marker.
 type splitState struct {
 	tags  []string
+	gen   string
 	keys  []string // the sub-buckets' Redis keys
 	slots []int
 	base  string
@@ -202,12 +198,12 @@ func (h *hotSet) forget(key string) {
 // counted from sent, before the shard read it, so this instance stops
 // using the split no later than the shard does.
 func (hk *hotKey) setSplit(sp lua.Split, sent int64) {
-	st := &splitState{tags: sp.Tags, base: sp.Base, until: sent + int64(sp.TTL)}
-	if old := hk.split.Load(); old != nil && slices.Equal(old.tags, sp.Tags) {
+	st := &splitState{tags: sp.Tags, gen: sp.Gen, base: sp.Base, until: sent + int64(sp.TTL)}
+	if old := hk.split.Load(); old != nil && old.gen == sp.Gen {
 		st.keys, st.slots = old.keys, old.slots
 	} else {
-		for _, tag := range sp.Tags {
-			st.keys = append(st.keys, subPrefix+tag+"}:"+hk.key)
+		for i, tag := range sp.Tags {
+			st.keys = append(st.keys, sp.SubKey(i, hk.key))
 			st.slots = append(st.slots, slot.Of("{"+tag+"}"))
 		}
 		for i := range hk.fullAt {

@@ -34,12 +34,12 @@ func clusterClient(t *testing.T, c *clustertest.Cluster) rueidis.Client {
 }
 
 // marker is the split marker stored for key, if any.
-func marker(ctx context.Context, cl rueidis.Client, key string) ([]string, bool) {
+func marker(ctx context.Context, cl rueidis.Client, key string) (lua.Split, bool) {
 	v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
 	if err != nil {
-		return nil, false
+		return lua.Split{}, false
 	}
-	return lua.MarkerTags(v)
+	return lua.Marker(v)
 }
 
 // waitFor calls f every 10ms until it holds or d passes.
@@ -116,14 +116,14 @@ func infoInt(t *testing.T, r *router.Cluster, field string) int64 {
 
 // checkSpread fails t unless the sub-buckets named by tags sit on
 // distinct primaries, one per primary.
-func checkSpread(t *testing.T, ctx context.Context, c *clustertest.Cluster, cl rueidis.Client, key string, tags []string, primaries int) {
+func checkSpread(t *testing.T, ctx context.Context, c *clustertest.Cluster, cl rueidis.Client, key string, sp lua.Split, primaries int) {
 	t.Helper()
-	if len(tags) != primaries {
-		t.Fatalf("split into %d sub-buckets (%v), want one per primary: %d", len(tags), tags, primaries)
+	if len(sp.Tags) != primaries {
+		t.Fatalf("split into %d sub-buckets (%v), want one per primary: %d", len(sp.Tags), sp.Tags, primaries)
 	}
 	seen := map[string]string{}
-	for _, tag := range tags {
-		sub := "sluice{" + tag + "}:" + key
+	for i := range sp.Tags {
+		sub := sp.SubKey(i, key)
 		sl, err := cl.Do(ctx, cl.B().ClusterKeyslot().Key(sub).Build()).AsInt64()
 		if err != nil || int(sl) != slot.Of(sub) {
 			t.Fatalf("CLUSTER KEYSLOT %s: %d (%v), want %d", sub, sl, err, slot.Of(sub))
@@ -156,40 +156,45 @@ func TestHotKeySplitFollowsTopology(t *testing.T) {
 	wg := hammer([]*router.Cluster{r}, key, iv, 2, 2*time.Millisecond, stop, &s)
 	defer func() { close(stop); wg.Wait() }()
 
-	var tags []string
+	var sp lua.Split
 	waitFor(t, 2*time.Second, "split marker", func() bool {
 		var ok bool
-		tags, ok = marker(ctx, cl, key)
+		sp, ok = marker(ctx, cl, key)
 		return ok
 	})
-	checkSpread(t, ctx, c, cl, key, tags, 3)
+	checkSpread(t, ctx, c, cl, key, sp, 3)
 	waitFor(t, 2*time.Second, "decisions by sub-buckets", func() bool { return infoInt(t, r, "decisions_split") > 0 })
 	if info := r.Info(); !strings.Contains(info, "hot_keys:1\r\nhot0:key=tenant:big,state=declared,split=3,") {
 		t.Fatalf("INFO does not list the hot key:\n%s", info)
 	}
-	for _, tag := range tags {
-		sub := "sluice{" + tag + "}:" + key
+	for i := range sp.Tags {
+		sub := sp.SubKey(i, key)
 		waitFor(t, 2*time.Second, sub+" in use", func() bool {
 			n, _ := cl.Do(ctx, cl.B().Exists().Key(sub).Build()).AsInt64()
 			return n == 1
 		})
 	}
 
-	// Move the first sub-bucket's slot to the second one's primary.
-	sl := slot.Of("{" + tags[0] + "}")
-	to, err := c.Primary(ctx, slot.Of("{"+tags[1]+"}"))
+	// Move the first sub-bucket's slot to the second one's primary: the
+	// split closes and the next one takes a tag on the primary left
+	// without one.
+	sl := slot.Of("{" + sp.Tags[0] + "}")
+	to, err := c.Primary(ctx, slot.Of("{"+sp.Tags[1]+"}"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.MoveSlot(ctx, sl, to); err != nil {
 		t.Fatal(err)
 	}
-	var moved []string
+	var moved lua.Split
 	waitFor(t, 5*time.Second, "split re-tagged after the resharding", func() bool {
 		var ok bool
 		moved, ok = marker(ctx, cl, key)
-		return ok && moved[0] != tags[0]
+		return ok && moved.Tags[0] != sp.Tags[0]
 	})
+	if moved.Gen == sp.Gen {
+		t.Fatalf("re-tagged split kept its name %s: it would share sub-buckets with the old one", sp.Gen)
+	}
 	checkSpread(t, ctx, c, cl, key, moved, 3)
 	if n := s.errors.Load(); n > 0 {
 		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
@@ -361,10 +366,10 @@ func TestHotKeySiblingsCoverAHungShard(t *testing.T) {
 	const key = "api"
 	iv := interval(t, 100000, 100000, 1_000_000)
 	decide(r, key, iv)
-	var tags []string
+	var sp lua.Split
 	waitFor(t, 2*time.Second, "split marker", func() bool {
 		var ok bool
-		tags, ok = marker(ctx, cl, key)
+		sp, ok = marker(ctx, cl, key)
 		return ok
 	})
 	parent, err := c.Primary(ctx, slot.Of(router.KeyPrefix+key))
@@ -372,14 +377,14 @@ func TestHotKeySiblingsCoverAHungShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	var victim *clustertest.Node
-	for _, tag := range tags {
+	for _, tag := range sp.Tags {
 		if p, _ := c.Primary(ctx, slot.Of("{"+tag+"}")); p != nil && p != parent {
 			victim = p
 			break
 		}
 	}
 	if victim == nil {
-		t.Fatalf("no sub-bucket of %v off the parent's primary", tags)
+		t.Fatalf("no sub-bucket of %v off the parent's primary", sp.Tags)
 	}
 	before := r.Decisions(router.SourceLocal) + r.Decisions(router.SourceOpen) + r.Decisions(router.SourceClosed)
 	if err := victim.Pause(); err != nil {
@@ -433,6 +438,12 @@ func TestHotKeyMixedCosts(t *testing.T) {
 	if tokens > 60+10 {
 		t.Fatalf("admitted %d tokens of a 60-token bucket split in 6, want at most 70", tokens)
 	}
+	// The split closes and the next one has room for a call of 30.
+	waitFor(t, 6*time.Second, "a split in 2", func() bool {
+		decide(r, "mixed", iv)
+		sp, ok := marker(ctx, cl, "mixed")
+		return ok && len(sp.Tags) == 2
+	})
 }
 
 // A split ended by an instance that has gone quiet, while another keeps
@@ -486,16 +497,16 @@ func TestHotKeyReset(t *testing.T) {
 	waitConnected(t, r)
 	iv := interval(t, 30, 1, 3600_000_000)
 	decide(r, "reset", iv)
-	var tags []string
+	var sp lua.Split
 	waitFor(t, 2*time.Second, "split marker", func() bool {
 		var ok bool
-		tags, ok = marker(ctx, cl, "reset")
+		sp, ok = marker(ctx, cl, "reset")
 		return ok
 	})
 	for range 20 {
 		decide(r, "reset", iv)
 	}
-	subs := []string{"sluice{" + tags[0] + "}:reset", "sluice{" + tags[1] + "}:reset", "sluice{" + tags[2] + "}:reset"}
+	subs := []string{sp.SubKey(0, "reset"), sp.SubKey(1, "reset"), sp.SubKey(2, "reset")}
 	for _, k := range subs {
 		if n, err := cl.Do(ctx, cl.B().Exists().Key(k).Build()).AsInt64(); err != nil || n != 1 {
 			t.Fatalf("sub-bucket %s not in use before the reset (%v)", k, err)
@@ -513,5 +524,45 @@ func TestHotKeyReset(t *testing.T) {
 	}
 	if got := decide(r, "reset", iv); got.Err != nil || got.Limited || got.Remaining != 29 {
 		t.Fatalf("after the reset: got %+v, want a full bucket less one token", got)
+	}
+}
+
+// Two instances that both renew a split but want different sub-buckets
+// (one has seen a call too big for the split) never count the key in two
+// sets at once: the split closes, lapses and is split again, and the key
+// admits its limit plus at most one sub-bucket.
+func TestHotKeyRenewersThatDisagree(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := clusterClient(t, c)
+	a := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300})
+	b := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300})
+	waitConnected(t, a)
+	waitConnected(t, b)
+	const capacity, refill = 60, 200 // per second
+	iv := interval(t, capacity, refill, 1_000_000)
+	const key = "disputed"
+	stop := make(chan struct{})
+	var s tally
+	wg := hammer([]*router.Cluster{a, b}, key, iv, 8, 0, stop, &s)
+	waitFor(t, 5*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
+	// One call of 30 through a: a wants 2 sub-buckets from now on, b 3.
+	big := make([]router.Result, 1)
+	a.Decide(ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
+	if !big[0].Limited {
+		s.allowed.Add(30)
+	}
+	time.Sleep(3 * time.Second) // the run's length, not a synchronisation
+	close(stop)
+	wg.Wait()
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+	ideal := capacity + refill*s.span()
+	got := float64(s.allowed.Load())
+	t.Logf("admitted %.0f, ideal %.1f over %.2fs: %.3fx", got, ideal, s.span(), got/ideal)
+	if got > ideal+capacity/3+3 || got < 0.9*ideal {
+		t.Fatalf("admitted %.0f, want within [%.1f, %.1f]", got, 0.9*ideal, ideal+capacity/3+3)
 	}
 }

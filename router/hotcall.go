@@ -43,6 +43,12 @@ func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *sp
 	hk.seeCost(r.Interval, r.Cost)
 	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1}
 	if h.follow(st, r) {
+		if last := h.parts[len(h.parts)-1]; r.Cost > last.Capacity && r.Cost <= r.Interval.Capacity {
+			// The split is too fine for this call: renewing it from here
+			// closes it, and the next split leaves room for the cost.
+			hk.lastHot.Store(time.Now().UnixNano())
+			hk.detected.Store(true)
+		}
 		for j := range h.parts {
 			if c.healthySub(st, j, topo) {
 				c.send(h, -1, r)
@@ -210,7 +216,20 @@ func (h *hotCall) logical(br bucket.Result, cost, now int64) bucket.Result {
 			}
 		}
 	}
+	if out.Limited && out.RetryAfter < 0 && cost <= h.wholeCapacity() {
+		// Too much for any sub-bucket, not for the bucket: possible once
+		// the split closes and the next one leaves room for it.
+		out.RetryAfter = max(h.st.until/1000-now, 1)
+	}
 	return out
+}
+
+func (h *hotCall) wholeCapacity() int64 {
+	var c int64
+	for _, p := range h.parts {
+		c += p.Capacity
+	}
+	return c
 }
 
 // fillTime is how long iv's bucket takes to fill from empty, in µs; every
