@@ -183,7 +183,7 @@ func runHotSuite(cfg config, out io.Writer) error {
 	// three instances sharing the cores.
 	acc := base
 	acc.duration = 10 * time.Second
-	acc.lim.refill = max(100, int64(med("split", ops)/15/100)*100)
+	acc.lim.refill = max(100, int64(med("split", ops)/25/100)*100)
 	acc.lim.capacity = acc.lim.refill / 5
 	type accRun struct {
 		instances int
