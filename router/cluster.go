@@ -132,6 +132,9 @@ type Cluster struct {
 
 	counts [numSources]atomic.Int64
 	split  atomic.Int64 // cluster decisions made by a sub-bucket
+	// deniedHere counts split decisions denied from a hot key's last
+	// denial, without a step.
+	deniedHere atomic.Int64
 
 	ctx  context.Context // ends at Close: background work, hot keys' batched steps
 	stop context.CancelFunc
@@ -787,6 +790,7 @@ func (c *Cluster) Info() string {
 		}
 	}
 	fmt.Fprintf(&b, "decisions_split:%d\r\n", c.split.Load())
+	fmt.Fprintf(&b, "decisions_split_denied_here:%d\r\n", c.deniedHere.Load())
 	c.mu.Lock()
 	addrs := make([]string, 0, len(c.shards))
 	for a := range c.shards {

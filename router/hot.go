@@ -62,6 +62,7 @@ type hotKey struct {
 	fullAt [MaxSplit]atomic.Int64     // µs: when sub-bucket i was last seen to be full again
 	parts  atomic.Pointer[splitParts] // the last limit's sub-bucket limits
 	batch  coalescer                  // its calls in flight and queued
+	deny   atomic.Pointer[denial]     // its last denial
 }
 
 // splitState is one reading of a split marker.

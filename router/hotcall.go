@@ -41,6 +41,14 @@ type hotCall struct {
 // or decides it by fallback when no shard for it is healthy.
 func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result) []*hotCall {
 	hk.seeCost(r.Interval, r.Cost)
+	if st != nil {
+		if out, ok := hk.denied(st, r); ok {
+			res[i] = Result{Result: out}
+			c.split.Add(1)
+			c.deniedHere.Add(1)
+			return hot
+		}
+	}
 	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1}
 	if h.follow(st, r) {
 		if last := h.parts[len(h.parts)-1]; r.Cost > last.Capacity && r.Cost <= r.Interval.Capacity {
@@ -120,7 +128,11 @@ func (c *Cluster) finishHot(hot []*hotCall, reqs []Request, res []Result, topo *
 			}
 			switch {
 			case err == nil:
-				h.hk.fullAt[h.sub].Store(now + br.ResetAfter)
+				// Times count from when the step was sent: it ran later, so
+				// the sub-bucket is full (and has tokens) no sooner than this
+				// says, which is the side a denial from it must err on.
+				sent := h.w.sent / 1000
+				h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
 				if br.Limited && h.steps < maxHotSteps {
 					if j := h.sibling(r, topo, c, now); j >= 0 {
 						h.prev, h.prevSub = &br, h.sub
@@ -129,7 +141,11 @@ func (c *Cluster) finishHot(hot []*hotCall, reqs []Request, res []Result, topo *
 						continue
 					}
 				}
-				res[h.req] = Result{Result: h.logical(br, r.Cost, now)}
+				out, known := h.logical(br, r.Cost, now)
+				if out.Limited && out.RetryAfter > 0 && known && r.Cost > 0 && h.prev == nil {
+					h.hk.deny.Store(&denial{gen: h.st.gen, iv: r.Interval, cost: r.Cost, res: out, at: sent})
+				}
+				res[h.req] = Result{Result: out}
 				c.split.Add(1)
 				continue
 			case !isFault(err):
@@ -147,6 +163,38 @@ func (c *Cluster) finishHot(hot []*hotCall, reqs []Request, res []Result, topo *
 		}
 		hot = again
 	}
+}
+
+// denial is a hot key's last denial, from which later calls are denied
+// here until the soonest a sub-bucket can have their cost: the
+// sub-buckets only lose tokens to other calls, never gain, so none could
+// have been allowed. A split's sub-buckets change only with its name.
+type denial struct {
+	gen  string
+	iv   bucket.Interval
+	cost int64
+	res  bucket.Result // the whole bucket's reply, at
+	at   int64         // µs
+}
+
+// denied answers r without a step when the key's last denial says it
+// must be denied: same split, same limit, at least that cost, before the
+// soonest tokens and while the split holds (a reset elsewhere is seen
+// when it lapses).
+func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
+	d := hk.deny.Load()
+	if d == nil || d.gen != st.gen || d.iv != r.Interval || r.Cost < d.cost {
+		return bucket.Result{}, false
+	}
+	now := time.Now().UnixMicro()
+	gone := now - d.at
+	if gone >= d.res.RetryAfter || now >= st.until/1000 {
+		return bucket.Result{}, false
+	}
+	out := d.res
+	out.RetryAfter -= gone
+	out.ResetAfter = max(out.ResetAfter-gone, 0)
+	return out, true
 }
 
 // healthySibling is the next sub-bucket after h's on a healthy shard, or -1.
@@ -184,10 +232,11 @@ func (h *hotCall) sibling(r *Request, topo *topology, c *Cluster, now int64) int
 // logical turns a sub-bucket's result into the whole bucket's: remaining
 // over all sub-buckets (those not asked now estimated from when they were
 // last seen), retry after from the soonest sibling, reset after from the
-// last one to be full.
-func (h *hotCall) logical(br bucket.Result, cost, now int64) bucket.Result {
+// last one to be full. known is false when some sub-bucket was never seen
+// here, so that the figures are guesses.
+func (h *hotCall) logical(br bucket.Result, cost, now int64) (out bucket.Result, known bool) {
 	fill := fillTime(h.parts[0])
-	out := br
+	out, known = br, true
 	if h.prev != nil {
 		out.Remaining += h.prev.Remaining
 		out.ResetAfter = max(out.ResetAfter, h.prev.ResetAfter)
@@ -203,6 +252,7 @@ func (h *hotCall) logical(br bucket.Result, cost, now int64) bucket.Result {
 		if !ok {
 			// Never seen here: as full as the one just asked.
 			out.Remaining += br.Remaining * part.Capacity / h.parts[h.sub].Capacity
+			known = false
 			continue
 		}
 		out.Remaining += t
@@ -221,7 +271,7 @@ func (h *hotCall) logical(br bucket.Result, cost, now int64) bucket.Result {
 		// the split closes and the next one leaves room for it.
 		out.RetryAfter = max(h.st.until/1000-now, 1)
 	}
-	return out
+	return out, known
 }
 
 func (h *hotCall) wholeCapacity() int64 {
