@@ -169,17 +169,20 @@ func TestCluster(t *testing.T) {
 	// A second sluice process shares the buckets: across both, a burst of
 	// 30 calls admits exactly the capacity.
 	q := start(t, bin, nil, "--listen", "127.0.0.1:0", "--cluster", c.Addrs()[3], "--hot-keys", "tenant:*", "--hot-split", "2")
-	admitted := 0
-	for i := range 30 {
-		addr := p.addr
-		if i%2 == 1 {
-			addr = q.addr
+	// burst sends 30 calls on a bucket of 10 to p and q in turn.
+	burst := func(key string) (admitted int) {
+		for i := range 30 {
+			addr := p.addr
+			if i%2 == 1 {
+				addr = q.addr
+			}
+			if redisCLI(t, addr, "THROTTLE", key, "10", "1", "1h")[0] == "0" {
+				admitted++
+			}
 		}
-		if redisCLI(t, addr, "THROTTLE", "shared", "10", "1", "1h")[0] == "0" {
-			admitted++
-		}
+		return admitted
 	}
-	if admitted != 10 {
+	if admitted := burst("shared"); admitted != 10 {
 		t.Fatalf("two processes admitted %d of 30 calls on a bucket of 10, want 10", admitted)
 	}
 
@@ -196,17 +199,7 @@ func TestCluster(t *testing.T) {
 		}
 		redisCLI(t, q.addr, "THROTTLE", "tenant:big", "10", "1", "1h", "0") // a peek
 	}
-	admitted = 0
-	for i := range 30 {
-		addr := p.addr
-		if i%2 == 1 {
-			addr = q.addr
-		}
-		if redisCLI(t, addr, "THROTTLE", "tenant:big", "10", "1", "1h")[0] == "0" {
-			admitted++
-		}
-	}
-	if admitted != 10 {
+	if admitted := burst("tenant:big"); admitted != 10 {
 		t.Fatalf("a split key admitted %d of 30 calls on a bucket of 10 across two processes, want 10", admitted)
 	}
 	if !hasLine(p.addr, "hot0:key=tenant:big,state=following,split=2,") {
