@@ -91,14 +91,39 @@ func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf ti
 // ~<base>:<until>:<lapse>:<gen>:<tags>[!]. TTL is not in it.
 func Marker(v string) (Split, bool) {
 	f := strings.SplitN(v, ":", 5)
-	if len(f) != 5 || !strings.HasPrefix(v, "~") || f[3] == "" {
+	if len(f) != 5 || !strings.HasPrefix(v, "~") {
 		return Split{}, false
 	}
-	tags := strings.TrimSuffix(f[4], "!")
-	if tags == "" {
+	f[0] = f[0][1:]
+	for _, n := range f[:3] {
+		if !isWord(n, "0123456789") {
+			return Split{}, false
+		}
+	}
+	const alnum = "0123456789abcdefghijklmnopqrstuvwxyz"
+	tags := strings.Split(strings.TrimSuffix(f[4], "!"), ",")
+	for _, tag := range tags {
+		if !isWord(tag, alnum) {
+			return Split{}, false
+		}
+	}
+	if !isWord(f[3], alnum) {
 		return Split{}, false
 	}
-	return Split{Tags: strings.Split(tags, ","), Gen: f[3], Base: f[0][1:]}, true
+	return Split{Tags: tags, Gen: f[3], Base: f[0]}, true
+}
+
+// isWord reports whether s is non-empty and made of chars only.
+func isWord(s, chars string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(chars, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // asSplit reads the answer {2, marker, ms} of either script.
