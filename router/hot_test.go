@@ -23,14 +23,19 @@ import (
 	"github.com/sluice-rl/sluice/router/slot"
 )
 
-func clusterClient(t *testing.T, c *clustertest.Cluster) rueidis.Client {
+// hotCluster starts a cluster shaped by cfg, a minute's context and a
+// client of the cluster for looking at what sluice stored.
+func hotCluster(t *testing.T, cfg clustertest.Config) (*clustertest.Cluster, context.Context, rueidis.Client) {
 	t.Helper()
+	c := clustertest.New(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
 	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return cl
+	return c, ctx, cl
 }
 
 // marker is the split marker stored for key, if any.
@@ -63,6 +68,14 @@ type tally struct {
 
 // span is the time between the first call and the last, in seconds.
 func (s *tally) span() float64 { return float64(s.last.Load()-s.first.Load()) / 1e9 }
+
+// runFor waits until the load has gone on for d more: its calls, not the
+// clock, say so, and a load that stalls fails the test.
+func (s *tally) runFor(t *testing.T, d time.Duration) {
+	t.Helper()
+	until := time.Now().Add(d).UnixNano()
+	waitFor(t, d+10*time.Second, fmt.Sprintf("%v more of load", d), func() bool { return s.last.Load() >= until })
+}
 
 // hammer has workers goroutines decide key through the routers in turn
 // until stop is closed, each waiting pace between calls.
@@ -143,10 +156,7 @@ func checkSpread(t *testing.T, ctx context.Context, c *clustertest.Cluster, cl r
 // and after a resharding moves a sub-bucket's slot the split moves to a
 // tag on the primary left without one.
 func TestHotKeySplitFollowsTopology(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"tenant:*"}, HotCooldown: 600 * time.Millisecond})
 	waitConnected(t, r)
 	const key = "tenant:big"
@@ -207,10 +217,7 @@ func TestHotKeySplitFollowsTopology(t *testing.T) {
 // sub-bucket: were the marker ignored, the follower would count in a
 // bucket of its own.
 func TestHotKeyTwoInstancesShareOneSplit(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	a := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300})
 	b := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
 	waitConnected(t, a)
@@ -222,7 +229,7 @@ func TestHotKeyTwoInstancesShareOneSplit(t *testing.T) {
 	var s tally
 	wg := hammer([]*router.Cluster{a, b}, key, iv, 8, 0, stop, &s)
 	waitFor(t, 5*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
-	time.Sleep(2 * time.Second) // the run's length, not a synchronisation
+	s.runFor(t, 2*time.Second)
 	close(stop)
 	wg.Wait()
 
@@ -254,9 +261,7 @@ func TestHotKeyTwoInstancesShareOneSplit(t *testing.T) {
 // bucket steps: 1/3 each when split over 3 primaries, all of them on one
 // when the key is not hot.
 func TestHotKeySpreadsTheShards(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	c, ctx, _ := hotCluster(t, clustertest.Config{Replicas: -1})
 	primaries := c.Nodes[:3]
 	steps := func() []int64 {
 		out := make([]int64, len(primaries))
@@ -283,7 +288,7 @@ func TestHotKeySpreadsTheShards(t *testing.T) {
 		stop := make(chan struct{})
 		var s tally
 		wg := hammer([]*router.Cluster{r}, key, interval(t, 100000, 100000, 1_000_000), 4, 0, stop, &s)
-		time.Sleep(1500 * time.Millisecond) // the run's length
+		s.runFor(t, 1500*time.Millisecond)
 		close(stop)
 		wg.Wait()
 		per := steps()
@@ -315,10 +320,7 @@ func TestHotKeySpreadsTheShards(t *testing.T) {
 // capacity; one restarted where the sub-buckets were at the last renewal,
 // not at the lapse, a third (the refill over the marker's 300ms).
 func TestHotKeyCoolsWithoutBurst(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	core, logs := observer.New(zap.InfoLevel)
 	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300, HotCooldown: 300 * time.Millisecond, Logger: zap.New(core)})
 	waitConnected(t, r)
@@ -330,7 +332,7 @@ func TestHotKeyCoolsWithoutBurst(t *testing.T) {
 	stop := make(chan struct{})
 	wg := hammer([]*router.Cluster{r}, key, iv, 4, 0, stop, &s)
 	waitFor(t, 5*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
-	time.Sleep(500 * time.Millisecond) // hot for a while
+	s.runFor(t, 500*time.Millisecond) // hot for a while
 	close(stop)
 	wg.Wait()
 	// Cooling: 2 workers every 10ms, about 200/s: under the threshold,
@@ -341,7 +343,7 @@ func TestHotKeyCoolsWithoutBurst(t *testing.T) {
 		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
 		return err == nil && len(v) == 19
 	})
-	time.Sleep(500 * time.Millisecond) // some time as one bucket
+	s.runFor(t, 500*time.Millisecond) // some time as one bucket
 	close(stop)
 	wg.Wait()
 	if n := s.errors.Load(); n > 0 {
@@ -363,10 +365,7 @@ func TestHotKeyCoolsWithoutBurst(t *testing.T) {
 // When a sub-bucket's shard hangs, its calls go to the siblings on
 // healthy shards: the key stays decided in the cluster, without errors.
 func TestHotKeySiblingsCoverAHungShard(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
 	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"api"}})
 	waitConnected(t, r)
 	const key = "api"
@@ -420,10 +419,7 @@ func TestHotKeySiblingsCoverAHungShard(t *testing.T) {
 // sub-buckets: a call costing more than a sub-bucket holds is denied, and
 // together they never admit more than the capacity plus one sub-bucket.
 func TestHotKeyMixedCosts(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"mixed"}, HotSplit: 6})
 	waitConnected(t, r)
 	iv := interval(t, 60, 1, 3600_000_000)
@@ -456,10 +452,7 @@ func TestHotKeyMixedCosts(t *testing.T) {
 // draining the sub-buckets, lapses into a bucket as empty as they are:
 // the quiet instance's view of them is not what counts.
 func TestHotKeyLapsesIntoWhatOthersLeft(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	a := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"drained"}, HotCooldown: 600 * time.Millisecond})
 	b := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
 	waitConnected(t, a)
@@ -495,10 +488,7 @@ func TestHotKeyLapsesIntoWhatOthersLeft(t *testing.T) {
 // THROTTLE.RESET on a split key deletes its sub-buckets with the marker:
 // the key is full again at once, not after the split lapses.
 func TestHotKeyReset(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"reset"}})
 	waitConnected(t, r)
 	iv := interval(t, 30, 1, 3600_000_000)
@@ -538,10 +528,7 @@ func TestHotKeyReset(t *testing.T) {
 // sets at once: the split closes, lapses and is split again, and the key
 // admits its limit plus at most one sub-bucket.
 func TestHotKeyRenewersThatDisagree(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl := clusterClient(t, c)
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	a := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300})
 	b := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: 300})
 	waitConnected(t, a)
@@ -559,7 +546,7 @@ func TestHotKeyRenewersThatDisagree(t *testing.T) {
 	if !big[0].Limited {
 		s.allowed.Add(30)
 	}
-	time.Sleep(3 * time.Second) // the run's length, not a synchronisation
+	s.runFor(t, 3*time.Second)
 	close(stop)
 	wg.Wait()
 	if n := s.errors.Load(); n > 0 {
