@@ -23,34 +23,20 @@ type shardStat struct {
 
 // primaryStats reads every primary's CPU and EVALSHA count.
 func primaryStats(ctx context.Context, seeds []string) (map[string]shardStat, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: seeds, DisableCache: true})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
 	out := map[string]shardStat{}
-	for addr, n := range c.Nodes() {
-		role, err := n.Do(ctx, n.B().Role().Build()).ToArray()
-		if err != nil || len(role) == 0 {
-			return nil, fmt.Errorf("%s: ROLE: %v", addr, err)
-		}
-		if r, _ := role[0].ToString(); r != "master" {
-			continue
-		}
+	err := eachPrimary(ctx, seeds, func(addr string) error {
 		cpu, err := infoCPU(ctx, addr)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		f, err := infoFields(ctx, addr, "commandstats")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		out[addr] = shardStat{cpu: cpu, steps: commandCalls(f["cmdstat_evalsha"])}
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no primaries")
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // commandCalls reads calls=N from an INFO commandstats value.

@@ -248,29 +248,37 @@ func primariesCPU(ctx context.Context, seeds []string) (float64, error) {
 	if len(seeds) == 0 {
 		return 0, nil
 	}
+	var total float64
+	err := eachPrimary(ctx, seeds, func(addr string) error {
+		v, err := infoCPU(ctx, addr)
+		total += v
+		return err
+	})
+	return total, err
+}
+
+// eachPrimary calls f with the address of each of the cluster's primaries.
+func eachPrimary(ctx context.Context, seeds []string, f func(addr string) error) error {
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: seeds, DisableCache: true})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer c.Close()
-	var total float64
 	nodes := c.Nodes()
 	if len(nodes) == 0 {
-		return 0, errors.New("no cluster nodes")
+		return errors.New("no cluster nodes")
 	}
 	for addr, n := range nodes {
 		role, err := n.Do(ctx, n.B().Role().Build()).ToArray()
 		if err != nil || len(role) == 0 {
-			return 0, fmt.Errorf("%s: ROLE: %v", addr, err)
+			return fmt.Errorf("%s: ROLE: %v", addr, err)
 		}
 		if r, _ := role[0].ToString(); r != "master" {
 			continue
 		}
-		v, err := infoCPU(ctx, addr)
-		if err != nil {
-			return 0, err
+		if err := f(addr); err != nil {
+			return err
 		}
-		total += v
 	}
-	return total, nil
+	return nil
 }

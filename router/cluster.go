@@ -352,11 +352,7 @@ func (c *Cluster) settle(hot []*hotCall, cl *call, br bucket.Result, err error, 
 // exec runs calls, one pipeline per shard, the shards concurrently.
 func (c *Cluster) exec(ctx context.Context, client rueidis.Client, calls []call) ([]bucket.Result, []error) {
 	out, errs := make([]bucket.Result, len(calls)), make([]error, len(calls))
-	groups := map[*shard][]int{}
-	for j := range calls {
-		groups[calls[j].owner] = append(groups[calls[j].owner], j)
-	}
-	run := func(s *shard, idx []int) {
+	perShard(calls, func(cl *call) *shard { return cl.owner }, func(s *shard, idx []int) {
 		steps := make([]lua.Call, len(idx))
 		for k, j := range idx {
 			steps[k] = calls[j].step
@@ -366,19 +362,28 @@ func (c *Cluster) exec(ctx context.Context, client rueidis.Client, calls []call)
 		for k, j := range idx {
 			out[j], errs[j] = br[k], es[k]
 		}
-	}
-	if len(groups) == 1 {
-		for s, idx := range groups {
-			run(s, idx) // the common case: no goroutine
-		}
-		return out, errs
+	})
+	return out, errs
+}
+
+// perShard groups the indexes of items by their shard and runs each
+// shard's, the shards concurrently; a single shard, the common case, runs
+// on the caller's goroutine.
+func perShard[T any](items []T, owner func(*T) *shard, run func(s *shard, idx []int)) {
+	groups := map[*shard][]int{}
+	for i := range items {
+		o := owner(&items[i])
+		groups[o] = append(groups[o], i)
 	}
 	var wg sync.WaitGroup
 	for s, idx := range groups {
+		if len(groups) == 1 {
+			run(s, idx)
+			break
+		}
 		wg.Go(func() { run(s, idx) })
 	}
 	wg.Wait()
-	return out, errs
 }
 
 // nodeOr is s's own node client, or client (which routes by rueidis's
@@ -407,53 +412,46 @@ func (t *topology) owner(sl int) *shard {
 // reset deletes buckets. A split key's sub-buckets go too, and this
 // instance forgets the split.
 func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
-	groups := map[*shard][]int{}
-	for i := range reqs {
-		o := topo.ownerOf(KeyPrefix + reqs[i].Key)
-		if o != nil && !o.healthy.Load() {
-			c.fallback(reqs[i:i+1], res[i:i+1])
-			continue
-		}
-		groups[o] = append(groups[o], i)
-	}
 	var mu sync.Mutex // guards subs
 	var subs []string
-	var wg sync.WaitGroup
-	for s, idx := range groups {
-		wg.Go(func() {
-			to := c.nodeOr(s, client)
-			cmds := make(rueidis.Commands, len(idx))
-			for j, i := range idx {
-				cmds[j] = to.B().Getdel().Key(KeyPrefix + reqs[i].Key).Build()
+	perShard(reqs, func(r *Request) *shard { return topo.ownerOf(KeyPrefix + r.Key) }, func(s *shard, idx []int) {
+		if s != nil && !s.healthy.Load() {
+			for _, i := range idx {
+				c.fallback(reqs[i:i+1], res[i:i+1])
 			}
-			for j, r := range to.DoMulti(ctx, cmds...) {
-				i := idx[j]
-				v, err := r.ToString()
-				if rueidis.IsRedisNil(err) {
-					res[i] = Result{}
-					continue
-				}
-				if err != nil && isFault(err) {
-					if isRedirect(err) {
-						c.stale.Store(true)
-					} else {
-						c.fault(s, err)
-					}
-					c.fallback(reqs[i:i+1], res[i:i+1])
-					continue
-				}
-				res[i] = Result{Existed: err == nil, Err: err}
-				if sp, ok := lua.Marker(v); ok {
-					mu.Lock()
-					for j := range sp.Tags {
-						subs = append(subs, sp.SubKey(j, reqs[i].Key))
-					}
-					mu.Unlock()
-				}
+			return
+		}
+		to := c.nodeOr(s, client)
+		cmds := make(rueidis.Commands, len(idx))
+		for j, i := range idx {
+			cmds[j] = to.B().Getdel().Key(KeyPrefix + reqs[i].Key).Build()
+		}
+		for j, r := range to.DoMulti(ctx, cmds...) {
+			i := idx[j]
+			v, err := r.ToString()
+			if rueidis.IsRedisNil(err) {
+				res[i] = Result{}
+				continue
 			}
-		})
-	}
-	wg.Wait()
+			if err != nil && isFault(err) {
+				if isRedirect(err) {
+					c.stale.Store(true)
+				} else {
+					c.fault(s, err)
+				}
+				c.fallback(reqs[i:i+1], res[i:i+1])
+				continue
+			}
+			res[i] = Result{Existed: err == nil, Err: err}
+			if sp, ok := lua.Marker(v); ok {
+				mu.Lock()
+				for j := range sp.Tags {
+					subs = append(subs, sp.SubKey(j, reqs[i].Key))
+				}
+				mu.Unlock()
+			}
+		}
+	})
 	for i := range reqs {
 		c.hot.forget(reqs[i].Key)
 	}
@@ -533,11 +531,10 @@ func (c *Cluster) fallback(reqs []Request, res []Result) {
 			br, _ := bucket.Take(0, now, r.Interval, r.Cost)
 			res[i] = Result{Result: br, Source: SourceOpen}
 		case FallbackClosed:
-			iv := r.Interval
 			res[i] = Result{Source: SourceClosed, Result: bucket.Result{
 				Limited:    true,
 				RetryAfter: c.cfg.ProbeInterval.Microseconds(),
-				ResetAfter: (iv.Capacity*iv.U + iv.V - 1) / iv.V,
+				ResetAfter: fillTime(r.Interval),
 			}}
 		default:
 			scaled := *r

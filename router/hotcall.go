@@ -141,7 +141,7 @@ func (c *Cluster) finishHot(hot []*hotCall, reqs []Request, res []Result, topo *
 						continue
 					}
 				}
-				out, known := h.logical(br, r.Cost, now)
+				out, known := h.logical(br, r, now)
 				if out.Limited && out.RetryAfter > 0 && known && r.Cost > 0 && h.prev == nil {
 					h.hk.deny.Store(&denial{gen: h.st.gen, iv: r.Interval, cost: r.Cost, res: out, at: sent})
 				}
@@ -234,8 +234,8 @@ func (h *hotCall) sibling(r *Request, topo *topology, c *Cluster, now int64) int
 // last seen), retry after from the soonest sibling, reset after from the
 // last one to be full. known is false when some sub-bucket was never seen
 // here, so that the figures are guesses.
-func (h *hotCall) logical(br bucket.Result, cost, now int64) (out bucket.Result, known bool) {
-	fill := fillTime(h.parts[0])
+func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.Result, known bool) {
+	cost, fill := r.Cost, fillTime(r.Interval)
 	out, known = br, true
 	if h.prev != nil {
 		out.Remaining += h.prev.Remaining
@@ -266,20 +266,12 @@ func (h *hotCall) logical(br bucket.Result, cost, now int64) (out bucket.Result,
 			}
 		}
 	}
-	if out.Limited && out.RetryAfter < 0 && cost <= h.wholeCapacity() {
+	if out.Limited && out.RetryAfter < 0 && cost <= r.Interval.Capacity {
 		// Too much for any sub-bucket, not for the bucket: possible once
 		// the split closes and the next one leaves room for it.
 		out.RetryAfter = max(h.st.until/1000-now, 1)
 	}
 	return out, known
-}
-
-func (h *hotCall) wholeCapacity() int64 {
-	var c int64
-	for _, p := range h.parts {
-		c += p.Capacity
-	}
-	return c
 }
 
 // fillTime is how long iv's bucket takes to fill from empty, in µs; every
@@ -395,19 +387,13 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 		}
 		groups = addTo(groups, w, w.st.keys[w.sub], w.st.base, topo.owner(w.st.slots[w.sub]), w.parts[w.sub])
 	}
-	byShard := map[*shard][]*group{}
-	for _, g := range groups {
-		byShard[g.owner] = append(byShard[g.owner], g)
-	}
-	var wg sync.WaitGroup
-	for owner, gs := range byShard {
-		if len(byShard) == 1 {
-			c.stepShard(owner, gs, *cl)
-			break
+	perShard(groups, func(g **group) *shard { return (*g).owner }, func(owner *shard, idx []int) {
+		gs := make([]*group, len(idx))
+		for k, j := range idx {
+			gs[k] = groups[j]
 		}
-		wg.Go(func() { c.stepShard(owner, gs, *cl) })
-	}
-	wg.Wait()
+		c.stepShard(owner, gs, *cl)
+	})
 }
 
 // addTo adds w to the group of its bucket, limit and cost.
