@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/tidwall/redcon"
-
 	"github.com/sluice-rl/sluice/router"
 )
 
@@ -25,7 +23,7 @@ type command struct {
 	reply   func(conn replyWriter, req *router.Request, res *router.Result)
 	counts  bool // an allowed reply counts as an allowed decision in INFO
 
-	local func(s *Server, c *client, conn redcon.Conn, args [][]byte)
+	local func(s *Server, c *client, conn respConn, args [][]byte)
 }
 
 // commands is the command table, by lower-case name. It is built once, in
@@ -105,7 +103,7 @@ func truncate(b []byte) string {
 	return string(b)
 }
 
-func cmdPing(_ *Server, _ *client, conn redcon.Conn, args [][]byte) {
+func cmdPing(_ *Server, _ *client, conn respConn, args [][]byte) {
 	switch len(args) {
 	case 1:
 		conn.WriteString("PONG")
@@ -116,16 +114,16 @@ func cmdPing(_ *Server, _ *client, conn redcon.Conn, args [][]byte) {
 	}
 }
 
-func cmdEcho(_ *Server, _ *client, conn redcon.Conn, args [][]byte) {
+func cmdEcho(_ *Server, _ *client, conn respConn, args [][]byte) {
 	conn.WriteBulk(args[1])
 }
 
-func cmdQuit(_ *Server, _ *client, conn redcon.Conn, _ [][]byte) {
+func cmdQuit(_ *Server, _ *client, conn respConn, _ [][]byte) {
 	conn.WriteString("OK")
 	conn.Close()
 }
 
-func cmdSelect(s *Server, _ *client, conn redcon.Conn, args [][]byte) {
+func cmdSelect(s *Server, _ *client, conn respConn, args [][]byte) {
 	if n, ok := parseInt(args[1]); !ok {
 		s.writeError(conn, errors.New("value is not an integer or out of range"))
 	} else if n != 0 {
@@ -137,13 +135,13 @@ func cmdSelect(s *Server, _ *client, conn redcon.Conn, args [][]byte) {
 
 // cmdCluster answers as a Redis without cluster mode, which is what clients
 // probe for: rueidis and go-redis then use sluice as a single node.
-func cmdCluster(s *Server, _ *client, conn redcon.Conn, _ [][]byte) {
+func cmdCluster(s *Server, _ *client, conn respConn, _ [][]byte) {
 	s.writeError(conn, errors.New("This instance has cluster support disabled"))
 }
 
 // cmdHello speaks RESP2 only, for now. HELLO 3 answers as a Redis that has
 // no HELLO, so that clients which try RESP3 first fall back to RESP2.
-func cmdHello(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	if len(args) > 1 {
 		v, ok := parseInt(args[1])
 		switch {
@@ -208,7 +206,7 @@ func validName(b []byte) error {
 	return nil
 }
 
-func cmdClient(s *Server, c *client, conn redcon.Conn, args [][]byte) {
+func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
 	wrongArgs := func() {
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'client|%s' command", strings.ToLower(sub)))
@@ -279,7 +277,7 @@ func (c *client) info() string {
 // cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO and COMMAND DOCS
 // from the table, enough for redis-cli's hints and clients that learn key
 // positions from it.
-func cmdCommand(s *Server, _ *client, conn redcon.Conn, args [][]byte) {
+func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 	if len(args) == 1 {
 		names := make([]string, 0, len(commands))
 		for name := range commands {
@@ -312,7 +310,7 @@ func cmdCommand(s *Server, _ *client, conn redcon.Conn, args [][]byte) {
 	}
 }
 
-func writeCommandInfo(conn redcon.Conn, cmd *command) {
+func writeCommandInfo(conn respConn, cmd *command) {
 	conn.WriteArray(10)
 	conn.WriteBulkString(cmd.name)
 	conn.WriteInt(cmd.arity)

@@ -47,13 +47,27 @@ type framer struct {
 // scan consumes p and returns how many bytes are well framed; when that is
 // less than len(p), err says what is wrong with the byte that follows.
 func (f *framer) scan(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, _, err := f.next(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// next consumes p up to the end of the first command that ends in it, and
+// says whether one did; otherwise it is scan.
+func (f *framer) next(p []byte) (n int, complete bool, err error) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if f.state == atCommand {
 			f.size = 0
 		}
 		if f.size++; f.size > f.maxCommand {
-			return i, errors.New("too big request")
+			return i, false, errors.New("too big request")
 		}
 		switch f.state {
 		case atCommand:
@@ -66,13 +80,14 @@ func (f *framer) scan(p []byte) (int, error) {
 		case inInline:
 			if c == '\n' {
 				f.state = atCommand
+				return i + 1, true, nil
 			} else if f.left--; f.left < 0 {
-				return i, errors.New("too big inline request")
+				return i, false, errors.New("too big inline request")
 			}
 		case inCount, inBulkLen:
 			if c != '\n' {
 				if f.nline == maxHeaderLine {
-					return i, f.headerErr()
+					return i, false, f.headerErr()
 				}
 				f.line[f.nline] = c
 				f.nline++
@@ -84,36 +99,37 @@ func (f *framer) scan(p []byte) (int, error) {
 			}
 			if f.state == inCount {
 				if !ok || n <= 0 || n > f.maxArgs {
-					return i, f.headerErr()
+					return i, false, f.headerErr()
 				}
 				f.state, f.nargs = atBulk, n
 			} else {
 				if !ok || n < 0 || n > f.maxBulk {
-					return i, f.headerErr()
+					return i, false, f.headerErr()
 				}
 				f.state, f.left = inBulkBody, n+2
 			}
 		case atBulk:
 			if c != '$' {
-				return i, errors.New("expected '$', got '" + string(c) + "'")
+				return i, false, errors.New("expected '$', got '" + string(c) + "'")
 			}
 			f.state, f.nline = inBulkLen, 0
 		case inBulkBody:
 			// Skip the body at once; its CRLF is checked by redcon.
 			skip := min(f.left, int64(len(p)-i))
 			if f.size += skip - 1; f.size > f.maxCommand {
-				return i, errors.New("too big request")
+				return i, false, errors.New("too big request")
 			}
 			i += int(skip) - 1
 			if f.left -= skip; f.left == 0 {
 				f.state = atBulk
 				if f.nargs--; f.nargs == 0 {
 					f.state = atCommand
+					return i + 1, true, nil
 				}
 			}
 		}
 	}
-	return len(p), nil
+	return len(p), false, nil
 }
 
 func (f *framer) headerErr() error {
@@ -162,7 +178,7 @@ var errProtocolClosed = errors.New("proxy: protocol error")
 // framedListener wraps every accepted connection in a framer.
 type framedListener struct {
 	net.Listener
-	maxBulk, maxArgs, maxInline, maxCommand int64
+	f framer // a new connection's
 }
 
 func (l *framedListener) Accept() (net.Conn, error) {
@@ -170,5 +186,5 @@ func (l *framedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &framedConn{Conn: c, f: framer{maxBulk: l.maxBulk, maxArgs: l.maxArgs, maxInline: l.maxInline, maxCommand: l.maxCommand}}, nil
+	return &framedConn{Conn: c, f: l.f}, nil
 }

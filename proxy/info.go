@@ -9,8 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/tidwall/redcon"
 )
 
 // infoSections are INFO's sections in the order "INFO" and "INFO all" list
@@ -27,7 +25,7 @@ var infoSections = []struct {
 	{"cpu", "CPU", (*Server).infoCPU},
 }
 
-func cmdInfo(s *Server, _ *client, conn redcon.Conn, args [][]byte) {
+func cmdInfo(s *Server, _ *client, conn respConn, args [][]byte) {
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true

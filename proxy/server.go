@@ -39,20 +39,26 @@ type Config struct {
 	MaxArgs int64
 	// MaxCommand is the most bytes of one command; 0 means 4 MiB.
 	MaxCommand int64
+	// Loops is how many event loops serve clients (Linux, TCP and Unix
+	// listeners); 0 means one per core (GOMAXPROCS). -1 serves each client
+	// on its own goroutine instead, as redcon's server does.
+	Loops int
 }
 
 // Server is a sluice RESP server.
 type Server struct {
 	cfg   Config
 	log   *zap.Logger
-	rs    *redcon.Server
 	start time.Time
 
 	ctx    context.Context // ends when the server closes
 	cancel context.CancelFunc
 
-	mu sync.Mutex // guards ln
-	ln net.Listener
+	mu     sync.Mutex // guards the fields below
+	ln     net.Listener
+	rs     *redcon.Server // when clients are served on goroutines
+	loops  []*loop        // when they are served by event loops
+	closed bool
 
 	stats stats
 }
@@ -76,8 +82,10 @@ func New(cfg Config) *Server {
 	if s.cfg.Version == "" {
 		s.cfg.Version = "dev"
 	}
+	if s.cfg.Loops == 0 {
+		s.cfg.Loops = defaultLoops()
+	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.rs = redcon.NewServer("", s.serveRESP, s.accept, s.closed)
 	return s
 }
 
@@ -95,15 +103,27 @@ func (s *Server) ListenAndServe(addr string) error {
 // returns nil.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
 	s.ln = ln
+	if s.cfg.Loops > 0 && loopable(ln) {
+		return s.serveLoops(ln) // unlocks s.mu
+	}
+	s.rs = redcon.NewServer("", s.serveRESP, s.accept, s.closedConn)
 	s.mu.Unlock()
-	return s.rs.Serve(&framedListener{
-		Listener:   ln,
+	return s.rs.Serve(&framedListener{Listener: ln, f: s.newFramer()})
+}
+
+func (s *Server) newFramer() framer {
+	return framer{
 		maxBulk:    orDefault(s.cfg.MaxBulkLen, defaultMaxBulkLen),
 		maxArgs:    orDefault(s.cfg.MaxArgs, defaultMaxArgs),
 		maxCommand: orDefault(s.cfg.MaxCommand, defaultMaxCommand),
 		maxInline:  defaultMaxInline,
-	})
+	}
 }
 
 // Addr is the address being served, or nil before Serve.
@@ -119,7 +139,21 @@ func (s *Server) Addr() net.Addr {
 // Close stops listening and closes every client connection.
 func (s *Server) Close() error {
 	s.cancel()
-	return s.rs.Close()
+	s.mu.Lock()
+	s.closed = true
+	rs, ln, loops := s.rs, s.ln, s.loops
+	s.mu.Unlock()
+	if rs != nil {
+		return rs.Close()
+	}
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
+	for _, l := range loops {
+		l.stop()
+	}
+	return err
 }
 
 func orDefault(v, def int64) int64 {
@@ -137,74 +171,59 @@ type client struct {
 	lib  string // CLIENT SETINFO LIB-NAME
 	ver  string // CLIENT SETINFO LIB-VER
 
-	// Reused from one pipeline to the next.
-	pipe []pending
-	reqs []router.Request
-	res  []router.Result
+	pipe []pending // the pipeline being answered, reused
 }
 
 // pending is one command of a pipeline between parsing and replying.
 type pending struct {
 	cmd  *command
 	args [][]byte
-	req  int   // index into client.reqs, or -1
+	req  int   // index into the batch's requests, or -1
 	err  error // a parse error to reply with
 }
 
-func (s *Server) accept(conn redcon.Conn) bool {
-	s.stats.connected.Add(1)
-	id := s.stats.connections.Add(1)
-	conn.SetContext(&client{id: id, addr: conn.RemoteAddr()})
-	return true
+// batch gathers the bucket requests of one or more pipelines, so that they
+// reach the Decider in one call: decided concurrently, pipelined to the
+// shards.
+type batch struct {
+	reqs []router.Request
+	res  []router.Result
 }
 
-func (s *Server) closed(conn redcon.Conn, err error) {
-	s.stats.connected.Add(-1)
-	if err != nil && err != errProtocolClosed && !isClosedConn(err) {
-		s.log.Debug("client connection ended", zap.String("addr", conn.RemoteAddr()), zap.Error(err))
+func (b *batch) decide(ctx context.Context, d Decider) {
+	n := len(b.reqs)
+	if n == 0 {
+		return
 	}
-}
-
-func isClosedConn(err error) bool {
-	return strings.Contains(err.Error(), "use of closed network connection") ||
-		strings.Contains(err.Error(), "connection reset by peer")
-}
-
-// serveRESP handles a whole pipeline: redcon calls it with the first command
-// of what one read brought, and it takes the rest itself, so that all bucket
-// requests of the pipeline go to the Decider in one batch (decided
-// concurrently, pipelined to the shards) and replies still go out in order.
-func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
-	c := conn.Context().(*client)
-	c.pipe = append(c.pipe[:0], pending{args: first.Args})
-	for _, cmd := range conn.ReadPipeline() {
-		c.pipe = append(c.pipe, pending{args: cmd.Args})
+	if cap(b.res) < n {
+		b.res = make([]router.Result, n)
 	}
-	c.reqs = c.reqs[:0]
-	for i := range c.pipe {
-		p := &c.pipe[i]
-		p.req = -1
-		p.cmd, p.err = lookup(p.args)
-		if p.err != nil || p.cmd.request == nil {
-			if p.cmd == quitCommand {
-				c.pipe = c.pipe[:i+1] // nothing after QUIT runs
-				break
-			}
-			continue
-		}
+	b.res = b.res[:n]
+	d.Decide(ctx, b.reqs, b.res)
+}
+
+func (b *batch) reset() {
+	b.reqs = b.reqs[:0]
+}
+
+// queue adds one command to c's pipeline and its bucket request, if any, to
+// b. It reports false after QUIT: nothing after it runs.
+func (s *Server) queue(c *client, b *batch, args [][]byte) bool {
+	p := pending{args: args, req: -1}
+	p.cmd, p.err = lookup(args)
+	if p.err == nil && p.cmd.request != nil {
 		var req router.Request
-		if req, p.err = p.cmd.request(p.args); p.err == nil {
-			p.req = len(c.reqs)
-			c.reqs = append(c.reqs, req)
+		if req, p.err = p.cmd.request(args); p.err == nil {
+			p.req = len(b.reqs)
+			b.reqs = append(b.reqs, req)
 		}
 	}
-	if n := len(c.reqs); n > 0 {
-		if cap(c.res) < n {
-			c.res = make([]router.Result, n)
-		}
-		c.res = c.res[:n]
-		s.cfg.Decider.Decide(s.ctx, c.reqs, c.res)
-	}
+	c.pipe = append(c.pipe, p)
+	return p.cmd != quitCommand
+}
+
+// answer writes the replies to c's pipeline, in order, once b is decided.
+func (s *Server) answer(c *client, conn respConn, b *batch) {
 	s.stats.commands.Add(int64(len(c.pipe)))
 	for i := range c.pipe {
 		p := &c.pipe[i]
@@ -212,7 +231,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		case p.err != nil:
 			s.writeError(conn, p.err)
 		case p.req >= 0:
-			res := &c.res[p.req]
+			req, res := &b.reqs[p.req], &b.res[p.req]
 			if res.Err != nil {
 				s.writeError(conn, res.Err)
 				break
@@ -222,18 +241,32 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 			} else if p.cmd.counts {
 				s.stats.allowed.Add(1)
 			}
-			p.cmd.reply(conn, &c.reqs[p.req], res)
+			p.cmd.reply(conn, req, res)
 		default:
 			p.cmd.local(s, c, conn, p.args)
 		}
 		p.args = nil // let the pipeline's buffers go
 	}
+	c.pipe = c.pipe[:0]
+}
+
+// respConn is where replies go: a redcon.Conn, or a client's share of an
+// event loop's output.
+type respConn interface {
+	replyWriter
+	WriteError(msg string)
+	WriteString(s string)
+	WriteBulk(b []byte)
+	WriteBulkString(s string)
+	WriteNull()
+	// Close closes the connection once the replies so far are written.
+	Close() error
 }
 
 // writeError is the one place where Go errors become RESP errors. A message
 // that starts with an error code (WRONGTYPE, CLUSTERDOWN, ...) keeps it;
 // anything else gets ERR.
-func (s *Server) writeError(conn redcon.Conn, err error) {
+func (s *Server) writeError(conn respConn, err error) {
 	s.stats.errors.Add(1)
 	msg := err.Error()
 	if !hasErrorCode(msg) {

@@ -92,12 +92,17 @@ func newRouter(t testing.TB, c *clustertest.Cluster) *router.Cluster {
 
 // serve starts a sluice server on a free loopback port.
 func serve(t testing.TB, d proxy.Decider) string {
+	return serveConfig(t, proxy.Config{Decider: d})
+}
+
+func serveConfig(t testing.TB, cfg proxy.Config) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Config{Decider: d, Backend: "test"})
+	cfg.Backend = "test"
+	srv := proxy.New(cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -107,6 +112,24 @@ func serve(t testing.TB, d proxy.Decider) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+type serveFunc func(testing.TB, proxy.Decider) string
+
+// eachIO runs f with a server that serves clients from event loops, and
+// with one that serves each on its own goroutine: both speak the same
+// protocol.
+func eachIO(t *testing.T, f func(*testing.T, serveFunc)) {
+	for _, m := range []struct {
+		name  string
+		loops int
+	}{{"loops", 0}, {"goroutines", -1}} {
+		t.Run(m.name, func(t *testing.T) {
+			f(t, func(t testing.TB, d proxy.Decider) string {
+				return serveConfig(t, proxy.Config{Decider: d, Loops: m.loops})
+			})
+		})
+	}
 }
 
 func newGoRedis(t testing.TB, addr string) *goredis.Client {
@@ -439,94 +462,98 @@ func testExactAdmission(t *testing.T, addrs ...string) {
 }
 
 func TestClientsSpeakToSluice(t *testing.T) {
-	addr := serve(t, router.NewMemory(0))
-	ctx := context.Background()
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		ctx := context.Background()
 
-	t.Run("go-redis", func(t *testing.T) {
-		c := newGoRedis(t, addr)
-		if got := throttle(t, c, "THROTTLE", "gr", 2, 1, "1s"); !eq(got, []int64{0, 2, 1, -1, 1000}) {
-			t.Fatalf("got %v", got)
-		}
-		if err := c.Do(ctx, "CLIENT", "SETNAME", "api-7").Err(); err != nil {
-			t.Fatal(err)
-		}
-	})
+		t.Run("go-redis", func(t *testing.T) {
+			c := newGoRedis(t, addr)
+			if got := throttle(t, c, "THROTTLE", "gr", 2, 1, "1s"); !eq(got, []int64{0, 2, 1, -1, 1000}) {
+				t.Fatalf("got %v", got)
+			}
+			if err := c.Do(ctx, "CLIENT", "SETNAME", "api-7").Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
 
-	t.Run("rueidis", func(t *testing.T) {
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
-		if err != nil {
-			t.Fatalf("rueidis cannot connect: %v", err)
-		}
-		defer c.Close()
-		got, err := c.Do(ctx, c.B().Arbitrary("THROTTLE").Keys("rd").Args("2", "1", "1s").Build()).AsIntSlice()
-		if err != nil || !eq(got, []int64{0, 2, 1, -1, 1000}) {
-			t.Fatalf("got %v, %v", got, err)
-		}
+		t.Run("rueidis", func(t *testing.T) {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+			if err != nil {
+				t.Fatalf("rueidis cannot connect: %v", err)
+			}
+			defer c.Close()
+			got, err := c.Do(ctx, c.B().Arbitrary("THROTTLE").Keys("rd").Args("2", "1", "1s").Build()).AsIntSlice()
+			if err != nil || !eq(got, []int64{0, 2, 1, -1, 1000}) {
+				t.Fatalf("got %v, %v", got, err)
+			}
+		})
 	})
 }
 
 func TestConnectionCommands(t *testing.T) {
-	addr := serve(t, router.NewMemory(0))
-	ctx := context.Background()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
-	defer c.Close()
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		ctx := context.Background()
+		c := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
+		defer c.Close()
 
-	if got, err := c.Do(ctx, "PING", "hi").Text(); err != nil || got != "hi" {
-		t.Errorf("PING hi: %q, %v", got, err)
-	}
-	if got, err := c.Do(ctx, "ECHO", "x y").Text(); err != nil || got != "x y" {
-		t.Errorf("ECHO: %q, %v", got, err)
-	}
-	if err := c.Do(ctx, "SELECT", 0).Err(); err != nil {
-		t.Errorf("SELECT 0: %v", err)
-	}
-	if got, err := c.Do(ctx, "CLIENT", "GETNAME").Result(); err != goredis.Nil {
-		t.Errorf("CLIENT GETNAME before SETNAME: %v, %v, want nil", got, err)
-	}
-	c.Do(ctx, "CLIENT", "SETNAME", "worker-1")
-	if got, err := c.Do(ctx, "CLIENT", "GETNAME").Text(); err != nil || got != "worker-1" {
-		t.Errorf("CLIENT GETNAME: %q, %v", got, err)
-	}
-	id1, err := c.Do(ctx, "CLIENT", "ID").Int64()
-	if err != nil || id1 <= 0 {
-		t.Errorf("CLIENT ID: %d, %v", id1, err)
-	}
-	if err := c.Do(ctx, "CLIENT", "SETINFO", "LIB-NAME", "go-redis").Err(); err != nil {
-		t.Errorf("CLIENT SETINFO: %v", err)
-	}
-	hello, err := c.Do(ctx, "HELLO", "2").Slice()
-	if err != nil || len(hello) != 14 || hello[0] != "server" || hello[1] != "sluice" || hello[5] != int64(2) || hello[7] != id1 {
-		t.Errorf("HELLO 2: %v, %v", hello, err)
-	}
-	if n, err := c.Do(ctx, "COMMAND", "COUNT").Int64(); err != nil || n < 12 {
-		t.Errorf("COMMAND COUNT: %d, %v", n, err)
-	}
-	info, err := c.Do(ctx, "COMMAND", "INFO", "throttle", "nope").Slice()
-	if err != nil || len(info) != 2 || info[1] != nil {
-		t.Fatalf("COMMAND INFO: %v, %v", info, err)
-	}
-	if entry := info[0].([]any); entry[0] != "throttle" || entry[1] != int64(-5) || entry[3] != int64(1) {
-		t.Errorf("COMMAND INFO throttle: %v", entry)
-	}
-	if docs, err := c.Do(ctx, "COMMAND", "DOCS").Slice(); err != nil || len(docs) != 0 {
-		t.Errorf("COMMAND DOCS: %v, %v", docs, err)
-	}
-
-	c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
-	c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
-	c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
-	text, err := c.Info(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"# Server", "sluice_version:", "tcp_port:" + addr[strings.LastIndex(addr, ":")+1:], "connected_clients:1", "throttle_allowed:1", "throttle_limited:2", "used_memory_rss:", "used_cpu_user:"} {
-		if !strings.Contains(text, want+"") {
-			t.Errorf("INFO lacks %q:\n%s", want, text)
+		if got, err := c.Do(ctx, "PING", "hi").Text(); err != nil || got != "hi" {
+			t.Errorf("PING hi: %q, %v", got, err)
 		}
-	}
-	if text, _ := c.Info(ctx, "clients").Result(); strings.Contains(text, "# Stats") || !strings.Contains(text, "connected_clients") {
-		t.Errorf("INFO clients: %s", text)
-	}
+		if got, err := c.Do(ctx, "ECHO", "x y").Text(); err != nil || got != "x y" {
+			t.Errorf("ECHO: %q, %v", got, err)
+		}
+		if err := c.Do(ctx, "SELECT", 0).Err(); err != nil {
+			t.Errorf("SELECT 0: %v", err)
+		}
+		if got, err := c.Do(ctx, "CLIENT", "GETNAME").Result(); err != goredis.Nil {
+			t.Errorf("CLIENT GETNAME before SETNAME: %v, %v, want nil", got, err)
+		}
+		c.Do(ctx, "CLIENT", "SETNAME", "worker-1")
+		if got, err := c.Do(ctx, "CLIENT", "GETNAME").Text(); err != nil || got != "worker-1" {
+			t.Errorf("CLIENT GETNAME: %q, %v", got, err)
+		}
+		id1, err := c.Do(ctx, "CLIENT", "ID").Int64()
+		if err != nil || id1 <= 0 {
+			t.Errorf("CLIENT ID: %d, %v", id1, err)
+		}
+		if err := c.Do(ctx, "CLIENT", "SETINFO", "LIB-NAME", "go-redis").Err(); err != nil {
+			t.Errorf("CLIENT SETINFO: %v", err)
+		}
+		hello, err := c.Do(ctx, "HELLO", "2").Slice()
+		if err != nil || len(hello) != 14 || hello[0] != "server" || hello[1] != "sluice" || hello[5] != int64(2) || hello[7] != id1 {
+			t.Errorf("HELLO 2: %v, %v", hello, err)
+		}
+		if n, err := c.Do(ctx, "COMMAND", "COUNT").Int64(); err != nil || n < 12 {
+			t.Errorf("COMMAND COUNT: %d, %v", n, err)
+		}
+		info, err := c.Do(ctx, "COMMAND", "INFO", "throttle", "nope").Slice()
+		if err != nil || len(info) != 2 || info[1] != nil {
+			t.Fatalf("COMMAND INFO: %v, %v", info, err)
+		}
+		if entry := info[0].([]any); entry[0] != "throttle" || entry[1] != int64(-5) || entry[3] != int64(1) {
+			t.Errorf("COMMAND INFO throttle: %v", entry)
+		}
+		if docs, err := c.Do(ctx, "COMMAND", "DOCS").Slice(); err != nil || len(docs) != 0 {
+			t.Errorf("COMMAND DOCS: %v, %v", docs, err)
+		}
+
+		c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
+		c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
+		c.Do(ctx, "THROTTLE", "i", 1, 1, "1h")
+		text, err := c.Info(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"# Server", "sluice_version:", "tcp_port:" + addr[strings.LastIndex(addr, ":")+1:], "connected_clients:1", "throttle_allowed:1", "throttle_limited:2", "used_memory_rss:", "used_cpu_user:"} {
+			if !strings.Contains(text, want+"") {
+				t.Errorf("INFO lacks %q:\n%s", want, text)
+			}
+		}
+		if text, _ := c.Info(ctx, "clients").Result(); strings.Contains(text, "# Stats") || !strings.Contains(text, "connected_clients") {
+			t.Errorf("INFO clients: %s", text)
+		}
+	})
 }
 
 // raw opens a plain TCP connection for byte-level protocol tests.
@@ -542,84 +569,92 @@ func raw(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 }
 
 func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
-	addr := serve(t, router.NewMemory(0))
-	healthy, healthyR := raw(t, addr)
-	for _, tt := range []struct {
-		name, send, want string
-	}{
-		{"absurd bulk length", "*2\r\n$4\r\nPING\r\n$99999999999\r\n", "-ERR Protocol error: invalid bulk length"},
-		{"bulk length near 2^63", "*1\r\n$9223372036854775807\r\n", "-ERR Protocol error: invalid bulk length"},
-		{"absurd argument count", "*99999999999\r\n", "-ERR Protocol error: invalid multibulk length"},
-		{"negative bulk length", "*1\r\n$-3\r\n", "-ERR Protocol error: invalid bulk length"},
-		{"not a bulk", "*1\r\n:4\r\n", "-ERR Protocol error: expected '$', got ':'"},
-		{"endless header", "*1\r\n$" + strings.Repeat("1", 40), "-ERR Protocol error: invalid bulk length"},
-		// One byte over the limit, so the server has read all that was sent
-		// when it closes, and the close cannot reset the reply away.
-		{"endless inline", strings.Repeat("x", 1<<10+1), "-ERR Protocol error: too big inline request"},
-		{"too many arguments", "*1025\r\n", "-ERR Protocol error: invalid multibulk length"},
-		{"too big an argument", "*1\r\n$1048577\r\n", "-ERR Protocol error: invalid bulk length"},
-		// Cut one byte past the 4 MiB limit, for the same reason.
-		{"too big a command", ("*5\r\n" + strings.Repeat("$1048576\r\n"+strings.Repeat("x", 1<<20)+"\r\n", 4))[:4<<20+1], "-ERR Protocol error: too big request"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			conn, r := raw(t, addr)
-			io.WriteString(conn, tt.send)
-			line, err := r.ReadString('\n')
-			if err != nil || strings.TrimSpace(line) != tt.want {
-				t.Fatalf("got %q, %v, want %q", line, err, tt.want)
-			}
-			if _, err := r.ReadByte(); err != io.EOF {
-				t.Fatalf("connection still open after a protocol error (%v)", err)
-			}
-		})
-	}
-	io.WriteString(healthy, "PING\r\n")
-	if line, err := healthyR.ReadString('\n'); err != nil || line != "+PONG\r\n" {
-		t.Fatalf("another connection: got %q, %v", line, err)
-	}
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		healthy, healthyR := raw(t, addr)
+		for _, tt := range []struct {
+			name, send, want string
+		}{
+			{"absurd bulk length", "*2\r\n$4\r\nPING\r\n$99999999999\r\n", "-ERR Protocol error: invalid bulk length"},
+			{"bulk length near 2^63", "*1\r\n$9223372036854775807\r\n", "-ERR Protocol error: invalid bulk length"},
+			{"absurd argument count", "*99999999999\r\n", "-ERR Protocol error: invalid multibulk length"},
+			{"negative bulk length", "*1\r\n$-3\r\n", "-ERR Protocol error: invalid bulk length"},
+			{"not a bulk", "*1\r\n:4\r\n", "-ERR Protocol error: expected '$', got ':'"},
+			{"endless header", "*1\r\n$" + strings.Repeat("1", 40), "-ERR Protocol error: invalid bulk length"},
+			// One byte over the limit, so the server has read all that was sent
+			// when it closes, and the close cannot reset the reply away.
+			{"endless inline", strings.Repeat("x", 1<<10+1), "-ERR Protocol error: too big inline request"},
+			{"too many arguments", "*1025\r\n", "-ERR Protocol error: invalid multibulk length"},
+			{"too big an argument", "*1\r\n$1048577\r\n", "-ERR Protocol error: invalid bulk length"},
+			// Cut one byte past the 4 MiB limit, for the same reason.
+			{"too big a command", ("*5\r\n" + strings.Repeat("$1048576\r\n"+strings.Repeat("x", 1<<20)+"\r\n", 4))[:4<<20+1], "-ERR Protocol error: too big request"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				conn, r := raw(t, addr)
+				io.WriteString(conn, tt.send)
+				line, err := r.ReadString('\n')
+				if err != nil || strings.TrimSpace(line) != tt.want {
+					t.Fatalf("got %q, %v, want %q", line, err, tt.want)
+				}
+				if _, err := r.ReadByte(); err != io.EOF {
+					t.Fatalf("connection still open after a protocol error (%v)", err)
+				}
+			})
+		}
+		io.WriteString(healthy, "PING\r\n")
+		if line, err := healthyR.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+			t.Fatalf("another connection: got %q, %v", line, err)
+		}
+	})
 }
 
 func TestRepliesBeforeAProtocolErrorArrive(t *testing.T) {
-	conn, r := raw(t, serve(t, router.NewMemory(0)))
-	io.WriteString(conn, "*1\r\n$4\r\nPING\r\n*1\r\n$-7\r\n")
-	for _, want := range []string{"+PONG\r\n", "-ERR Protocol error: invalid bulk length\r\n"} {
-		if line, err := r.ReadString('\n'); err != nil || line != want {
-			t.Fatalf("got %q, %v, want %q", line, err, want)
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		conn, r := raw(t, serve(t, router.NewMemory(0)))
+		io.WriteString(conn, "*1\r\n$4\r\nPING\r\n*1\r\n$-7\r\n")
+		for _, want := range []string{"+PONG\r\n", "-ERR Protocol error: invalid bulk length\r\n"} {
+			if line, err := r.ReadString('\n'); err != nil || line != want {
+				t.Fatalf("got %q, %v, want %q", line, err, want)
+			}
 		}
-	}
+	})
 }
 
 func TestQuitEndsThePipeline(t *testing.T) {
-	conn, r := raw(t, serve(t, router.NewMemory(0)))
-	io.WriteString(conn, "PING\r\nTHROTTLE q 1 1 1h\r\nQUIT\r\nTHROTTLE q 1 1 1h\r\n")
-	var got []string
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			break
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		conn, r := raw(t, serve(t, router.NewMemory(0)))
+		io.WriteString(conn, "PING\r\nTHROTTLE q 1 1 1h\r\nQUIT\r\nTHROTTLE q 1 1 1h\r\n")
+		var got []string
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				break
+			}
+			got = append(got, strings.TrimSpace(line))
 		}
-		got = append(got, strings.TrimSpace(line))
-	}
-	want := []string{"+PONG", "*5", ":0", ":1", ":0", ":-1", ":3600000", "+OK"}
-	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Fatalf("got %v, want %v and then the connection closed", got, want)
-	}
+		want := []string{"+PONG", "*5", ":0", ":1", ":0", ":-1", ":3600000", "+OK"}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("got %v, want %v and then the connection closed", got, want)
+		}
+	})
 }
 
 func TestInlineCommands(t *testing.T) {
-	conn, r := raw(t, serve(t, router.NewMemory(0)))
-	io.WriteString(conn, "THROTTLE inline 3 1 1s 2\r\n")
-	var got []string
-	for range 6 {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		conn, r := raw(t, serve(t, router.NewMemory(0)))
+		io.WriteString(conn, "THROTTLE inline 3 1 1s 2\r\n")
+		var got []string
+		for range 6 {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, strings.TrimSpace(line))
 		}
-		got = append(got, strings.TrimSpace(line))
-	}
-	if want := "*5 :0 :3 :1 :-1 :2000"; strings.Join(got, " ") != want {
-		t.Fatalf("got %v, want %s", got, want)
-	}
+		if want := "*5 :0 :3 :1 :-1 :2000"; strings.Join(got, " ") != want {
+			t.Fatalf("got %v, want %s", got, want)
+		}
+	})
 }
 
 // batchRecorder is a Decider that records the size of every batch.
@@ -639,61 +674,65 @@ func (b *batchRecorder) Decide(ctx context.Context, reqs []router.Request, res [
 // A pipeline's bucket commands reach the Decider together, so that they
 // are decided concurrently, not one round trip after another.
 func TestPipelineIsOneBatch(t *testing.T) {
-	rec := &batchRecorder{inner: router.NewMemory(0)}
-	conn, r := raw(t, serve(t, rec))
-	var send strings.Builder
-	for i := range 50 {
-		fmt.Fprintf(&send, "*5\r\n$8\r\nTHROTTLE\r\n$2\r\nk%d\r\n$1\r\n5\r\n$1\r\n1\r\n$2\r\n1s\r\n", i%10)
-		send.WriteString("*1\r\n$4\r\nPING\r\n")
-	}
-	io.WriteString(conn, send.String())
-	for range 50 * 7 { // 6 lines per THROTTLE reply, 1 per PONG
-		if _, err := r.ReadString('\n'); err != nil {
-			t.Fatal(err)
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		rec := &batchRecorder{inner: router.NewMemory(0)}
+		conn, r := raw(t, serve(t, rec))
+		var send strings.Builder
+		for i := range 50 {
+			fmt.Fprintf(&send, "*5\r\n$8\r\nTHROTTLE\r\n$2\r\nk%d\r\n$1\r\n5\r\n$1\r\n1\r\n$2\r\n1s\r\n", i%10)
+			send.WriteString("*1\r\n$4\r\nPING\r\n")
 		}
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	total := 0
-	for _, n := range rec.batches {
-		total += n
-	}
-	if total != 50 || len(rec.batches) > 3 {
-		t.Fatalf("50 pipelined THROTTLEs reached the decider in batches %v, want one (or a few, as reads split them)", rec.batches)
-	}
+		io.WriteString(conn, send.String())
+		for range 50 * 7 { // 6 lines per THROTTLE reply, 1 per PONG
+			if _, err := r.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		total := 0
+		for _, n := range rec.batches {
+			total += n
+		}
+		if total != 50 || len(rec.batches) > 3 {
+			t.Fatalf("50 pipelined THROTTLEs reached the decider in batches %v, want one (or a few, as reads split them)", rec.batches)
+		}
+	})
 }
 
 func TestMoreErrors(t *testing.T) {
-	c := goredis.NewClient(&goredis.Options{Addr: serve(t, router.NewMemory(0)), Protocol: 2, PoolSize: 1})
-	defer c.Close()
-	ctx := context.Background()
-	for _, tt := range []struct {
-		args []any
-		want string
-	}{
-		{[]any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
-		{[]any{"HELLO", "2", "AUTH", "bob", "pw"}, "WRONGPASS"},
-		{[]any{"HELLO", "2", "NOPE"}, "ERR Syntax error in HELLO option 'NOPE'"},
-		{[]any{"HELLO", "x"}, "ERR Protocol version is not an integer or out of range"},
-		{[]any{"HELLO", "2", "SETNAME", "a b"}, "ERR Client names cannot contain spaces"},
-		{[]any{"CLIENT", "SETINFO", "COLOR", "x"}, "ERR Unrecognized option 'COLOR'"},
-		{[]any{"CLIENT", "SETINFO", "LIB-NAME", "a b"}, "ERR lib-name cannot contain spaces"},
-		{[]any{"CLIENT", "SETNAME"}, "ERR wrong number of arguments for 'client|setname' command"},
-		{[]any{"CLIENT", "ID", "x"}, "ERR wrong number of arguments for 'client|id' command"},
-		{[]any{"COMMAND", "FOO"}, "ERR unknown subcommand 'FOO'. Try COMMAND HELP."},
-		{[]any{"PING", "a", "b"}, "ERR wrong number of arguments for 'ping' command"},
-		{[]any{"THROTTLE", "k", 1, "x", 1}, "ERR refill must be a positive integer"},
-		{[]any{"THROTTLE", "k", 1, 1, "1.5.5s"}, "ERR period must be a positive duration"},
-	} {
-		err := c.Do(ctx, tt.args...).Err()
-		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-			t.Errorf("%v: got %v, want %q", tt.args, err, tt.want)
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		c := goredis.NewClient(&goredis.Options{Addr: serve(t, router.NewMemory(0)), Protocol: 2, PoolSize: 1})
+		defer c.Close()
+		ctx := context.Background()
+		for _, tt := range []struct {
+			args []any
+			want string
+		}{
+			{[]any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
+			{[]any{"HELLO", "2", "AUTH", "bob", "pw"}, "WRONGPASS"},
+			{[]any{"HELLO", "2", "NOPE"}, "ERR Syntax error in HELLO option 'NOPE'"},
+			{[]any{"HELLO", "x"}, "ERR Protocol version is not an integer or out of range"},
+			{[]any{"HELLO", "2", "SETNAME", "a b"}, "ERR Client names cannot contain spaces"},
+			{[]any{"CLIENT", "SETINFO", "COLOR", "x"}, "ERR Unrecognized option 'COLOR'"},
+			{[]any{"CLIENT", "SETINFO", "LIB-NAME", "a b"}, "ERR lib-name cannot contain spaces"},
+			{[]any{"CLIENT", "SETNAME"}, "ERR wrong number of arguments for 'client|setname' command"},
+			{[]any{"CLIENT", "ID", "x"}, "ERR wrong number of arguments for 'client|id' command"},
+			{[]any{"COMMAND", "FOO"}, "ERR unknown subcommand 'FOO'. Try COMMAND HELP."},
+			{[]any{"PING", "a", "b"}, "ERR wrong number of arguments for 'ping' command"},
+			{[]any{"THROTTLE", "k", 1, "x", 1}, "ERR refill must be a positive integer"},
+			{[]any{"THROTTLE", "k", 1, 1, "1.5.5s"}, "ERR period must be a positive duration"},
+		} {
+			err := c.Do(ctx, tt.args...).Err()
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("%v: got %v, want %q", tt.args, err, tt.want)
+			}
 		}
-	}
-	if err := c.Do(ctx, "HELLO", "2", "AUTH", "default", "anything", "SETNAME", "svc").Err(); err != nil {
-		t.Errorf("HELLO with the default user: %v", err)
-	}
-	if name, _ := c.Do(ctx, "CLIENT", "GETNAME").Text(); name != "svc" {
-		t.Errorf("HELLO SETNAME: name %q", name)
-	}
+		if err := c.Do(ctx, "HELLO", "2", "AUTH", "default", "anything", "SETNAME", "svc").Err(); err != nil {
+			t.Errorf("HELLO with the default user: %v", err)
+		}
+		if name, _ := c.Do(ctx, "CLIENT", "GETNAME").Text(); name != "svc" {
+			t.Errorf("HELLO SETNAME: name %q", name)
+		}
+	})
 }

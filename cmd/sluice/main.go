@@ -45,6 +45,7 @@ type options struct {
 	logLevel  string
 	logFormat string
 	pprof     string
+	loops     int
 	// flushDelay lets the writer to each shard wait a moment after a write
 	// so that concurrent clients' commands share the next one.
 	flushDelay     time.Duration
@@ -75,6 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.hotKeys, "hot-keys", "", "`patterns` of keys split from their first call, comma-separated (Redis glob: * and ?)")
 	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets per hot key, at most 16; 0 means one per primary")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
+	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -201,7 +203,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		log.Error("cannot listen", zap.Error(err))
 		return 1
 	}
-	srv := proxy.New(proxy.Config{Decider: decider, Backend: backend, Version: buildVersion(), Logger: log})
+	srv := proxy.New(proxy.Config{Decider: decider, Backend: backend, Version: buildVersion(), Logger: log, Loops: o.loops})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package proxy
+
+import "net"
+
+// Event loops use epoll; elsewhere every client has its own goroutine.
+
+func defaultLoops() int { return -1 }
+
+type loop struct{}
+
+func (*loop) stop() {}
+
+func loopable(net.Listener) bool { return false }
+
+func (s *Server) serveLoops(net.Listener) error { panic("unreachable") }
