@@ -141,6 +141,7 @@ func FuzzFramer(f *testing.F) {
 	f.Add([]byte("*3\r\n$8\r\nTHROTTLE\r\n$1\r\nk\r\n$-1\r\n"), uint8(7))
 	f.Add([]byte("*99999999999\r\n"), uint8(2))
 	f.Add([]byte("*1\r\n$9223372036854775807\r\n"), uint8(5))
+	f.Add([]byte("*2\r\n$4\r\nECHO\r\n$2\r\nhixx*1\r\n$4\r\nPING\r\n"), uint8(4))
 	f.Fuzz(func(t *testing.T, stream []byte, cut uint8) {
 		a := newTestFramer()
 		na, ea := a.scan(stream)
@@ -166,6 +167,28 @@ func FuzzFramer(f *testing.F) {
 			}
 			if n, err := newTestFramer().scan(w.Bytes()); err != nil || n != w.Len() {
 				t.Fatalf("a well-formed command was refused at %d: %v", n, err)
+			}
+		}
+		// Each whole command the framer passes splits as redcon reads it.
+		f := newTestFramer()
+		for start, pos := 0, 0; pos < len(stream); {
+			k, whole, err := f.next(stream[pos:])
+			pos += k
+			if err != nil {
+				break
+			}
+			if !whole {
+				continue
+			}
+			raw := stream[start:pos]
+			start = pos
+			if raw[0] != '*' {
+				continue
+			}
+			args, ok := splitArgs(nil, raw)
+			cmd, err := redcon.Parse(raw)
+			if ok != (err == nil) || (ok && fmt.Sprintf("%q", args) != fmt.Sprintf("%q", cmd.Args)) {
+				t.Fatalf("%q: split %q, %v; redcon %q, %v", raw, args, ok, cmd.Args, err)
 			}
 		}
 		if ea != nil {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"net"
 )
@@ -130,6 +131,27 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 		}
 	}
 	return len(p), false, nil
+}
+
+// splitArgs appends the arguments of raw, one whole multibulk command that
+// a framer passed, to argv, without copying them. It reports false when an
+// argument does not end in CRLF, the one thing the framer leaves unchecked.
+func splitArgs(argv [][]byte, raw []byte) ([][]byte, bool) {
+	eol := bytes.IndexByte(raw, '\n')
+	n, _ := parseInt(raw[1 : eol-1])
+	pos := eol + 1
+	for range n {
+		eol = pos + bytes.IndexByte(raw[pos:], '\n')
+		size, _ := parseInt(raw[pos+1 : eol-1])
+		start := eol + 1
+		end := start + int(size)
+		if raw[end] != '\r' || raw[end+1] != '\n' {
+			return argv, false
+		}
+		argv = append(argv, raw[start:end:end])
+		pos = end + 2
+	}
+	return argv, true
 }
 
 func (f *framer) headerErr() error {

@@ -144,6 +144,7 @@ type loop struct {
 	lastID uint64
 	events [128]syscall.EpollEvent
 	in     []byte    // what this round read, from all its clients
+	argv   [][]byte  // the arguments of this round's commands, into in
 	ready  []*fdConn // clients with commands this round
 	b      batch
 	out    replyBuf
@@ -236,6 +237,8 @@ func (l *loop) run() {
 		l.ready = l.ready[:0]
 		l.b.reset()
 		l.in = l.in[:0]
+		clear(l.argv) // let a round's big reads go
+		l.argv = l.argv[:0]
 	}
 }
 
@@ -288,8 +291,13 @@ func (l *loop) read(c *fdConn) {
 		return
 	}
 	l.in = l.in[:framed+n]
-	data := l.in[start:]
-	cmdStart, pos := 0, len(c.pend)
+	l.frame(c, l.in[start:], len(c.pend))
+}
+
+// frame queues the whole commands in data, of which c's framer has seen
+// the first framed bytes, and keeps the start of an unfinished one.
+func (l *loop) frame(c *fdConn, data []byte, framed int) {
+	cmdStart, pos := 0, framed
 	for pos < len(data) {
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
@@ -308,7 +316,7 @@ func (l *loop) read(c *fdConn) {
 	if c.perr == "" && !c.closing {
 		c.pend = append(c.pend[:0], data[cmdStart:pos]...)
 		if len(c.pend) == 0 && cap(c.pend) > readSize {
-			c.pend = nil // an idle client holds no buffer
+			c.pend = nil // a long command's buffer is not kept
 		}
 	}
 	if len(c.pipe) > 0 || c.perr != "" {
@@ -319,15 +327,27 @@ func (l *loop) read(c *fdConn) {
 // queue parses one whole command, as framed, into c's pipeline. It reports
 // false when nothing after it may run.
 func (l *loop) queue(c *fdConn, raw []byte) bool {
-	if raw[0] != '*' && blank(raw) {
-		return true // Redis ignores empty inline lines
+	var args [][]byte
+	if raw[0] == '*' {
+		start := len(l.argv)
+		var ok bool
+		if l.argv, ok = splitArgs(l.argv, raw); !ok {
+			c.perr = "Protocol error: invalid bulk length"
+			return false
+		}
+		args = l.argv[start:len(l.argv):len(l.argv)]
+	} else {
+		if blank(raw) {
+			return true // Redis ignores empty inline lines
+		}
+		cmd, err := redcon.Parse(raw) // quotes and escapes, as redcon reads them
+		if err != nil {
+			c.perr = err.Error() // redcon's say "Protocol error: ..."
+			return false
+		}
+		args = cmd.Args
 	}
-	cmd, err := redcon.Parse(raw)
-	if err != nil {
-		c.perr = err.Error() // redcon's say "Protocol error: ..."
-		return false
-	}
-	if !l.s.queue(&c.client, &l.b, cmd.Args) {
+	if !l.s.queue(&c.client, &l.b, args) {
 		c.closing = true
 		return false
 	}
@@ -345,13 +365,7 @@ func blank(b []byte) bool {
 
 // reply writes c's replies for this round.
 func (l *loop) reply(c *fdConn) {
-	l.out.b, l.out.quit = l.out.b[:0], false
-	l.s.answer(&c.client, &l.out, &l.b)
-	if c.perr != "" {
-		l.out.b = redcon.AppendError(l.out.b, "ERR "+c.perr)
-		c.closing = true
-	}
-	c.closing = c.closing || l.out.quit
+	l.render(c)
 	c.backlog = l.out.b
 	l.flush(c)
 	// The loop's buffer goes back to the loop; what is left is c's.
@@ -361,6 +375,17 @@ func (l *loop) reply(c *fdConn) {
 		c.backlog = nil
 	}
 	l.out.b = l.out.b[:0]
+}
+
+// render writes c's replies for this round into l.out.
+func (l *loop) render(c *fdConn) {
+	l.out.b, l.out.quit = l.out.b[:0], false
+	l.s.answer(&c.client, &l.out, &l.b)
+	if c.perr != "" {
+		l.out.b = redcon.AppendError(l.out.b, "ERR "+c.perr)
+		c.closing = true
+	}
+	c.closing = c.closing || l.out.quit
 }
 
 // flush writes c's backlog as far as the socket takes it. Until it is all

@@ -580,6 +580,7 @@ func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
 			{"absurd argument count", "*99999999999\r\n", "-ERR Protocol error: invalid multibulk length"},
 			{"negative bulk length", "*1\r\n$-3\r\n", "-ERR Protocol error: invalid bulk length"},
 			{"not a bulk", "*1\r\n:4\r\n", "-ERR Protocol error: expected '$', got ':'"},
+			{"argument without its CRLF", "*1\r\n$4\r\nPINGxx", "-ERR Protocol error: invalid bulk length"},
 			{"endless header", "*1\r\n$" + strings.Repeat("1", 40), "-ERR Protocol error: invalid bulk length"},
 			// One byte over the limit, so the server has read all that was sent
 			// when it closes, and the close cannot reset the reply away.
