@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net"
+
+	"github.com/tidwall/redcon"
 )
 
 // Limits on what one client may send. redcon grows its buffer for whatever
@@ -191,7 +193,7 @@ func (c *framedConn) Read(p []byte) (int, error) {
 func (c *framedConn) fail() error {
 	// redcon's writes happen between its reads, on this goroutine, so this
 	// reply cannot interleave with one of them.
-	c.Conn.Write([]byte("-ERR Protocol error: " + c.ferr.Error() + "\r\n"))
+	c.Conn.Write(redcon.AppendError(nil, "ERR Protocol error: "+c.ferr.Error()))
 	return errProtocolClosed
 }
 

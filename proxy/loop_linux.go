@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +27,10 @@ import (
 // for the next round, which batches them; with one loop per core, the
 // rounds of one loop overlap the waits of another.
 func defaultLoops() int { return runtime.GOMAXPROCS(0) }
+
+// keepBuffer is the most a loop keeps of its input and output buffers from
+// one round to the next.
+const keepBuffer = 1 << 20
 
 // readSize is the most a round reads from one socket (more, for a command
 // longer than that); the rest waits for the next round.
@@ -68,7 +74,9 @@ func (s *Server) serveLoops(ln net.Listener) error {
 				for _, l := range loops {
 					l.stop()
 				}
-				return nil
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				return s.loopErr
 			}
 			// Out of descriptors, say: the clients already served go on.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
@@ -87,6 +95,19 @@ func (s *Server) serveLoops(ln net.Listener) error {
 		c := &fdConn{client: client{id: s.stats.connections.Add(1), addr: addr}, fd: fd, f: s.newFramer()}
 		loops[i%len(loops)].add(c)
 	}
+}
+
+// loopFailed ends serving when a loop cannot go on: its clients are gone,
+// and Serve returns err.
+func (s *Server) loopFailed(err error) {
+	s.log.Error("event loop failed", zap.Error(err))
+	s.mu.Lock()
+	if s.loopErr == nil {
+		s.loopErr = fmt.Errorf("proxy: event loop: %w", err)
+	}
+	ln := s.ln
+	s.mu.Unlock()
+	ln.Close()
 }
 
 // takeSocket takes nc's socket away from Go's poller: a duplicate of its
@@ -123,6 +144,7 @@ type fdConn struct {
 	f  framer
 
 	pend    []byte // the start of a command not yet whole, already framed
+	pendOff int    // bytes of pend whose commands are queued: dropped at the next read
 	perr    string // a protocol error, answered after the commands before it
 	backlog []byte // replies the socket has not taken yet
 	writing bool   // watched for room to write, not for reading, until then
@@ -208,7 +230,7 @@ func (l *loop) run() {
 			if err == syscall.EINTR {
 				continue
 			}
-			l.s.log.Error("event loop stopped", zap.Error(err))
+			l.s.loopFailed(err)
 			return
 		}
 		for _, ev := range l.events[:n] {
@@ -236,9 +258,16 @@ func (l *loop) run() {
 		clear(l.ready) // let closed clients go
 		l.ready = l.ready[:0]
 		l.b.reset()
-		l.in = l.in[:0]
 		clear(l.argv) // let a round's big reads go
 		l.argv = l.argv[:0]
+		// Keep the buffers an ordinary round needs, not a rare big one's.
+		l.in = l.in[:0]
+		if cap(l.in) > keepBuffer {
+			l.in = nil
+		}
+		if cap(l.out.b) > keepBuffer {
+			l.out.b = nil
+		}
 	}
 }
 
@@ -266,37 +295,81 @@ func (l *loop) adopt() bool {
 	return !stopping
 }
 
-// read reads what c's socket has, once, and queues the whole commands in
-// it. Their arguments point into l.in until the round ends.
+// read reads what c's socket has, at most readSize bytes, and queues the
+// whole commands in it. Their arguments point into l.in, or into c.pend
+// for a long command, until the round ends.
 func (l *loop) read(c *fdConn) {
+	if c.pendOff > 0 {
+		// Last round's whole commands are answered: drop them.
+		rest := c.pend[c.pendOff:]
+		if cap(c.pend) > 4*readSize && len(rest) < readSize {
+			c.pend = append([]byte(nil), rest...) // do not keep a long command's buffer
+		} else {
+			c.pend = c.pend[:copy(c.pend, rest)]
+		}
+		c.pendOff = 0
+	}
+	if len(c.pend) >= readSize {
+		l.readLong(c)
+		return
+	}
 	start := len(l.in)
 	l.in = append(l.in, c.pend...)
 	framed := len(l.in)
-	want := max(readSize, len(c.pend))
-	if cap(l.in)-framed < want {
+	if cap(l.in)-framed < readSize {
 		// Earlier clients' arguments keep pointing into the old array.
-		grown := make([]byte, framed, 2*cap(l.in)+want)
+		grown := make([]byte, framed, 2*cap(l.in)+readSize)
 		copy(grown[start:], l.in[start:])
 		l.in = grown
 	}
-	n, err := syscall.Read(c.fd, l.in[framed:framed+want])
-	switch {
-	case err == syscall.EAGAIN || err == syscall.EINTR:
+	n, ok := l.readFD(c, l.in[framed:framed+readSize])
+	if !ok {
 		l.in = l.in[:start]
-		return
-	case err != nil || n == 0:
-		// EOF or a reset. What came before it was answered last round.
-		l.in = l.in[:start]
-		l.close(c)
 		return
 	}
 	l.in = l.in[:framed+n]
-	l.frame(c, l.in[start:], len(c.pend))
+	data := l.in[start:]
+	if cmdStart := l.frame(c, data, framed-start); c.perr == "" && !c.closing {
+		c.pend = append(c.pend[:0], data[cmdStart:]...)
+		if len(c.pend) == 0 && cap(c.pend) > readSize {
+			c.pend = nil
+		}
+	}
+}
+
+// readLong reads into c.pend itself, so that each read of a long command
+// does not copy what came of it before.
+func (l *loop) readLong(c *fdConn) {
+	framed := len(c.pend)
+	c.pend = slices.Grow(c.pend, readSize)
+	n, ok := l.readFD(c, c.pend[framed:framed+readSize])
+	if !ok {
+		return
+	}
+	c.pend = c.pend[:framed+n]
+	// The commands that end here are answered before the next read
+	// compacts c.pend.
+	c.pendOff = l.frame(c, c.pend, framed)
+}
+
+// readFD reads into p. It reports false when there was nothing to frame; c
+// is closed if the client is gone.
+func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
+	n, err := syscall.Read(c.fd, p)
+	switch {
+	case err == syscall.EAGAIN || err == syscall.EINTR:
+		return 0, false
+	case err != nil || n == 0:
+		// EOF or a reset. What came before it was answered last round.
+		l.close(c)
+		return 0, false
+	}
+	return n, true
 }
 
 // frame queues the whole commands in data, of which c's framer has seen
-// the first framed bytes, and keeps the start of an unfinished one.
-func (l *loop) frame(c *fdConn, data []byte, framed int) {
+// the first framed bytes, and returns where the unfinished one starts.
+func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 	cmdStart, pos := 0, framed
 	for pos < len(data) {
 		k, whole, ferr := c.f.next(data[pos:])
@@ -313,15 +386,10 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) {
 			}
 		}
 	}
-	if c.perr == "" && !c.closing {
-		c.pend = append(c.pend[:0], data[cmdStart:pos]...)
-		if len(c.pend) == 0 && cap(c.pend) > readSize {
-			c.pend = nil // a long command's buffer is not kept
-		}
-	}
 	if len(c.pipe) > 0 || c.perr != "" {
 		l.ready = append(l.ready, c)
 	}
+	return cmdStart
 }
 
 // queue parses one whole command, as framed, into c's pipeline. It reports
@@ -404,6 +472,9 @@ func (l *loop) flush(c *fdConn) {
 			return
 		}
 		c.backlog = c.backlog[n:]
+	}
+	if len(c.backlog) == 0 {
+		c.backlog = nil
 	}
 	switch {
 	case len(c.backlog) == 0 && c.closing:

@@ -5,6 +5,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -59,6 +60,8 @@ type Server struct {
 	rs     *redcon.Server // when clients are served on goroutines
 	loops  []*loop        // when they are served by event loops
 	closed bool
+	// loopErr is why a loop stopped serving, if one did.
+	loopErr error
 
 	stats stats
 }
@@ -108,6 +111,10 @@ func (s *Server) Serve(ln net.Listener) error {
 		ln.Close()
 		return nil
 	}
+	if s.ln != nil {
+		s.mu.Unlock()
+		return errors.New("proxy: Serve called twice")
+	}
 	s.ln = ln
 	if s.cfg.Loops > 0 && loopable(ln) {
 		return s.serveLoops(ln) // unlocks s.mu
@@ -143,12 +150,13 @@ func (s *Server) Close() error {
 	s.closed = true
 	rs, ln, loops := s.rs, s.ln, s.loops
 	s.mu.Unlock()
-	if rs != nil {
-		return rs.Close()
-	}
 	var err error
 	if ln != nil {
+		// Also for redcon's server, which may not have the listener yet.
 		err = ln.Close()
+	}
+	if rs != nil {
+		rs.Close()
 	}
 	for _, l := range loops {
 		l.stop()
