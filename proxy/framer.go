@@ -193,8 +193,14 @@ func (c *framedConn) Read(p []byte) (int, error) {
 func (c *framedConn) fail() error {
 	// redcon's writes happen between its reads, on this goroutine, so this
 	// reply cannot interleave with one of them.
-	c.Conn.Write(redcon.AppendError(nil, "ERR Protocol error: "+c.ferr.Error()))
+	c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))
 	return errProtocolClosed
+}
+
+// appendProtocolError is the one reply to bytes that are not RESP; the
+// connection closes after it, as Redis closes it.
+func appendProtocolError(b []byte, msg string) []byte {
+	return redcon.AppendError(b, "ERR Protocol error: "+msg)
 }
 
 var errProtocolClosed = errors.New("proxy: protocol error")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -100,7 +101,6 @@ func (s *Server) serveLoops(ln net.Listener) error {
 // loopFailed ends serving when a loop cannot go on: its clients are gone,
 // and Serve returns err.
 func (s *Server) loopFailed(err error) {
-	s.log.Error("event loop failed", zap.Error(err))
 	s.mu.Lock()
 	if s.loopErr == nil {
 		s.loopErr = fmt.Errorf("proxy: event loop: %w", err)
@@ -145,7 +145,7 @@ type fdConn struct {
 
 	pend    []byte // the start of a command not yet whole, already framed
 	pendOff int    // bytes of pend whose commands are queued: dropped at the next read
-	perr    string // a protocol error, answered after the commands before it
+	perr    string // what is not RESP in its input, answered after the commands before it
 	backlog []byte // replies the socket has not taken yet
 	writing bool   // watched for room to write, not for reading, until then
 	closing bool   // close once the replies are written
@@ -375,7 +375,7 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
 		if ferr != nil {
-			c.perr = "Protocol error: " + ferr.Error()
+			c.perr = ferr.Error()
 			break
 		}
 		if whole {
@@ -400,7 +400,7 @@ func (l *loop) queue(c *fdConn, raw []byte) bool {
 		start := len(l.argv)
 		var ok bool
 		if l.argv, ok = splitArgs(l.argv, raw); !ok {
-			c.perr = "Protocol error: invalid bulk length"
+			c.perr = "invalid bulk length"
 			return false
 		}
 		args = l.argv[start:len(l.argv):len(l.argv)]
@@ -410,7 +410,7 @@ func (l *loop) queue(c *fdConn, raw []byte) bool {
 		}
 		cmd, err := redcon.Parse(raw) // quotes and escapes, as redcon reads them
 		if err != nil {
-			c.perr = err.Error() // redcon's say "Protocol error: ..."
+			c.perr = strings.TrimPrefix(err.Error(), "Protocol error: ")
 			return false
 		}
 		args = cmd.Args
@@ -450,7 +450,7 @@ func (l *loop) render(c *fdConn) {
 	l.out.b, l.out.quit = l.out.b[:0], false
 	l.s.answer(&c.client, &l.out, &l.b)
 	if c.perr != "" {
-		l.out.b = redcon.AppendError(l.out.b, "ERR "+c.perr)
+		l.out.b = appendProtocolError(l.out.b, c.perr)
 		c.closing = true
 	}
 	c.closing = c.closing || l.out.quit

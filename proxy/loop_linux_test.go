@@ -134,3 +134,12 @@ func waitUntil(t *testing.T, what string, f func() bool) {
 		}
 	}
 }
+
+func TestInfoReportsLoops(t *testing.T) {
+	for loops, want := range map[int]string{3: "io_loops:3\r\n", -1: "io_loops:0\r\n"} {
+		c := newGoRedis(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops}))
+		if text, err := c.Info(context.Background(), "server").Result(); err != nil || !strings.Contains(text, want) {
+			t.Errorf("Loops %d: INFO server lacks %q: %q, %v", loops, want, text, err)
+		}
+	}
+}

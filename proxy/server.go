@@ -143,6 +143,13 @@ func (s *Server) Addr() net.Addr {
 	return s.ln.Addr()
 }
 
+// ioLoops is how many event loops serve clients.
+func (s *Server) ioLoops() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.loops)
+}
+
 // Close stops listening and closes every client connection.
 func (s *Server) Close() error {
 	s.cancel()

@@ -551,7 +551,7 @@ func TestConnectionCommands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"# Server", "sluice_version:", "tcp_port:" + addr[strings.LastIndex(addr, ":")+1:], "connected_clients:1", "throttle_allowed:1", "throttle_limited:2", "used_memory_rss:", "used_cpu_user:"} {
+		for _, want := range []string{"# Server", "sluice_version:", "tcp_port:" + addr[strings.LastIndex(addr, ":")+1:], "connected_clients:1", "throttle_allowed:1", "throttle_limited:2", "used_memory_rss:", "used_cpu_user:", "io_loops:"} {
 			if !strings.Contains(text, want+"") {
 				t.Errorf("INFO lacks %q:\n%s", want, text)
 			}
