@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/sluice-rl/sluice/router"
@@ -34,6 +37,45 @@ func BenchmarkLoopThrottle(b *testing.B) {
 			b.Fatalf("no reply (%s)", c.perr)
 		}
 		l.ready, l.argv = l.ready[:0], l.argv[:0]
+		l.b.reset()
+	}
+}
+
+// BenchmarkLoopLongCommand is the loop reading a 1 MiB ECHO that arrives
+// 4 KiB at a time from a real socket: linear in the command's length, not
+// its square.
+func BenchmarkLoopLongCommand(b *testing.B) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	const size = 1 << 20
+	cmd := fmt.Appendf(nil, "*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", size, bytes.Repeat([]byte("x"), size))
+	s := New(Config{Decider: allow{}})
+	l := &loop{s: s, conns: map[uint64]*fdConn{}}
+	c := &fdConn{fd: fds[1], id: 1, f: s.newFramer()}
+	l.conns[c.id] = c
+	b.SetBytes(int64(len(cmd)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for p := cmd; len(p) > 0; {
+			n, err := syscall.Write(fds[0], p[:min(4<<10, len(p))])
+			if err != nil {
+				b.Fatal(err)
+			}
+			p = p[n:]
+			l.read(c)
+		}
+		if len(c.pipe) != 1 || c.perr != "" {
+			b.Fatalf("%d commands read (%s)", len(c.pipe), c.perr)
+		}
+		l.render(c)
+		if len(l.out.b) != len(cmd)-len("*2\r\n$4\r\nECHO\r\n") {
+			b.Fatalf("reply of %d bytes", len(l.out.b))
+		}
+		l.ready, l.argv, l.in = l.ready[:0], l.argv[:0], l.in[:0]
 		l.b.reset()
 	}
 }
