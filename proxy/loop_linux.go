@@ -167,7 +167,8 @@ type loop struct {
 	events [128]syscall.EpollEvent
 	in     []byte    // what this round read, from all its clients
 	argv   [][]byte  // the arguments of this round's commands, into in
-	ready  []*fdConn // clients with commands this round
+	ready  []*fdConn // clients with bucket requests this round
+	local  []*fdConn // clients with only commands sluice answers itself
 	b      batch
 	out    replyBuf
 }
@@ -251,12 +252,17 @@ func (l *loop) run() {
 			}
 			l.read(c)
 		}
+		// Clients with nothing to decide do not wait for the shards.
+		for _, c := range l.local {
+			l.reply(c)
+		}
 		l.b.decide(l.s.ctx, l.s.cfg.Decider)
 		for _, c := range l.ready {
 			l.reply(c)
 		}
-		clear(l.ready) // let closed clients go
-		l.ready = l.ready[:0]
+		clear(l.local) // let closed clients go
+		clear(l.ready)
+		l.local, l.ready = l.local[:0], l.ready[:0]
 		l.b.reset()
 		clear(l.argv) // let a round's big reads go
 		l.argv = l.argv[:0]
@@ -370,6 +376,7 @@ func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
 // frame queues the whole commands in data, of which c's framer has seen
 // the first framed bytes, and returns where the unfinished one starts.
 func (l *loop) frame(c *fdConn, data []byte, framed int) int {
+	reqs := len(l.b.reqs)
 	cmdStart, pos := 0, framed
 	for pos < len(data) {
 		k, whole, ferr := c.f.next(data[pos:])
@@ -386,8 +393,11 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 			}
 		}
 	}
-	if len(c.pipe) > 0 || c.perr != "" {
+	switch {
+	case len(l.b.reqs) > reqs:
 		l.ready = append(l.ready, c)
+	case len(c.pipe) > 0 || c.perr != "":
+		l.local = append(l.local, c)
 	}
 	return cmdStart
 }

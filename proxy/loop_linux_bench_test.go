@@ -75,7 +75,7 @@ func BenchmarkLoopLongCommand(b *testing.B) {
 		if len(l.out.b) != len(cmd)-len("*2\r\n$4\r\nECHO\r\n") {
 			b.Fatalf("reply of %d bytes", len(l.out.b))
 		}
-		l.ready, l.argv, l.in = l.ready[:0], l.argv[:0], l.in[:0]
+		l.ready, l.local, l.argv, l.in = l.ready[:0], l.local[:0], l.argv[:0], l.in[:0]
 		l.b.reset()
 	}
 }

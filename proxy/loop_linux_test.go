@@ -15,18 +15,24 @@ import (
 	"github.com/sluice-rl/sluice/router"
 )
 
-// gate is a Decider whose first call waits until it is opened; it records
-// the size of every batch.
+// gate is a Decider whose first calls wait, each until it is let through;
+// it records the size of every batch.
 type gate struct {
 	batchRecorder
-	first atomic.Bool
-	open  chan struct{}
-	held  chan struct{} // closed when the first call is waiting
+	hold  int64 // how many first calls wait
+	calls atomic.Int64
+	held  chan struct{} // a call is waiting
+	open  chan struct{} // lets one through
+}
+
+func newGate(hold int64) *gate {
+	g := &gate{batchRecorder: batchRecorder{inner: router.NewMemory(0)}, hold: hold, held: make(chan struct{}), open: make(chan struct{})}
+	return g
 }
 
 func (g *gate) Decide(ctx context.Context, reqs []router.Request, res []router.Result) {
-	if g.first.CompareAndSwap(false, true) {
-		close(g.held)
+	if g.calls.Add(1) <= g.hold {
+		g.held <- struct{}{}
 		<-g.open
 	}
 	g.batchRecorder.Decide(ctx, reqs, res)
@@ -36,7 +42,7 @@ func (g *gate) Decide(ctx context.Context, reqs []router.Request, res []router.R
 // requests that arrive while a round waits for the shards go out together
 // in the next.
 func TestClientsShareABatch(t *testing.T) {
-	g := &gate{batchRecorder: batchRecorder{inner: router.NewMemory(0)}, open: make(chan struct{}), held: make(chan struct{})}
+	g := newGate(1)
 	addr := serveConfig(t, proxy.Config{Decider: g, Loops: 1})
 	var firstR *bufio.Reader
 	conns := make([]net.Conn, 6)
@@ -60,7 +66,7 @@ func TestClientsShareABatch(t *testing.T) {
 	}
 	// The loop is blocked in the first round, so the others' requests wait
 	// in their sockets: loopback delivers a write before it returns.
-	close(g.open)
+	g.open <- struct{}{}
 	if _, err := firstR.ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +79,41 @@ func TestClientsShareABatch(t *testing.T) {
 	defer g.mu.Unlock()
 	if fmt.Sprint(g.batches) != "[1 5]" {
 		t.Fatalf("batches %v, want [1 5]: the five clients that were ready together in one", g.batches)
+	}
+}
+
+// A client with nothing to decide is answered while the shards are still
+// deciding for the others of its round.
+func TestLocalCommandsDoNotWaitForTheShards(t *testing.T) {
+	g := newGate(2)
+	addr := serveConfig(t, proxy.Config{Decider: g, Loops: 1})
+	conns := make([]net.Conn, 3)
+	readers := make([]*bufio.Reader, 3)
+	for i := range conns {
+		conns[i], readers[i] = raw(t, addr)
+		io.WriteString(conns[i], "PING\r\n") // answered: the loop watches it
+		if _, err := readers[i].ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first round holds the loop while a THROTTLE and a PING arrive,
+	// so that the next round reads both; its decision is held too.
+	io.WriteString(conns[0], "THROTTLE a 9 1 1s\r\n")
+	<-g.held
+	io.WriteString(conns[1], "THROTTLE b 9 1 1s\r\n")
+	io.WriteString(conns[2], "PING\r\n")
+	g.open <- struct{}{}
+	<-g.held
+	conns[2].SetDeadline(time.Now().Add(2 * time.Second))
+	line, err := readers[2].ReadString('\n')
+	g.open <- struct{}{}
+	if err != nil || line != "+PONG\r\n" {
+		t.Fatalf("PING in a round whose decision is held: %q, %v", line, err)
+	}
+	for _, r := range readers[:2] {
+		if line, err := r.ReadString('\n'); err != nil || line != "*5\r\n" {
+			t.Fatalf("THROTTLE: %q, %v", line, err)
+		}
 	}
 }
 
