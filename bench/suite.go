@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -104,7 +103,7 @@ func runSuite(cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	idleMem, err := idleConnectionsMemory(ctx, cfg.addr, 10000)
+	rss0, rss1, err := idleConnectionsRSS(ctx, cfg.addr, 10000)
 	if err != nil {
 		return err
 	}
@@ -123,9 +122,8 @@ func runSuite(cfg config, out io.Writer) error {
 		c1.ProxyCPUA, c1.PrimariesCPUB)
 	fmt.Fprintf(out, "embedded backend, 50 clients, no pipelining: %.0f decisions/s, p99 %d µs\n", embRun.OpsPerSec, embRun.P99)
 	fmt.Fprintf(out, "Redis memory per bucket (MEMORY USAGE, key %q): %d bytes; after it refills: %s\n", "sluice:mem:1", mem, idle)
-	fmt.Fprintf(out, "sluice RSS: %.1f MB before, %.1f MB with 10,000 idle client connections (%.1f KB each); Go heap in use %.1f MB -> %.1f MB (%.2f KB each)\n",
-		float64(idleMem[0].rss)/1e6, float64(idleMem[1].rss)/1e6, float64(idleMem[1].rss-idleMem[0].rss)/10000/1e3,
-		float64(idleMem[0].heap)/1e6, float64(idleMem[1].heap)/1e6, float64(idleMem[1].heap-idleMem[0].heap)/10000/1e3)
+	fmt.Fprintf(out, "sluice RSS: %.1f MB before, %.1f MB with 10,000 idle client connections (%.1f KB each)\n",
+		float64(rss0)/1e6, float64(rss1)/1e6, float64(rss1-rss0)/10000/1e3)
 	return nil
 }
 
@@ -161,27 +159,12 @@ func bucketMemory(ctx context.Context, cfg config) (int64, string, error) {
 	return n, "STILL THERE after 2s", nil
 }
 
-// memory is sluice's resident set and Go heap in use, from INFO memory.
-type memory struct{ rss, heap int64 }
-
-func readMemory(ctx context.Context, addr string) (memory, error) {
-	f, err := infoFields(ctx, addr, "memory")
+// idleConnectionsRSS opens n connections to sluice, each proven live with a
+// PING, and reads sluice's RSS before and after.
+func idleConnectionsRSS(ctx context.Context, addr string, n int) (before, after int64, err error) {
+	before, err = infoInt(ctx, addr, "memory", "used_memory_rss")
 	if err != nil {
-		return memory{}, err
-	}
-	rss, err1 := strconv.ParseInt(f["used_memory_rss"], 10, 64)
-	heap, err2 := strconv.ParseInt(f["used_memory"], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return memory{}, fmt.Errorf("%s: INFO memory: %w", addr, err)
-	}
-	return memory{rss, heap}, nil
-}
-
-// idleConnectionsMemory opens n connections to sluice, each proven live
-// with a PING, and reads sluice's memory before and after.
-func idleConnectionsMemory(ctx context.Context, addr string, n int) (m [2]memory, err error) {
-	if m[0], err = readMemory(ctx, addr); err != nil {
-		return m, err
+		return 0, 0, err
 	}
 	conns := make([]net.Conn, 0, n)
 	defer func() {
@@ -193,17 +176,29 @@ func idleConnectionsMemory(ctx context.Context, addr string, n int) (m [2]memory
 	for range n {
 		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
 		if err != nil {
-			return m, fmt.Errorf("idle connection %d: %w", len(conns), err)
+			return 0, 0, fmt.Errorf("idle connection %d: %w", len(conns), err)
 		}
 		conns = append(conns, c)
 		c.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := c.Write([]byte("PING\r\n")); err != nil {
-			return m, err
+			return 0, 0, err
 		}
 		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "+PONG\r\n" {
-			return m, fmt.Errorf("idle connection %d: PING: %q, %v", len(conns), buf, err)
+			return 0, 0, fmt.Errorf("idle connection %d: PING: %q, %v", len(conns), buf, err)
 		}
 	}
-	m[1], err = readMemory(ctx, addr)
-	return m, err
+	after, err = infoInt(ctx, addr, "memory", "used_memory_rss")
+	return before, after, err
+}
+
+func infoInt(ctx context.Context, addr, section, field string) (int64, error) {
+	f, err := infoFields(ctx, addr, section)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := f[field]
+	if !ok {
+		return 0, fmt.Errorf("%s: INFO %s has no %s", addr, section, field)
+	}
+	return strconv.ParseInt(v, 10, 64)
 }
