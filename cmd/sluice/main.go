@@ -111,11 +111,18 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.hotThreshold < 0 || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
 		return o, fmt.Errorf("--hot-threshold must be >= 0 and --hot-split in [0, %d]", router.MaxSplit)
 	}
+	if o.loops < -1 || o.loops > maxLoops {
+		return o, fmt.Errorf("--io-loops must be -1, 0 or up to %d", maxLoops)
+	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
 	}
 	return o, nil
 }
+
+// maxLoops bounds --io-loops: each loop is a goroutine and an epoll
+// instance, and a loop per core is already the default.
+const maxLoops = 1024
 
 func newLogger(o options, w io.Writer) (*zap.Logger, error) {
 	level, err := zapcore.ParseLevel(o.logLevel)
