@@ -33,8 +33,8 @@ func defaultLoops() int { return runtime.GOMAXPROCS(0) }
 // one round to the next.
 const keepBuffer = 1 << 20
 
-// readSize is the most a round reads from one socket (more, for a command
-// longer than that); the rest waits for the next round.
+// readSize is the most a round reads from one socket; the rest waits for
+// the next round, so one client cannot fill a round alone.
 const readSize = 16 << 10
 
 // loopable reports whether event loops can serve ln's connections: those
