@@ -166,16 +166,6 @@ func TestSlowReaderDoesNotStallOthers(t *testing.T) {
 	}
 }
 
-// waitUntil polls f every millisecond for up to five seconds.
-func waitUntil(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !f(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
-}
-
 func TestInfoReportsLoops(t *testing.T) {
 	for loops, want := range map[int]string{3: "io_loops:3\r\n", -1: "io_loops:0\r\n"} {
 		c := newGoRedis(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops}))

@@ -778,3 +778,13 @@ func storeMax(v *atomic.Int64, x int64) {
 	for old := v.Load(); x > old && !v.CompareAndSwap(old, x); old = v.Load() {
 	}
 }
+
+// waitUntil polls f every millisecond for up to five seconds.
+func waitUntil(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !f(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+}

@@ -90,10 +90,12 @@ type ClusterConfig struct {
 	Logger *zap.Logger
 }
 
-// Names in the cluster that are sluice's own.
+// Names in the cluster that are sluice's own, outside KeyPrefix, so that
+// no caller's key can take them (THROTTLE instances would otherwise meet
+// the heartbeat's sorted set).
 const (
-	instancesKey = KeyPrefix + "instances"
-	probePrefix  = KeyPrefix + "probe:"
+	instancesKey = "sluice.instances"
+	probePrefix  = "sluice.probe:"
 )
 
 // heartbeatEvery is how often an instance announces itself; an

@@ -429,6 +429,30 @@ func TestPolicies(t *testing.T) {
 	})
 }
 
+// sluice keeps its own state in the cluster under names no caller's key
+// can take: a THROTTLE on "instances" is an ordinary bucket, beside the
+// heartbeat's set of instances.
+func TestInternalNamesAreNotCallerKeys(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	a := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	b := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, a)
+	waitConnected(t, b)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.Instances() != 2 { // the heartbeat's set exists
+		if time.Now().After(deadline) {
+			t.Fatalf("instances seen: %d, want 2", a.Instances())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	iv := interval(t, 2, 1, 3_600_000_000)
+	for _, key := range []string{"instances", "probe:{a}"} {
+		if res := decide(a, key, iv); res.Err != nil || res.Source != router.SourceCluster || res.Remaining != 1 {
+			t.Fatalf("THROTTLE %s: %+v, want a new bucket of 2 decided by the cluster", key, res)
+		}
+	}
+}
+
 // Two sluice instances losing a shard admit about the global limit in
 // total, not twice it: each holds 1/2 of it, counted by the heartbeat.
 func TestAutoShareBoundsOverAdmission(t *testing.T) {
