@@ -18,9 +18,7 @@ type goClient struct {
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
-	s.stats.connected.Add(1)
-	id := s.stats.connections.Add(1)
-	conn.SetContext(&goClient{client: client{id: id, addr: conn.RemoteAddr()}})
+	conn.SetContext(&goClient{client: s.newClient(conn.RemoteAddr())})
 	return true
 }
 

@@ -92,8 +92,7 @@ func (s *Server) serveLoops(ln net.Listener) error {
 			s.log.Warn("taking a client's socket", zap.String("addr", addr), zap.Error(err))
 			continue
 		}
-		s.stats.connected.Add(1)
-		c := &fdConn{client: client{id: s.stats.connections.Add(1), addr: addr}, fd: fd, f: s.newFramer()}
+		c := &fdConn{client: s.newClient(addr), fd: fd, f: s.newFramer()}
 		loops[i%len(loops)].add(c)
 	}
 }
@@ -198,8 +197,7 @@ func (l *loop) add(c *fdConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.stopping {
-		syscall.Close(c.fd)
-		l.s.stats.connected.Add(-1)
+		l.discard(c)
 		return
 	}
 	l.added = append(l.added, c)
@@ -260,20 +258,25 @@ func (l *loop) run() {
 		for _, c := range l.ready {
 			l.reply(c)
 		}
-		clear(l.local) // let closed clients go
-		clear(l.ready)
-		l.local, l.ready = l.local[:0], l.ready[:0]
-		l.b.reset()
-		clear(l.argv) // let a round's big reads go
-		l.argv = l.argv[:0]
-		// Keep the buffers an ordinary round needs, not a rare big one's.
-		l.in = l.in[:0]
-		if cap(l.in) > keepBuffer {
-			l.in = nil
-		}
-		if cap(l.out.b) > keepBuffer {
-			l.out.b = nil
-		}
+		l.endRound()
+	}
+}
+
+// endRound lets go of a round's clients, requests and bytes.
+func (l *loop) endRound() {
+	clear(l.local) // let closed clients go
+	clear(l.ready)
+	l.local, l.ready = l.local[:0], l.ready[:0]
+	l.b.reset()
+	clear(l.argv) // let a round's big reads go
+	l.argv = l.argv[:0]
+	// Keep the buffers an ordinary round needs, not a rare big one's.
+	l.in = l.in[:0]
+	if cap(l.in) > keepBuffer {
+		l.in = nil
+	}
+	if cap(l.out.b) > keepBuffer {
+		l.out.b = nil
 	}
 }
 
@@ -289,11 +292,9 @@ func (l *loop) adopt() bool {
 	for _, c := range added {
 		l.lastID++
 		c.id = l.lastID
-		ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLRDHUP, Fd: int32(uint32(c.id)), Pad: int32(uint32(c.id >> 32))}
-		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, c.event(readable)); err != nil {
 			l.s.log.Warn("watching a client's socket", zap.String("addr", c.addr), zap.Error(err))
-			syscall.Close(c.fd)
-			l.s.stats.connected.Add(-1)
+			l.discard(c)
 			continue
 		}
 		l.conns[c.id] = c
@@ -494,22 +495,35 @@ func (l *loop) flush(c *fdConn) {
 		l.watch(c, syscall.EPOLLOUT)
 	case len(c.backlog) == 0 && c.writing:
 		c.writing = false
-		l.watch(c, syscall.EPOLLIN|syscall.EPOLLRDHUP)
+		l.watch(c, readable)
 	}
 }
 
 func (l *loop) watch(c *fdConn, events uint32) {
-	ev := syscall.EpollEvent{Events: events, Fd: int32(uint32(c.id)), Pad: int32(uint32(c.id >> 32))}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, c.event(events)); err != nil {
 		l.close(c)
 	}
 }
 
+// readable is what a client that is not waiting to write is watched for.
+const readable = syscall.EPOLLIN | syscall.EPOLLRDHUP
+
+// event is c's epoll registration: its id rides in the event's data.
+func (c *fdConn) event(events uint32) *syscall.EpollEvent {
+	return &syscall.EpollEvent{Events: events, Fd: int32(uint32(c.id)), Pad: int32(uint32(c.id >> 32))}
+}
+
+// close closes a client the loop watches.
 func (l *loop) close(c *fdConn) {
 	if _, ok := l.conns[c.id]; !ok {
 		return
 	}
 	delete(l.conns, c.id)
+	l.discard(c)
+}
+
+// discard closes c's socket and stops counting it.
+func (l *loop) discard(c *fdConn) {
 	syscall.Close(c.fd)
 	l.s.stats.connected.Add(-1)
 }
@@ -518,8 +532,7 @@ func (l *loop) shutdown() {
 	l.mu.Lock()
 	l.stopping = true
 	for _, c := range l.added {
-		syscall.Close(c.fd)
-		l.s.stats.connected.Add(-1)
+		l.discard(c)
 	}
 	l.added = nil
 	syscall.Close(l.wake)

@@ -36,8 +36,7 @@ func BenchmarkLoopThrottle(b *testing.B) {
 		if len(l.out.b) == 0 || c.perr != "" {
 			b.Fatalf("no reply (%s)", c.perr)
 		}
-		l.ready, l.argv = l.ready[:0], l.argv[:0]
-		l.b.reset()
+		l.endRound()
 	}
 }
 
@@ -75,7 +74,6 @@ func BenchmarkLoopLongCommand(b *testing.B) {
 		if len(l.out.b) != len(cmd)-len("*2\r\n$4\r\nECHO\r\n") {
 			b.Fatalf("reply of %d bytes", len(l.out.b))
 		}
-		l.ready, l.local, l.argv, l.in = l.ready[:0], l.local[:0], l.argv[:0], l.in[:0]
-		l.b.reset()
+		l.endRound()
 	}
 }

@@ -54,8 +54,7 @@ func loopAnswers(t *testing.T, stream []byte, step int) []byte {
 				l.render(c)
 				out = append(out, l.out.b...)
 			}
-			l.local, l.ready, l.argv, l.in = l.local[:0], l.ready[:0], l.argv[:0], l.in[:0]
-			l.b.reset()
+			l.endRound()
 		}
 	}
 	return out

@@ -189,6 +189,12 @@ type client struct {
 	pipe []pending // the pipeline being answered, reused
 }
 
+// newClient counts a connection that has begun and names it.
+func (s *Server) newClient(addr string) client {
+	s.stats.connected.Add(1)
+	return client{id: s.stats.connections.Add(1), addr: addr}
+}
+
 // pending is one command of a pipeline between parsing and replying.
 type pending struct {
 	cmd  *command

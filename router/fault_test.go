@@ -438,13 +438,8 @@ func TestInternalNamesAreNotCallerKeys(t *testing.T) {
 	b := newRouter(t, c.Addrs(), router.ClusterConfig{})
 	waitConnected(t, a)
 	waitConnected(t, b)
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Instances() != 2 { // the heartbeat's set exists
-		if time.Now().After(deadline) {
-			t.Fatalf("instances seen: %d, want 2", a.Instances())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// Both counted: the heartbeat's set exists.
+	waitFor(t, 10*time.Second, "two instances seen", func() bool { return a.Instances() == 2 })
 	iv := interval(t, 2, 1, 3_600_000_000)
 	for _, key := range []string{"instances", "probe:{a}"} {
 		if res := decide(a, key, iv); res.Err != nil || res.Source != router.SourceCluster || res.Remaining != 1 {
@@ -461,13 +456,7 @@ func TestAutoShareBoundsOverAdmission(t *testing.T) {
 	b := newRouter(t, c.Addrs(), router.ClusterConfig{})
 	waitConnected(t, a)
 	waitConnected(t, b)
-	deadline := time.Now().Add(10 * time.Second)
-	for a.Instances() != 2 || b.Instances() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("instances seen: %d and %d, want 2 each", a.Instances(), b.Instances())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, "two instances seen by each", func() bool { return a.Instances() == 2 && b.Instances() == 2 })
 	c.Nodes[0].Kill()
 	key := keysIn(1, 0, 5460, "shared:")[0]
 	const capacity, refill = 50, 100 // per second
