@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strings"
+	"sync"
 
 	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
@@ -11,15 +12,45 @@ import (
 // for listeners an event loop cannot take (see loopable), and with
 // Config.Loops -1.
 
-// goClient is a client served on its own goroutine, with its own batch.
+// goClient is a client served on its own goroutine, with its own round.
 type goClient struct {
 	client
-	b batch
+	r       round
+	mu      sync.Mutex // guards decided
+	decided [][]int    // results in, not yet delivered
+	wake    chan struct{}
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
-	conn.SetContext(&goClient{client: s.newClient(conn.RemoteAddr())})
+	c := &goClient{client: s.newClient(conn.RemoteAddr()), wake: make(chan struct{}, 1)}
+	c.r.done = func(idx []int) {
+		c.mu.Lock()
+		c.decided = append(c.decided, idx)
+		c.mu.Unlock()
+		select {
+		case c.wake <- struct{}{}:
+		default: // a wake-up is pending
+		}
+	}
+	conn.SetContext(c)
 	return true
+}
+
+// wait delivers the round's results as they come in, until all are.
+func (c *goClient) wait() {
+	for {
+		<-c.wake
+		c.mu.Lock()
+		got := c.decided
+		c.decided = nil
+		c.mu.Unlock()
+		for _, idx := range got {
+			if c.r.deliver(idx, func(*client) {}) {
+				c.r.reset()
+				return
+			}
+		}
+	}
 }
 
 func (s *Server) closedConn(conn redcon.Conn, err error) {
@@ -36,18 +67,29 @@ func isClosedConn(err error) bool {
 
 // serveRESP handles a whole pipeline: redcon calls it with the first command
 // of what one read brought, and it takes the rest itself, so that all bucket
-// requests of the pipeline go to the Decider in one batch and replies still
-// go out in order.
+// requests of the pipeline go to the Decider in one round. The goroutine
+// waits for the round, which holds up only this client; its replies go out
+// in order, as on a loop.
 func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	c := conn.Context().(*goClient)
-	c.b.reset()
-	if s.queue(&c.client, &c.b, first.Args) {
+	if s.take(&c.client, &c.r, first.Args) {
 		for _, cmd := range conn.ReadPipeline() {
-			if !s.queue(&c.client, &c.b, cmd.Args) {
+			if !s.take(&c.client, &c.r, cmd.Args) {
 				break
 			}
 		}
 	}
-	c.b.decide(s.ctx, s.cfg.Decider)
-	s.answer(&c.client, conn, &c.b)
+	if len(c.r.reqs) > 0 {
+		c.r.submit(s.ctx, s.cfg.Decider)
+		c.wait()
+	}
+	s.drain(&c.client)
+	conn.WriteRaw(c.out.b)
+	c.out.b = c.out.b[:0]
+	if cap(c.out.b) > keepReplies {
+		c.out.b = nil
+	}
+	if c.closing {
+		conn.Close()
+	}
 }

@@ -16,22 +16,30 @@ import (
 )
 
 // An event loop serves many clients from one goroutine, as Redis does: it
-// waits on epoll for the sockets that have bytes, reads each once, sends
-// the bucket requests of every pipeline it read to the Decider in one
-// batch, and writes each client its replies. Compared with a goroutine per
-// client, a request costs no read that finds the socket empty, no park and
-// wake of a goroutine, and no round trip of its own to the shards: a round
-// carries the requests of all the clients that were ready.
+// waits on epoll for the sockets that have bytes, reads each once, answers
+// what it can at once and submits the bucket requests of every client it
+// read to the Decider as one round. It never waits for the shards: a
+// round's decisions come back on the loop's eventfd, whenever they are
+// ready, and each client's replies leave in its commands' order. Compared
+// with a goroutine per client, a request costs no read that finds the
+// socket empty, no park and wake of a goroutine, and no round trip of its
+// own to the shards: a round carries the requests of all the clients that
+// were ready.
 
-// defaultLoops is a loop per core the Go runtime uses. A round waits for
-// the shards, and meanwhile the requests that arrive wait in their sockets
-// for the next round, which batches them; with one loop per core, the
-// rounds of one loop overlap the waits of another.
+// defaultLoops is a loop per core the Go runtime uses.
 func defaultLoops() int { return runtime.GOMAXPROCS(0) }
 
-// keepBuffer is the most a loop keeps of its input and output buffers from
-// one round to the next.
+// keepBuffer is the most a loop keeps of its input buffer from one read to
+// the next.
 const keepBuffer = 1 << 20
+
+// A client is not read while it has maxInFlight commands unanswered or
+// maxUnsent bytes of replies its socket has not taken: its commands wait in
+// the socket, and its memory here stays bounded (backpressure).
+const (
+	maxInFlight = 1024
+	maxUnsent   = 256 << 10
+)
 
 // readSize is the most a round reads from one socket; the rest waits for
 // the next round, so one client cannot fill a round alone.
@@ -93,6 +101,7 @@ func (s *Server) serveLoops(ln net.Listener) error {
 			continue
 		}
 		c := &fdConn{client: s.newClient(addr), fd: fd, f: s.newFramer()}
+		c.client.fd = c
 		loops[i%len(loops)].add(c)
 	}
 }
@@ -143,34 +152,39 @@ type fdConn struct {
 	f  framer
 
 	pend    []byte // the start of a command not yet whole, already framed
-	pendOff int    // bytes of pend whose commands are queued: dropped at the next read
-	perr    string // what is not RESP in its input, answered after the commands before it
-	backlog []byte // replies the socket has not taken yet
-	writing bool   // watched for room to write, not for reading, until then
-	closing bool   // close once the replies are written
+	pendOff int    // bytes of pend whose commands are taken: dropped at the next read
+	sent    int    // bytes of out the socket has taken
+	mask    uint32 // what epoll watches it for
+	dirty   bool   // in the loop's dirty list
 }
 
 type loop struct {
 	s    *Server
 	epfd int
-	wake int // an eventfd: clients were added, or the loop must stop
+	wake int // an eventfd: clients were added, decisions came back, or stop
 
-	mu       sync.Mutex
-	added    []*fdConn
-	stopping bool
-	done     chan struct{}
+	mu         sync.Mutex // guards added, stopping, decided and submitting
+	added      []*fdConn
+	stopping   bool
+	decided    []decision // results in, not yet taken by the loop
+	submitting bool       // the loop is in Submit: it takes decided after
+	done       chan struct{}
 
 	// Owned by the loop's goroutine.
 	conns  map[uint64]*fdConn
 	lastID uint64
 	events [128]syscall.EpollEvent
-	in     []byte    // what this round read, from all its clients
-	argv   [][]byte  // the arguments of this round's commands, into in
-	ready  []*fdConn // clients with bucket requests this round
-	local  []*fdConn // clients with only commands sluice answers itself
-	b      batch
-	out    replyBuf
+	in     []byte     // what the current read brought
+	argv   [][]byte   // the current command's arguments, into in
+	cur    *round     // the bucket requests read since the last submit
+	free   []*round   // rounds to reuse
+	back   []decision // taken from decided, to deliver
+	dirty  []*fdConn
+	markFn func(*client)
 }
+
+// keepRounds is how many idle rounds a loop keeps for reuse.
+const keepRounds = 64
 
 func (s *Server) newLoop() (*loop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
@@ -183,6 +197,7 @@ func (s *Server) newLoop() (*loop, error) {
 		return nil, errno
 	}
 	l := &loop{s: s, epfd: epfd, wake: int(r), done: make(chan struct{}), conns: make(map[uint64]*fdConn)}
+	l.markFn = l.mark
 	// The wake-up's event carries id 0; clients' ids start at 1.
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wake, &syscall.EpollEvent{Events: syscall.EPOLLIN}); err != nil {
 		syscall.Close(l.wake)
@@ -235,63 +250,74 @@ func (l *loop) run() {
 		for _, ev := range l.events[:n] {
 			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
 			if id == 0 {
-				if !l.adopt() {
+				if !l.wakeUp() {
 					return
 				}
 				continue
 			}
-			c := l.conns[id]
-			if c == nil {
-				continue // closed earlier this round
+			if c := l.conns[id]; c != nil {
+				l.event(c, ev.Events)
 			}
-			if c.writing {
-				l.flush(c) // room to write, or an error that the write finds
-				continue
-			}
-			l.read(c)
 		}
-		// Clients with nothing to decide do not wait for the shards.
-		for _, c := range l.local {
-			l.reply(c)
-		}
-		l.b.decide(l.s.ctx, l.s.cfg.Decider)
-		for _, c := range l.ready {
-			l.reply(c)
-		}
+		l.submit()
 		l.endRound()
 	}
 }
 
-// endRound lets go of a round's clients, requests and bytes.
-func (l *loop) endRound() {
-	clear(l.local) // let closed clients go
-	clear(l.ready)
-	l.local, l.ready = l.local[:0], l.ready[:0]
-	l.b.reset()
-	clear(l.argv) // let a round's big reads go
-	l.argv = l.argv[:0]
-	// Keep the buffers an ordinary round needs, not a rare big one's.
-	l.in = l.in[:0]
-	if cap(l.in) > keepBuffer {
-		l.in = nil
+// event handles what epoll reported of c.
+func (l *loop) event(c *fdConn, events uint32) {
+	switch {
+	case c.mask&syscall.EPOLLIN != 0 && events&(readable|syscall.EPOLLERR|syscall.EPOLLHUP) != 0:
+		l.read(c) // finds an error or EOF itself
+	case events&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 && events&syscall.EPOLLOUT == 0:
+		l.close(c) // not reading, and nothing can be written
 	}
-	if cap(l.out.b) > keepBuffer {
-		l.out.b = nil
+	if events&syscall.EPOLLOUT != 0 {
+		l.mark(&c.client)
 	}
 }
 
-// adopt registers the clients handed over since the last wake-up. It
-// reports false when the loop must stop.
-func (l *loop) adopt() bool {
+// endRound delivers the decisions that came back, writes every client
+// with something new to write, and lets go of big buffers.
+func (l *loop) endRound() {
+	for _, d := range l.back {
+		l.deliver(d)
+	}
+	clear(l.back)
+	l.back = l.back[:0]
+	for _, c := range l.dirty {
+		c.dirty = false
+		if !c.gone {
+			l.s.drain(&c.client)
+			l.flush(c)
+		}
+	}
+	clear(l.dirty)
+	l.dirty = l.dirty[:0]
+	if cap(l.in) > keepBuffer {
+		l.in = nil
+	}
+	if cap(l.argv) > 1024 {
+		l.argv = nil
+	}
+}
+
+// wakeUp registers the clients handed over and takes the rounds decided
+// since the last wake-up. It reports false when the loop must stop.
+func (l *loop) wakeUp() bool {
 	var buf [8]byte
 	syscall.Read(l.wake, buf[:])
 	l.mu.Lock()
 	added, stopping := l.added, l.stopping
 	l.added = nil
+	l.back = append(l.back, l.decided...)
+	clear(l.decided)
+	l.decided = l.decided[:0]
 	l.mu.Unlock()
 	for _, c := range added {
 		l.lastID++
 		c.id = l.lastID
+		c.mask = readable
 		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, c.event(readable)); err != nil {
 			l.s.log.Warn("watching a client's socket", zap.String("addr", c.addr), zap.Error(err))
 			l.discard(c)
@@ -302,12 +328,89 @@ func (l *loop) adopt() bool {
 	return !stopping
 }
 
-// read reads what c's socket has, at most readSize bytes, and queues the
-// whole commands in it. Their arguments point into l.in, or into c.pend
-// for a long command, until the round ends.
+// round is the round the requests being read join.
+func (l *loop) round() *round {
+	if l.cur == nil {
+		if n := len(l.free); n > 0 {
+			l.cur = l.free[n-1]
+			l.free = l.free[:n-1]
+		} else {
+			r := &round{}
+			r.done = func(idx []int) { l.decided1(r, idx) }
+			l.cur = r
+		}
+	}
+	return l.cur
+}
+
+// decision is results of a round that came back together.
+type decision struct {
+	r   *round
+	idx []int
+}
+
+// submit sends the requests read since the last submit to the Decider.
+// What it decides at once (the embedded backend, fallback) is delivered in
+// this round, without a wake-up.
+func (l *loop) submit() {
+	r := l.cur
+	if r == nil || len(r.reqs) == 0 {
+		return
+	}
+	l.cur = nil
+	l.mu.Lock()
+	l.submitting = true
+	l.mu.Unlock()
+	r.submit(l.s.ctx, l.s.cfg.Decider)
+	l.mu.Lock()
+	l.submitting = false
+	l.back = append(l.back, l.decided...)
+	clear(l.decided)
+	l.decided = l.decided[:0]
+	l.mu.Unlock()
+}
+
+// decided1 is a round's done: from any goroutine.
+func (l *loop) decided1(r *round, idx []int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return // its clients are closed
+	}
+	l.decided = append(l.decided, decision{r, idx})
+	if len(l.decided) == 1 && !l.submitting {
+		l.poke()
+	}
+}
+
+// deliver hands results to their clients, and keeps their round for reuse
+// once it has delivered them all.
+func (l *loop) deliver(d decision) {
+	r := d.r
+	if !r.deliver(d.idx, l.markFn) {
+		return
+	}
+	r.reset()
+	if len(l.free) < keepRounds && cap(r.reqs) <= maxInFlight {
+		l.free = append(l.free, r)
+	}
+}
+
+// mark puts c on the list of clients to write at the end of this round.
+func (l *loop) mark(cl *client) {
+	c := cl.fd
+	if !c.dirty {
+		c.dirty = true
+		l.dirty = append(l.dirty, c)
+	}
+}
+
+// read reads what c's socket has, at most readSize bytes, and takes the
+// whole commands in it.
 func (l *loop) read(c *fdConn) {
+	l.mark(&c.client)
 	if c.pendOff > 0 {
-		// Last round's whole commands are answered: drop them.
+		// The whole commands before it are taken: drop them.
 		rest := c.pend[c.pendOff:]
 		if cap(c.pend) > 4*readSize && len(rest) < readSize {
 			c.pend = append([]byte(nil), rest...) // do not keep a long command's buffer
@@ -320,23 +423,14 @@ func (l *loop) read(c *fdConn) {
 		l.readLong(c)
 		return
 	}
-	start := len(l.in)
-	l.in = append(l.in, c.pend...)
-	framed := len(l.in)
-	if cap(l.in)-framed < readSize {
-		// Earlier clients' arguments keep pointing into the old array.
-		grown := make([]byte, framed, 2*cap(l.in)+readSize)
-		copy(grown[start:], l.in[start:])
-		l.in = grown
-	}
-	n, ok := l.readFD(c, l.in[framed:framed+readSize])
+	l.in = append(append(l.in[:0], c.pend...), make([]byte, readSize)...)
+	framed := len(c.pend)
+	n, ok := l.readFD(c, l.in[framed:])
 	if !ok {
-		l.in = l.in[:start]
 		return
 	}
-	l.in = l.in[:framed+n]
-	data := l.in[start:]
-	if cmdStart := l.frame(c, data, framed-start); c.perr == "" && !c.closing {
+	data := l.in[:framed+n]
+	if cmdStart := l.frame(c, data, framed); !c.closing {
 		c.pend = append(c.pend[:0], data[cmdStart:]...)
 		if len(c.pend) == 0 && cap(c.pend) > readSize {
 			c.pend = nil
@@ -354,83 +448,69 @@ func (l *loop) readLong(c *fdConn) {
 		return
 	}
 	c.pend = c.pend[:framed+n]
-	// The commands that end here are answered before the next read
-	// compacts c.pend.
 	c.pendOff = l.frame(c, c.pend, framed)
 }
 
-// readFD reads into p. It reports false when there was nothing to frame; c
-// is closed if the client is gone.
+// readFD reads into p. It reports false when there was nothing to frame.
+// At EOF the client is answered what it sent before, then closed; at an
+// error it is closed now.
 func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
 	n, err := syscall.Read(c.fd, p)
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:
 		return 0, false
-	case err != nil || n == 0:
-		// EOF or a reset. What came before it was answered last round.
+	case err != nil:
 		l.close(c)
+		return 0, false
+	case n == 0:
+		c.closing = true
 		return 0, false
 	}
 	return n, true
 }
 
-// frame queues the whole commands in data, of which c's framer has seen
+// frame takes the whole commands in data, of which c's framer has seen
 // the first framed bytes, and returns where the unfinished one starts.
 func (l *loop) frame(c *fdConn, data []byte, framed int) int {
-	reqs := len(l.b.reqs)
 	cmdStart, pos := 0, framed
-	for pos < len(data) {
+	for pos < len(data) && !c.closing {
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
 		if ferr != nil {
-			c.perr = ferr.Error()
+			c.protocolError(ferr.Error())
 			break
 		}
 		if whole {
 			raw := data[cmdStart:pos]
 			cmdStart = pos
-			if !l.queue(c, raw) {
-				break
-			}
+			l.take(c, raw)
 		}
-	}
-	switch {
-	case len(l.b.reqs) > reqs:
-		l.ready = append(l.ready, c)
-	case len(c.pipe) > 0 || c.perr != "":
-		l.local = append(l.local, c)
 	}
 	return cmdStart
 }
 
-// queue parses one whole command, as framed, into c's pipeline. It reports
-// false when nothing after it may run.
-func (l *loop) queue(c *fdConn, raw []byte) bool {
+// take parses one whole command, as framed, and takes it into c's queue.
+func (l *loop) take(c *fdConn, raw []byte) {
 	var args [][]byte
 	if raw[0] == '*' {
-		start := len(l.argv)
 		var ok bool
-		if l.argv, ok = splitArgs(l.argv, raw); !ok {
-			c.perr = "invalid bulk length"
-			return false
+		if l.argv, ok = splitArgs(l.argv[:0], raw); !ok {
+			c.protocolError("invalid bulk length")
+			return
 		}
-		args = l.argv[start:len(l.argv):len(l.argv)]
+		args = l.argv
 	} else {
 		if blank(raw) {
-			return true // Redis ignores empty inline lines
+			return // Redis ignores empty inline lines
 		}
 		cmd, err := redcon.Parse(raw) // quotes and escapes, as redcon reads them
 		if err != nil {
-			c.perr = strings.TrimPrefix(err.Error(), "Protocol error: ")
-			return false
+			c.protocolError(strings.TrimPrefix(err.Error(), "Protocol error: "))
+			return
 		}
 		args = cmd.Args
 	}
-	if !l.s.queue(&c.client, &l.b, args) {
-		c.closing = true
-		return false
-	}
-	return true
+	l.s.take(&c.client, l.round(), args)
 }
 
 func blank(b []byte) bool {
@@ -442,36 +522,12 @@ func blank(b []byte) bool {
 	return true
 }
 
-// reply writes c's replies for this round.
-func (l *loop) reply(c *fdConn) {
-	l.render(c)
-	c.backlog = l.out.b
-	l.flush(c)
-	// The loop's buffer goes back to the loop; what is left is c's.
-	if len(c.backlog) > 0 {
-		c.backlog = append([]byte(nil), c.backlog...)
-	} else {
-		c.backlog = nil
-	}
-	l.out.b = l.out.b[:0]
-}
-
-// render writes c's replies for this round into l.out.
-func (l *loop) render(c *fdConn) {
-	l.out.b, l.out.quit = l.out.b[:0], false
-	l.s.answer(&c.client, &l.out, &l.b)
-	if c.perr != "" {
-		l.out.b = appendProtocolError(l.out.b, c.perr)
-		c.closing = true
-	}
-	c.closing = c.closing || l.out.quit
-}
-
-// flush writes c's backlog as far as the socket takes it. Until it is all
-// written, c is watched for room to write instead of for reading.
+// flush writes c's replies as far as the socket takes them, then sets what
+// epoll watches c for: input while c is under its bounds, room to write
+// while replies wait. A closing client is closed once all is written.
 func (l *loop) flush(c *fdConn) {
-	for len(c.backlog) > 0 {
-		n, err := syscall.Write(c.fd, c.backlog)
+	for c.sent < len(c.out.b) {
+		n, err := syscall.Write(c.fd, c.out.b[c.sent:])
 		if err == syscall.EINTR {
 			continue
 		}
@@ -482,30 +538,35 @@ func (l *loop) flush(c *fdConn) {
 			l.close(c)
 			return
 		}
-		c.backlog = c.backlog[n:]
+		c.sent += n
 	}
-	if len(c.backlog) == 0 {
-		c.backlog = nil
+	unsent := len(c.out.b) - c.sent
+	if unsent == 0 {
+		c.out.b, c.sent = c.out.b[:0], 0
+		if cap(c.out.b) > keepReplies {
+			c.out.b = nil
+		}
+		if c.closing && c.inFlight() == 0 {
+			l.close(c)
+			return
+		}
 	}
-	switch {
-	case len(c.backlog) == 0 && c.closing:
-		l.close(c)
-	case len(c.backlog) > 0 && !c.writing:
-		c.writing = true
-		l.watch(c, syscall.EPOLLOUT)
-	case len(c.backlog) == 0 && c.writing:
-		c.writing = false
-		l.watch(c, readable)
+	var want uint32
+	if !c.closing && c.inFlight() < maxInFlight && unsent < maxUnsent {
+		want = readable
+	}
+	if unsent > 0 {
+		want |= syscall.EPOLLOUT
+	}
+	if want != c.mask {
+		c.mask = want
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, c.event(want)); err != nil {
+			l.close(c)
+		}
 	}
 }
 
-func (l *loop) watch(c *fdConn, events uint32) {
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, c.event(events)); err != nil {
-		l.close(c)
-	}
-}
-
-// readable is what a client that is not waiting to write is watched for.
+// readable is what a client under its bounds is watched for.
 const readable = syscall.EPOLLIN | syscall.EPOLLRDHUP
 
 // event is c's epoll registration: its id rides in the event's data.
@@ -519,6 +580,7 @@ func (l *loop) close(c *fdConn) {
 		return
 	}
 	delete(l.conns, c.id)
+	c.gone = true
 	l.discard(c)
 }
 

@@ -35,11 +35,7 @@ func loopAnswers(t *testing.T, stream []byte, step int) []byte {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fds[0])
-	s := New(Config{Decider: allow{}})
-	l := &loop{s: s, conns: map[uint64]*fdConn{}}
-	c := &fdConn{fd: fds[1], id: 1, f: s.newFramer()}
-	l.conns[c.id] = c
-	defer l.close(c)
+	l, c := newTestLoop(t, allow{}, fds[1])
 	var out []byte
 	for p := stream; len(p) > 0 && !c.closing; {
 		n, err := syscall.Write(fds[0], p[:min(step, len(p))])
@@ -49,12 +45,9 @@ func loopAnswers(t *testing.T, stream []byte, step int) []byte {
 		p = p[n:]
 		for unread(t, c.fd) > 0 && !c.closing {
 			l.read(c)
-			l.b.decide(s.ctx, s.cfg.Decider)
-			for _, c := range append(l.local, l.ready...) {
-				l.render(c)
-				out = append(out, l.out.b...)
-			}
-			l.endRound()
+			l.settle()
+			out = append(out, c.out.b...)
+			c.out.b = c.out.b[:0]
 		}
 	}
 	return out

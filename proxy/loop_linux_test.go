@@ -15,8 +15,9 @@ import (
 	"github.com/sluice-rl/sluice/router"
 )
 
-// gate is a Decider whose first calls wait, each until it is let through;
-// it records the size of every batch.
+// gate is a Decider whose first rounds are held, each until it is let
+// through, without holding up the caller; it records the size of every
+// round.
 type gate struct {
 	batchRecorder
 	hold  int64 // how many first calls wait
@@ -30,56 +31,56 @@ func newGate(hold int64) *gate {
 	return g
 }
 
-func (g *gate) Decide(ctx context.Context, reqs []router.Request, res []router.Result) {
-	if g.calls.Add(1) <= g.hold {
+func (g *gate) Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func([]int)) {
+	if g.calls.Add(1) > g.hold {
+		g.batchRecorder.Submit(ctx, reqs, res, done)
+		return
+	}
+	go func() {
 		g.held <- struct{}{}
 		<-g.open
-	}
-	g.batchRecorder.Decide(ctx, reqs, res)
+		g.batchRecorder.Submit(ctx, reqs, res, done)
+	}()
 }
 
-// An event loop decides what all its ready clients sent in one batch: the
-// requests that arrive while a round waits for the shards go out together
-// in the next.
-func TestClientsShareABatch(t *testing.T) {
+// A loop does not wait for the shards: while one client's decision is
+// held, another client's THROTTLE is decided and answered, and the first
+// client's later PING waits behind its THROTTLE, as RESP's order requires.
+func TestHeldDecisionDelaysOnlyItsClient(t *testing.T) {
 	g := newGate(1)
 	addr := serveConfig(t, proxy.Config{Decider: g, Loops: 1})
-	var firstR *bufio.Reader
-	conns := make([]net.Conn, 6)
-	for i := range conns {
-		var r *bufio.Reader
-		conns[i], r = raw(t, addr)
-		// Answered: the loop watches its socket.
-		io.WriteString(conns[i], "PING\r\n")
-		if _, err := r.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			firstR = r
-		}
-	}
-	const cmd = "THROTTLE k 9 1 1s\r\n"
-	io.WriteString(conns[0], cmd)
+	a, aR := raw(t, addr)
+	b, bR := raw(t, addr)
+	io.WriteString(a, "THROTTLE k 9 1 1s\r\n")
 	<-g.held
-	for _, c := range conns[1:] {
-		io.WriteString(c, cmd)
+	io.WriteString(a, "PING\r\n")
+	io.WriteString(b, "THROTTLE k2 9 1 1s\r\nPING\r\n")
+	b.SetDeadline(time.Now().Add(5 * time.Second))
+	if got := readLines(t, bR, 7); got != "*5 :0 :9 :8 :-1 :1000 +PONG" {
+		t.Fatalf("other client: %s", got)
 	}
-	// The loop is blocked in the first round, so the others' requests wait
-	// in their sockets: loopback delivers a write before it returns.
+	if n := aR.Buffered(); n != 0 {
+		t.Fatalf("the held client got %d bytes before its decision", n)
+	}
 	g.open <- struct{}{}
-	if _, err := firstR.ReadString('\n'); err != nil {
-		t.Fatal(err)
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	if got := readLines(t, aR, 7); got != "*5 :0 :9 :8 :-1 :1000 +PONG" {
+		t.Fatalf("held client: %s", got)
 	}
-	waitUntil(t, "the others are decided", func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.batches) >= 2
-	})
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if fmt.Sprint(g.batches) != "[1 5]" {
-		t.Fatalf("batches %v, want [1 5]: the five clients that were ready together in one", g.batches)
+}
+
+// readLines reads n reply lines and joins them with spaces.
+func readLines(t *testing.T, r *bufio.Reader, n int) string {
+	t.Helper()
+	var got []string
+	for range n {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		got = append(got, strings.TrimSpace(line))
 	}
+	return strings.Join(got, " ")
 }
 
 // A client with nothing to decide is answered while the shards are still

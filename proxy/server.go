@@ -18,10 +18,17 @@ import (
 	"github.com/sluice-rl/sluice/router"
 )
 
-// Decider decides bucket requests. It stores one Result per Request, in
-// order, and decides requests on the same key in the order given.
+// Decider decides bucket requests asynchronously, so that a transport goes
+// on serving while the shards work. Submit stores one Result per Request in
+// res, deciding requests on one key in the order given, and reports them
+// through done as they come in: done(idx) means res[i] is set for every i
+// in idx (nil: all of reqs). Every request is reported exactly once, from
+// any goroutine, possibly before Submit returns and from several goroutines
+// at once; idx then belongs to the caller. A result that waits for one
+// shard should not wait for another. The caller leaves reqs and res alone
+// until all are reported.
 type Decider interface {
-	Decide(ctx context.Context, reqs []router.Request, res []router.Result)
+	Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func(idx []int))
 }
 
 // Config configures a Server. Zero values mean the documented defaults.
@@ -178,7 +185,15 @@ func orDefault(v, def int64) int64 {
 	return v
 }
 
-// client is the one home of per-connection protocol state.
+// client is the one home of per-connection protocol state, whichever
+// transport serves it.
+//
+// Its replies leave in the order of its commands (RESP has no request ids),
+// while its bucket requests are decided asynchronously: every command read
+// takes the next slot of q. A command sluice answers itself is rendered at
+// once, straight into out when nothing is ahead of it, else into held; a
+// bucket request's slot waits for its decision. drain moves replies to out
+// in order, as far as the first undecided one.
 type client struct {
 	id   int64
 	addr string
@@ -186,7 +201,15 @@ type client struct {
 	lib  string // CLIENT SETINFO LIB-NAME
 	ver  string // CLIENT SETINFO LIB-VER
 
-	pipe []pending // the pipeline being answered, reused
+	q       []slot   // q[head:] are read and not yet replied to, in order
+	head    int      //
+	base    uint64   // the sequence number of q[0]
+	held    replyBuf // replies rendered behind an undecided one, in slot order
+	heldOff int      // bytes of held already moved to out
+	out     replyBuf // replies ready to write, in order
+	closing bool     // after QUIT, a protocol error or EOF: nothing more is read
+	gone    bool     // closed: decisions still in flight are dropped
+	fd      *fdConn  // its socket's state when an event loop serves it
 }
 
 // newClient counts a connection that has begun and names it.
@@ -195,80 +218,207 @@ func (s *Server) newClient(addr string) client {
 	return client{id: s.stats.connections.Add(1), addr: addr}
 }
 
-// pending is one command of a pipeline between parsing and replying.
-type pending struct {
-	cmd  *command
-	args [][]byte
-	req  int   // index into the batch's requests, or -1
-	err  error // a parse error to reply with
+type slotState uint8
+
+const (
+	slotHeld    slotState = iota // rendered: its n bytes are next in held
+	slotWaiting                  // a bucket request being decided
+	slotDecided                  // rendered when its turn comes
+)
+
+// slot is one command between reading and replying.
+type slot struct {
+	state slotState
+	n     int
+	cmd   *command
+	req   router.Request
+	res   router.Result
 }
 
-// batch gathers the bucket requests of one or more pipelines, so that they
-// reach the Decider in one call: decided concurrently, pipelined to the
-// shards.
-type batch struct {
+// inFlight is how many commands were read and not yet replied to.
+func (c *client) inFlight() int { return len(c.q) - c.head }
+
+// round is the bucket requests a transport submits to the Decider at once,
+// and the slots their decisions go to.
+type round struct {
 	reqs []router.Request
 	res  []router.Result
+	to   []target
+	done func(idx []int) // what the Decider calls as results come in
+	left int             // results not yet delivered
 }
 
-func (b *batch) decide(ctx context.Context, d Decider) {
-	n := len(b.reqs)
-	if n == 0 {
+type target struct {
+	c   *client
+	seq uint64
+}
+
+// submit hands r to d once its requests are all in.
+func (r *round) submit(ctx context.Context, d Decider) {
+	if cap(r.res) < len(r.reqs) {
+		r.res = make([]router.Result, len(r.reqs), cap(r.reqs))
+	}
+	r.res = r.res[:len(r.reqs)]
+	r.left = len(r.reqs)
+	d.Submit(ctx, r.reqs, r.res, r.done)
+}
+
+// deliver puts the decisions of idx (nil: all) in their slots; mark is
+// called with every client that got one. It reports whether r has
+// delivered all its results.
+func (r *round) deliver(idx []int, mark func(*client)) bool {
+	if idx == nil {
+		for i := range r.to {
+			r.deliverOne(i, mark)
+		}
+		r.left = 0
+		return true
+	}
+	for _, i := range idx {
+		r.deliverOne(i, mark)
+	}
+	r.left -= len(idx)
+	return r.left == 0
+}
+
+func (r *round) deliverOne(i int, mark func(*client)) {
+	c := r.to[i].c
+	if c.gone {
 		return
 	}
-	if cap(b.res) < n {
-		b.res = make([]router.Result, n)
-	}
-	b.res = b.res[:n]
-	d.Decide(ctx, b.reqs, b.res)
+	sl := &c.q[r.to[i].seq-c.base]
+	sl.res, sl.state = r.res[i], slotDecided
+	mark(c)
 }
 
-func (b *batch) reset() {
-	b.reqs = b.reqs[:0]
+// reset makes r ready for reuse, letting go of its keys and clients.
+func (r *round) reset() {
+	clear(r.reqs)
+	clear(r.res)
+	clear(r.to)
+	r.reqs, r.res, r.to = r.reqs[:0], r.res[:0], r.to[:0]
 }
 
-// queue adds one command to c's pipeline and its bucket request, if any, to
-// b. It reports false after QUIT: nothing after it runs.
-func (s *Server) queue(c *client, b *batch, args [][]byte) bool {
-	p := pending{args: args, req: -1}
-	p.cmd, p.err = lookup(args)
-	if p.err == nil && p.cmd.request != nil {
+// take reads one command into c's queue: a bucket request joins r, anything
+// else is answered at once. It reports false after QUIT: nothing after it
+// runs.
+func (s *Server) take(c *client, r *round, args [][]byte) bool {
+	s.stats.commands.Add(1)
+	cmd, err := lookup(args)
+	if err == nil && cmd.request != nil {
 		var req router.Request
-		if req, p.err = p.cmd.request(args); p.err == nil {
-			p.req = len(b.reqs)
-			b.reqs = append(b.reqs, req)
+		if req, err = cmd.request(args); err == nil {
+			seq := c.base + uint64(len(c.q))
+			c.q = append(c.q, slot{state: slotWaiting, cmd: cmd, req: req})
+			r.reqs = append(r.reqs, req)
+			r.to = append(r.to, target{c: c, seq: seq})
+			return true
 		}
 	}
-	c.pipe = append(c.pipe, p)
-	return p.cmd != quitCommand
+	w := c.writer()
+	mark := len(w.b)
+	if err != nil {
+		s.writeError(w, err)
+	} else {
+		cmd.local(s, c, w, args)
+	}
+	c.wrote(w, mark)
+	if w.quit {
+		w.quit = false
+		c.closing = true
+		return false
+	}
+	return true
 }
 
-// answer writes the replies to c's pipeline, in order, once b is decided.
-func (s *Server) answer(c *client, conn respConn, b *batch) {
-	s.stats.commands.Add(int64(len(c.pipe)))
-	for i := range c.pipe {
-		p := &c.pipe[i]
-		switch {
-		case p.err != nil:
-			s.writeError(conn, p.err)
-		case p.req >= 0:
-			req, res := &b.reqs[p.req], &b.res[p.req]
-			if res.Err != nil {
-				s.writeError(conn, res.Err)
-				break
-			}
-			if res.Limited {
-				s.stats.limited.Add(1)
-			} else if p.cmd.counts {
-				s.stats.allowed.Add(1)
-			}
-			p.cmd.reply(conn, req, res)
-		default:
-			p.cmd.local(s, c, conn, p.args)
-		}
-		p.args = nil // let the pipeline's buffers go
+// protocolError answers bytes that are not RESP, after the commands before
+// them; the connection closes once it is written, as Redis closes it.
+func (c *client) protocolError(msg string) {
+	w := c.writer()
+	mark := len(w.b)
+	w.b = appendProtocolError(w.b, msg)
+	c.wrote(w, mark)
+	c.closing = true
+}
+
+// writer is where a reply rendered now goes: out when nothing is ahead of
+// it, held behind undecided ones.
+func (c *client) writer() *replyBuf {
+	if c.inFlight() == 0 {
+		return &c.out
 	}
-	c.pipe = c.pipe[:0]
+	return &c.held
+}
+
+// wrote records a reply that w took from mark on, as a slot when it waits
+// in held.
+func (c *client) wrote(w *replyBuf, mark int) {
+	if w == &c.held {
+		c.q = append(c.q, slot{state: slotHeld, n: len(w.b) - mark})
+	}
+}
+
+// drain moves c's replies to out, in order, up to the first undecided one.
+func (s *Server) drain(c *client) {
+	for ; c.head < len(c.q); c.head++ {
+		sl := &c.q[c.head]
+		switch sl.state {
+		case slotWaiting:
+			c.compact()
+			return
+		case slotHeld:
+			c.out.b = append(c.out.b, c.held.b[c.heldOff:c.heldOff+sl.n]...)
+			c.heldOff += sl.n
+		case slotDecided:
+			s.reply(&c.out, sl)
+		}
+		*sl = slot{} // let its key go
+	}
+	c.base += uint64(len(c.q))
+	c.q, c.head = c.q[:0], 0
+	if cap(c.q) > maxIdleSlots {
+		c.q = nil
+	}
+	c.held.b, c.heldOff = c.held.b[:0], 0
+	if cap(c.held.b) > keepReplies {
+		c.held.b = nil
+	}
+}
+
+// compact drops the slots and held bytes already replied to, once they are
+// most of what c keeps: a client that always has something in flight never
+// empties its queue.
+func (c *client) compact() {
+	if c.head >= maxIdleSlots && 2*c.head >= len(c.q) {
+		n := copy(c.q, c.q[c.head:])
+		clear(c.q[n:])
+		c.q, c.base, c.head = c.q[:n], c.base+uint64(c.head), 0
+	}
+	if c.heldOff >= keepReplies && 2*c.heldOff >= len(c.held.b) {
+		c.held.b = c.held.b[:copy(c.held.b, c.held.b[c.heldOff:])]
+		c.heldOff = 0
+	}
+}
+
+// maxIdleSlots and keepReplies bound what a client keeps between bursts:
+// an idle connection should cost little more than its socket.
+const (
+	maxIdleSlots = 64
+	keepReplies  = 512
+)
+
+// reply renders a decided bucket request's reply.
+func (s *Server) reply(w *replyBuf, sl *slot) {
+	if sl.res.Err != nil {
+		s.writeError(w, sl.res.Err)
+		return
+	}
+	if sl.res.Limited {
+		s.stats.limited.Add(1)
+	} else if sl.cmd.counts {
+		s.stats.allowed.Add(1)
+	}
+	sl.cmd.reply(w, &sl.req, &sl.res)
 }
 
 // respConn is where replies go: a redcon.Conn, or a client's share of an

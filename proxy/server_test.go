@@ -672,11 +672,11 @@ type batchRecorder struct {
 	inner   proxy.Decider
 }
 
-func (b *batchRecorder) Decide(ctx context.Context, reqs []router.Request, res []router.Result) {
+func (b *batchRecorder) Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func([]int)) {
 	b.mu.Lock()
 	b.batches = append(b.batches, len(reqs))
 	b.mu.Unlock()
-	b.inner.Decide(ctx, reqs, res)
+	b.inner.Submit(ctx, reqs, res, done)
 }
 
 // A pipeline's bucket commands reach the Decider together, so that they

@@ -270,6 +270,110 @@ func (c *Cluster) Decide(ctx context.Context, reqs []Request, res []Result) {
 	}
 }
 
+// Submit decides reqs as Decide does, without waiting for the shards: each
+// shard's calls go out on a goroutine of their own and are reported through
+// done when that shard answers, so that a slow shard delays only its own
+// keys; a hot key's calls are reported together. What no shard decides
+// (fallback) is reported before Submit returns. Rounds with a Reset, rare,
+// are decided whole, in order.
+func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done func(idx []int)) {
+	cl := c.client.Load()
+	if cl == nil {
+		c.Decide(ctx, reqs, res)
+		done(nil)
+		return
+	}
+	if slices.ContainsFunc(reqs, func(r Request) bool { return r.Op == Reset }) {
+		go func() {
+			c.Decide(ctx, reqs, res)
+			done(nil)
+		}()
+		return
+	}
+	topo := c.topo.Load()
+	now := time.Now().UnixNano()
+	var groups []*shardCalls
+	var hot []*hotCall
+	var hotIdx, here []int
+	for i := range reqs {
+		r := &reqs[i]
+		if hk := c.hot.observe(r.Key, now); hk != nil {
+			n := len(hot)
+			if hot = c.startHot(hot, i, r, hk, hk.live(now), topo, reqs, res); len(hot) > n {
+				hotIdx = append(hotIdx, i)
+			} else {
+				here = append(here, i)
+			}
+			continue
+		}
+		pc := call{req: i, step: lua.Call{Key: KeyPrefix + r.Key, Interval: r.Interval, Cost: r.Cost}}
+		pc.owner = topo.ownerOf(pc.step.Key)
+		if pc.owner != nil && !pc.owner.healthy.Load() {
+			c.fallback(reqs[i:i+1], res[i:i+1])
+			here = append(here, i)
+			continue
+		}
+		k := slices.IndexFunc(groups, func(g *shardCalls) bool { return g.owner == pc.owner })
+		if k < 0 {
+			k = len(groups)
+			groups = append(groups, &shardCalls{owner: pc.owner})
+		}
+		groups[k].calls = append(groups[k].calls, pc)
+		groups[k].idx = append(groups[k].idx, i)
+	}
+	if len(here) > 0 {
+		c.count(res, here)
+		done(here)
+	}
+	for _, g := range groups {
+		go c.runShard(ctx, *cl, topo, g, reqs, res, done)
+	}
+	if len(hot) > 0 {
+		go func() {
+			c.finishHot(hot, reqs, res, topo)
+			c.count(res, hotIdx)
+			done(hotIdx)
+		}()
+	}
+}
+
+// shardCalls are a round's calls on one shard, and their requests.
+type shardCalls struct {
+	owner *shard
+	calls []call
+	idx   []int
+}
+
+// runShard decides one shard's calls of a round, bounded by the backend
+// timeout, and reports them.
+func (c *Cluster) runShard(ctx context.Context, client rueidis.Client, topo *topology, g *shardCalls, reqs []Request, res []Result, done func([]int)) {
+	steps := make([]lua.Call, len(g.calls))
+	for j := range g.calls {
+		steps[j] = g.calls[j].step
+	}
+	br, errs := make([]bucket.Result, len(steps)), make([]error, len(steps))
+	sent := time.Now().UnixNano()
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	c.throttle.Do(rctx, c.nodeOr(g.owner, client), steps, br, errs)
+	cancel()
+	var hot []*hotCall
+	for j := range g.calls {
+		hot = c.settle(hot, &g.calls[j], br[j], errs[j], reqs, res, topo, sent)
+	}
+	if len(hot) > 0 {
+		c.finishHot(hot, reqs, res, topo)
+	}
+	c.count(res, g.idx)
+	done(g.idx)
+}
+
+// count counts the decisions of idx by source.
+func (c *Cluster) count(res []Result, idx []int) {
+	for _, i := range idx {
+		c.counts[res[i].Source].Add(1)
+	}
+}
+
 func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	cl := c.client.Load()
 	if cl == nil {
@@ -497,8 +601,10 @@ func isRedirect(err error) bool {
 // fault marks s unhealthy (once per outage) and asks for a fresh slot map,
 // since a failover may be what happened.
 func (c *Cluster) fault(s *shard, err error) {
-	if c.ctx.Err() != nil {
-		return // closing: the calls in flight were cancelled, not failed
+	if c.ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		// Closing, or the caller went away (a server shutting down): the
+		// calls were cancelled, not failed.
+		return
 	}
 	c.stale.Store(true)
 	if s == nil {

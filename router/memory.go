@@ -73,6 +73,13 @@ func (m *Memory) Decide(_ context.Context, reqs []Request, res []Result) {
 	}
 }
 
+// Submit is Decide for callers that take decisions asynchronously: the
+// buckets are in this process, so done is called before it returns.
+func (m *Memory) Submit(ctx context.Context, reqs []Request, res []Result, done func([]int)) {
+	m.Decide(ctx, reqs, res)
+	done(nil)
+}
+
 // Info is the embedded backend's INFO section.
 func (m *Memory) Info() string {
 	return "embedded_buckets:" + strconv.Itoa(m.Len()) + "\r\n"
