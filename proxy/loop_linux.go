@@ -605,19 +605,3 @@ func (l *loop) shutdown() {
 	syscall.Close(l.epfd)
 	close(l.done)
 }
-
-// replyBuf is a client's share of a loop's output, with redcon's encoding.
-type replyBuf struct {
-	b    []byte
-	quit bool
-}
-
-func (r *replyBuf) WriteArray(n int)         { r.b = redcon.AppendArray(r.b, n) }
-func (r *replyBuf) WriteInt(n int)           { r.b = redcon.AppendInt(r.b, int64(n)) }
-func (r *replyBuf) WriteInt64(n int64)       { r.b = redcon.AppendInt(r.b, n) }
-func (r *replyBuf) WriteError(msg string)    { r.b = redcon.AppendError(r.b, msg) }
-func (r *replyBuf) WriteString(s string)     { r.b = redcon.AppendString(r.b, s) }
-func (r *replyBuf) WriteBulk(b []byte)       { r.b = redcon.AppendBulk(r.b, b) }
-func (r *replyBuf) WriteBulkString(s string) { r.b = redcon.AppendBulkString(r.b, s) }
-func (r *replyBuf) WriteNull()               { r.b = redcon.AppendNull(r.b) }
-func (r *replyBuf) Close() error             { r.quit = true; return nil }
