@@ -3,10 +3,13 @@ package proxy_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -787,4 +790,49 @@ func waitUntil(t *testing.T, what string, f func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 	}
+}
+
+// A client that sends a million THROTTLE and reads nothing is stopped
+// being read once its bounds are reached: sluice's memory stays bounded,
+// and the other clients keep getting answers.
+func TestFloodWithoutReadingIsBounded(t *testing.T) {
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		flood, _ := raw(t, addr)
+		chunk := []byte(strings.Repeat("*5\r\n$8\r\nTHROTTLE\r\n$5\r\nflood\r\n$4\r\n1000\r\n$1\r\n1\r\n$2\r\n1s\r\n", 1000))
+		sent := 0
+		// Until sluice has not read for a whole second (its socket and
+		// ours are full), or all million are sent.
+		for ; sent < 1_000_000; sent += 1000 {
+			flood.SetWriteDeadline(time.Now().Add(time.Second))
+			if _, err := flood.Write(chunk); err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		if sent == 1_000_000 {
+			t.Fatal("a million THROTTLE were read without a reader: no backpressure")
+		}
+		other := newGoRedis(t, addr)
+		for i := range 10 {
+			if v, err := other.Do(context.Background(), "THROTTLE", fmt.Sprint("other", i), 5, 1, "1s").Int64Slice(); err != nil || v[0] != 0 {
+				t.Fatalf("another client: %v, %v", v, err)
+			}
+		}
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+		t.Logf("stopped reading after about %d commands; heap grew %d KiB", sent, grew>>10)
+		// Unbounded, the million commands' slots and replies alone would
+		// hold about 180 MB.
+		if grew > 64<<20 {
+			t.Fatalf("heap grew %d MiB while the flood waited", grew>>20)
+		}
+	})
 }

@@ -213,6 +213,8 @@ func startNode(dir string, cfg Config) (*Node, error) {
 			"cluster-allow-replica-migration no",
 			"repl-diskless-sync yes",
 			"repl-diskless-sync-delay 0",
+			// Tests make a node slow on purpose with DEBUG SLEEP.
+			"enable-debug-command local",
 		}, "\n") + "\n"
 		if err := os.WriteFile(filepath.Join(dir, "redis.conf"), []byte(conf), 0o644); err != nil {
 			return nil, err
