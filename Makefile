@@ -54,6 +54,10 @@ cluster-stop:
 
 # The standard comparison set: sluice against the direct EVALSHA path on
 # the local cluster, all sharing this machine's cores (under 2 minutes).
+# Two generators: the Go tool (-suite, which also measures open-loop
+# latency, accuracy and memory), then redis-benchmark (-neutral, about
+# 40 s), a C client whose own cost does not hide sluice's; it is given
+# sluice's pid to read sluice's CPU.
 BENCH_ADDR := 127.0.0.1:6399
 bench: cluster
 	$(GO) build -o $(CLUSTER_DIR)/sluice ./cmd/sluice
@@ -61,6 +65,8 @@ bench: cluster
 	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn & pid=$$!; \
 		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) ping >/dev/null 2>&1; do sleep 0.1; done; \
 		$(CLUSTER_DIR)/bench -suite -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -duration 2s -rounds 3; rc=$$?; \
+		echo; \
+		$(CLUSTER_DIR)/bench -neutral -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -sluice-pid $$pid -duration 4s || rc=$$?; \
 		kill $$pid; exit $$rc
 
 # The hot-key set: one key hammered through three sluice instances that

@@ -5,6 +5,7 @@
 //	go run ./bench -target sluice -addr 127.0.0.1:6380 -clients 50
 //	go run ./bench -target direct -cluster 127.0.0.1:7000 -pipeline 16
 //	go run ./bench -compare sluice,direct -addr 127.0.0.1:6380 -cluster 127.0.0.1:7000
+//	go run ./bench -neutral -addr 127.0.0.1:6380 -cluster 127.0.0.1:7000 -duration 3s
 //
 // Closed loop by default (each client waits for its replies); -rate makes
 // it open loop at a fixed arrival rate, with latency counted from when a
@@ -50,6 +51,10 @@ type config struct {
 	report   string
 	suite    bool
 	hotSuite bool
+	neutral  bool
+	// sluicePID is read for sluice's CPU by -neutral, whose load comes
+	// from redis-benchmark and so cannot count it in-process.
+	sluicePID int
 }
 
 func main() {
@@ -67,6 +72,8 @@ func main() {
 		runner = runSuite
 	case cfg.hotSuite:
 		runner = runHotSuite
+	case cfg.neutral:
+		runner = runNeutral
 	}
 	if err := runner(cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -97,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	fs.BoolVar(&c.suite, "suite", false, "run the standard comparison set (make bench) against -addr and -cluster")
 	fs.BoolVar(&c.hotSuite, "hotsuite", false, "run the hot-key set (make bench-hot): accuracy with 1 and 3 instances at -addr, spread, throughput split vs -unsplit-addr vs direct")
+	fs.BoolVar(&c.neutral, "neutral", false, "run the standard comparisons with redis-benchmark as the client (make bench) against -addr and -cluster, with -clients, -keys uniform:N and the limit flags; a row's two runs take about 2x -duration")
+	fs.IntVar(&c.sluicePID, "sluice-pid", 0, "`pid` of the sluice at -addr, for -neutral's CPU figures (default: the process_id in its INFO)")
 	fs.StringVar(&c.report, "report", "", "write an HTML `file` with latency and throughput plots")
 	if err := fs.Parse(args); err != nil {
 		return c, err

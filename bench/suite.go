@@ -24,6 +24,9 @@ func runSuite(cfg config, out io.Writer) error {
 		extra string
 	}
 	var rows []row
+	// make bench also prints redis-benchmark's rows (-neutral): say which
+	// generator made these.
+	fmt.Fprintf(out, "Go load generator rows (bench -suite: rueidis clients in this process, on the same cores as sluice; direct = sluice's own script by EVALSHA)\n")
 	compare := func(name string, c config) (comparison, []result, error) {
 		var rs []result
 		ts := []target{newSluiceTarget("sluice", []string{c.addr}, c.lim, c.cluster)}
@@ -108,7 +111,7 @@ func runSuite(cfg config, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(out, "\nsluice vs direct (medians of %d rounds of %v; load generator, sluice and the cluster share this machine's cores)\n\n", cfg.rounds, cfg.duration)
+	fmt.Fprintf(out, "\nGo load generator: sluice vs direct (medians of %d rounds of %v; load generator, sluice and the cluster share this machine's cores)\n\n", cfg.rounds, cfg.duration)
 	fmt.Fprintf(out, "%-30s %10s %10s %7s %12s %12s %14s %14s\n", "run", "sluice/s", "direct/s", "ratio", "sluice p99", "direct p99", "sluice cpu/op", "direct cpu/op")
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-30s %10.0f %10.0f %6.2fx %10.0fµs %10.0fµs %8.1f+%-5.1f %14.1f\n", r.name, r.c.OpsA, r.c.OpsB, r.c.OpsRatio,

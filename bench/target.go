@@ -234,13 +234,18 @@ func infoFields(ctx context.Context, addr, section string) (map[string]string, e
 	if err != nil {
 		return nil, err
 	}
+	return parseInfo(text), nil
+}
+
+// parseInfo reads INFO's text as field: value pairs.
+func parseInfo(text string) map[string]string {
 	fields := map[string]string{}
 	for _, line := range strings.Split(text, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
 			fields[k] = v
 		}
 	}
-	return fields, nil
+	return fields
 }
 
 // primariesCPU sums the CPU seconds of the cluster's primaries.
