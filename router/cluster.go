@@ -161,7 +161,7 @@ type shard struct {
 	node atomic.Pointer[rueidis.Client]
 
 	healthy atomic.Bool
-	window  window
+	out     shardQueue
 
 	mu        sync.Mutex // guards the fields below
 	since     time.Time  // of the current state
@@ -327,7 +327,13 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 		done(here)
 	}
 	for _, g := range groups {
-		go c.runShard(ctx, *cl, topo, g, reqs, res, done)
+		g.reqs, g.res, g.topo, g.ctx, g.done = reqs, res, topo, ctx, done
+		g.left.Store(int64(len(g.calls)))
+		if g.owner == nil {
+			go c.flushCalls(nil, g.calls, []*shardCalls{g}, nil) // no slot map yet
+			continue
+		}
+		c.enqueue(g)
 	}
 	if len(hot) > 0 {
 		go func() {
@@ -336,103 +342,6 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 			done(hotIdx)
 		}()
 	}
-}
-
-// shardCalls are a round's calls on one shard, and their requests.
-type shardCalls struct {
-	owner *shard
-	calls []call
-	idx   []int
-}
-
-// runShard decides one shard's calls of a round and reports them. They go
-// in chunks through the shard's window, each chunk's deadline the backend
-// timeout from when it is admitted: a call then waits behind at most a
-// window of others, so the timeout bounds each call, and a long pipeline
-// from one client does not make a healthy shard look hung.
-func (c *Cluster) runShard(ctx context.Context, client rueidis.Client, topo *topology, g *shardCalls, reqs []Request, res []Result, done func([]int)) {
-	steps := make([]lua.Call, len(g.calls))
-	for j := range g.calls {
-		steps[j] = g.calls[j].step
-	}
-	br, errs := make([]bucket.Result, len(steps)), make([]error, len(steps))
-	node := c.nodeOr(g.owner, client)
-	var hot []*hotCall
-	for lo := 0; lo < len(steps); lo += windowChunk {
-		hi := min(lo+windowChunk, len(steps))
-		if g.owner != nil && !g.owner.healthy.Load() {
-			// An earlier chunk found the shard failed: do not wait for it again.
-			for _, i := range g.idx[lo:] {
-				c.fallback(reqs[i:i+1], res[i:i+1])
-			}
-			break
-		}
-		g.owner.win().acquire(hi - lo)
-		sent := time.Now().UnixNano()
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		c.throttle.Do(rctx, node, steps[lo:hi], br[lo:hi], errs[lo:hi])
-		cancel()
-		g.owner.win().release(hi - lo)
-		for j := lo; j < hi; j++ {
-			hot = c.settle(hot, &g.calls[j], br[j], errs[j], reqs, res, topo, sent)
-		}
-	}
-	if len(hot) > 0 {
-		c.finishHot(hot, reqs, res, topo)
-	}
-	c.count(res, g.idx)
-	done(g.idx)
-}
-
-// A shard's window admits windowCalls calls in flight, in chunks of at
-// most windowChunk: at about 10 µs a step, a full window is a few ms of
-// the shard's time, far inside any sensible backend timeout.
-const (
-	windowCalls = 256
-	windowChunk = 64
-)
-
-// win is s's window; nil when there is no shard to bound.
-func (s *shard) win() *window {
-	if s == nil {
-		return nil
-	}
-	return &s.window
-}
-
-// window bounds the calls in flight to one shard.
-type window struct {
-	mu   sync.Mutex // guards used
-	cond sync.Cond
-	used int
-}
-
-// acquire waits until n more calls fit; the calls in flight each end
-// within the backend timeout, so the wait is bounded. A nil window (no
-// slot map yet) admits everything.
-func (w *window) acquire(n int) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.cond.L == nil {
-		w.cond.L = &w.mu
-	}
-	for w.used > 0 && w.used+n > windowCalls {
-		w.cond.Wait()
-	}
-	w.used += n
-}
-
-func (w *window) release(n int) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	w.used -= n
-	w.mu.Unlock()
-	w.cond.Broadcast()
 }
 
 // count counts the decisions of idx by source.

@@ -1,0 +1,169 @@
+package router
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-rl/sluice/lua"
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+// A shard's calls from every round of every loop are coalesced: while the
+// shard has maxFlushes pipelines in flight, new calls queue, and the next
+// pipeline carries all of them (at most maxPipeline). At light load a call
+// goes out at once; under load the pipelines grow, so the shard and this
+// process pay a write and a read per pipeline, not per call. Each
+// pipeline's deadline is the backend timeout from when it is sent: a call
+// waits in the shard's pipe behind at most one other pipeline, so the
+// timeout bounds each call, and a long pipeline from one client cannot make
+// a healthy shard look hung. Waiting in the queue is not the shard's fault
+// and does not count.
+const (
+	maxPipeline = 256
+	maxFlushes  = 2
+)
+
+// shardQueue is one shard's calls waiting for a pipeline.
+type shardQueue struct {
+	mu       sync.Mutex // guards flushing and queue
+	flushing int        // pipelines in flight
+	queue    []queued
+}
+
+// queued is one call of a round's group.
+type queued struct {
+	g *shardCalls
+	j int // into g.calls
+}
+
+// shardCalls are a round's calls on one shard, and where their results go.
+type shardCalls struct {
+	owner *shard
+	calls []call
+	idx   []int // the calls' requests, reported together
+
+	ctx  context.Context
+	reqs []Request
+	res  []Result
+	topo *topology
+	done func([]int)
+	left atomic.Int64 // calls not yet settled
+
+	mu  sync.Mutex // guards hot
+	hot []*hotCall // calls on keys another instance split
+}
+
+// enqueue queues g's calls on its shard and starts a pipeline if the shard
+// has room for one.
+func (c *Cluster) enqueue(g *shardCalls) {
+	q := &g.owner.out
+	q.mu.Lock()
+	for j := range g.calls {
+		q.queue = append(q.queue, queued{g: g, j: j})
+	}
+	start := q.flushing < maxFlushes
+	if start {
+		q.flushing++
+	}
+	q.mu.Unlock()
+	if start {
+		go c.flushShard(g.owner)
+	}
+}
+
+// flushShard sends the shard's queued calls, a pipeline at a time, until none
+// are left.
+func (c *Cluster) flushShard(s *shard) {
+	q := &s.out
+	for {
+		q.mu.Lock()
+		n := min(len(q.queue), maxPipeline)
+		if n == 0 {
+			q.flushing--
+			q.mu.Unlock()
+			return
+		}
+		batch := make([]queued, n)
+		copy(batch, q.queue)
+		q.queue = q.queue[:copy(q.queue, q.queue[n:])]
+		q.mu.Unlock()
+		calls := make([]call, n)
+		groups := make([]*shardCalls, n)
+		for k, b := range batch {
+			calls[k], groups[k] = b.g.calls[b.j], b.g
+		}
+		c.flushCalls(s, calls, groups, batch)
+	}
+}
+
+// flushCalls runs one pipeline of calls (with nil batch: all of groups[0]'s)
+// and settles each into its group.
+func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls, batch []queued) {
+	if batch == nil {
+		g := groups[0]
+		groups = make([]*shardCalls, len(calls))
+		for k := range groups {
+			groups[k] = g
+		}
+	}
+	br, errs := make([]bucket.Result, len(calls)), make([]error, len(calls))
+	sent := time.Now().UnixNano()
+	cl := c.client.Load()
+	switch {
+	case s != nil && !s.healthy.Load():
+		// Failed since the calls were queued: their keys fall back.
+		for k := range errs {
+			errs[k] = errShardDown
+		}
+	case cl == nil:
+		for k := range errs {
+			errs[k] = errShardDown
+		}
+	default:
+		steps := make([]lua.Call, len(calls))
+		for k := range calls {
+			steps[k] = calls[k].step
+		}
+		// The pipeline's own time; the first group's context carries the
+		// server's cancellation.
+		ctx, cancel := context.WithTimeout(groups[0].ctx, c.cfg.Timeout)
+		c.throttle.Do(ctx, c.nodeOr(s, *cl), steps, br, errs)
+		cancel()
+	}
+	for k := range calls {
+		g := groups[k]
+		var hot []*hotCall
+		if errs[k] == errShardDown {
+			i := calls[k].req
+			c.fallback(g.reqs[i:i+1], g.res[i:i+1])
+		} else {
+			hot = c.settle(nil, &calls[k], br[k], errs[k], g.reqs, g.res, g.topo, sent)
+		}
+		if len(hot) > 0 {
+			g.mu.Lock()
+			g.hot = append(g.hot, hot...)
+			g.mu.Unlock()
+		}
+		if g.left.Add(-1) == 0 {
+			c.finish(g)
+		}
+	}
+}
+
+// finish reports a group whose calls are all settled; calls that turned
+// out to be on split keys finish on a goroutine of their own, so that the
+// shard's pipelines do not wait for their sub-buckets.
+func (c *Cluster) finish(g *shardCalls) {
+	if len(g.hot) == 0 {
+		c.count(g.res, g.idx)
+		g.done(g.idx)
+		return
+	}
+	go func() {
+		c.finishHot(g.hot, g.reqs, g.res, g.topo)
+		c.count(g.res, g.idx)
+		g.done(g.idx)
+	}()
+}
