@@ -4,10 +4,16 @@ package proxy
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
+
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/bucket"
 )
 
 // FuzzLoopRead checks that how a client's bytes are cut into reads does not
@@ -62,4 +68,101 @@ func unread(t *testing.T, fd int) int {
 		t.Fatal(errno)
 	}
 	return int(n)
+}
+
+// held is a Decider that keeps every round until the test reports its
+// results, in whatever order and groups it likes. A THROTTLE's result
+// carries its cost back as its remaining tokens, so that each reply can be
+// told from the others.
+type held struct {
+	rounds []*heldRound
+}
+
+type heldRound struct {
+	reqs []router.Request
+	res  []router.Result
+	done func([]int)
+	left []int
+}
+
+func (h *held) Submit(_ context.Context, reqs []router.Request, res []router.Result, done func([]int)) {
+	r := &heldRound{reqs: reqs, res: res, done: done}
+	for i := range reqs {
+		r.left = append(r.left, i)
+	}
+	h.rounds = append(h.rounds, r)
+}
+
+// report reports some of round k's results: the first n left, or all.
+func (h *held) report(k, n int) {
+	r := h.rounds[k]
+	n = min(max(n, 1), len(r.left))
+	idx := slices.Clone(r.left[:n])
+	r.left = r.left[n:]
+	for _, i := range idx {
+		r.res[i] = router.Result{Result: bucket.Result{Remaining: r.reqs[i].Cost, RetryAfter: -1}}
+	}
+	if len(r.left) == 0 {
+		h.rounds = slices.Delete(h.rounds, k, k+1)
+	}
+	r.done(idx)
+}
+
+// FuzzCompletions checks that however decisions come back (any round, any
+// subset, any order, interleaved with more commands, drains and a close),
+// a client's replies are its commands' replies in its order, and nothing
+// breaks once it is closed.
+func FuzzCompletions(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 4, 1, 2, 6, 3, 0, 1, 2, 3})
+	f.Add([]byte{0, 0, 5, 0, 1, 9, 10, 14, 3, 255, 2, 3})
+	f.Add([]byte{4, 0, 1, 8, 1, 0, 1, 2, 2, 2, 3})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		h := &held{}
+		l, c := newTestLoop(t, h, -1)
+		var want, got []byte
+		cost := int64(0)
+		closed := false
+		for _, op := range ops {
+			switch {
+			case op == 255:
+				c.gone, closed = true, true
+			case op%4 == 0 && !closed:
+				// A command: THROTTLE, PING or ECHO.
+				var raw string
+				switch (op / 4) % 3 {
+				case 0:
+					cost++
+					raw = fmt.Sprintf("THROTTLE k%d 1000 1 1s %d\r\n", op%3, cost)
+					want = fmt.Appendf(want, "*5\r\n:0\r\n:1000\r\n:%d\r\n:-1\r\n:0\r\n", cost)
+				case 1:
+					raw = "PING\r\n"
+					want = append(want, "+PONG\r\n"...)
+				default:
+					raw = fmt.Sprintf("ECHO e%d\r\n", op)
+					want = fmt.Appendf(want, "$%d\r\ne%d\r\n", len(fmt.Sprint(op))+1, op)
+				}
+				l.take(c, []byte(raw))
+			case op%4 == 1:
+				l.submit()
+			case op%4 == 2 && len(h.rounds) > 0:
+				// Some results of some round, taken as the loop takes them.
+				h.report(int(op/4)%len(h.rounds), int(op/16))
+				l.wakeUp()
+			default:
+				l.settle()
+				got = append(got, c.out.b...)
+				c.out.b = c.out.b[:0]
+			}
+		}
+		l.submit()
+		for len(h.rounds) > 0 {
+			h.report(0, len(h.rounds[0].left))
+		}
+		l.wakeUp()
+		l.settle()
+		got = append(got, c.out.b...)
+		if !bytes.HasPrefix(want, got) || (!closed && !bytes.Equal(got, want)) {
+			t.Fatalf("replies\n%q\nwant\n%q", got, want)
+		}
+	})
 }
