@@ -57,20 +57,40 @@ func (c *Call) args() []string {
 		strconv.FormatInt(c.Interval.V, 10),
 		strconv.FormatInt(c.Cost, 10),
 	}
-	batch := c.N > 1
-	if c.Base != "" || batch || c.Now != 0 {
-		args = append(args, c.Base)
-		if c.Base == "" {
-			args[4] = "0"
-		}
+	argc := c.argc()
+	if argc >= 5 {
+		args = append(args, c.base())
 	}
-	if batch || c.Now != 0 {
+	if argc >= 6 {
 		args = append(args, strconv.FormatInt(max(c.N, 1), 10))
 	}
-	if c.Now != 0 {
+	if argc == 7 {
 		args = append(args, strconv.FormatInt(c.Now, 10))
 	}
 	return args
+}
+
+// argc is how many ARGV the declared call sends: the optional ones up to
+// the last one it needs.
+func (c *Call) argc() int {
+	switch {
+	case c.Now != 0:
+		return 7
+	case c.N > 1:
+		return 6
+	case c.Base != "":
+		return 5
+	}
+	return 4
+}
+
+// base is the ARGV of Base in a declared call, where "" would not hold the
+// place of the ARGV after it.
+func (c *Call) base() string {
+	if c.Base == "" {
+		return "0"
+	}
+	return c.Base
 }
 
 // Do runs calls, pipelined, and stores each outcome in res and errs

@@ -1,143 +1,226 @@
--- sluice token bucket: one step, atomically, on the shard that owns KEYS[1].
--- The arithmetic is router/bucket's (Go), line for line; read that package
--- for the units and why every value stays exact in Lua's doubles.
+-- sluice token bucket: one step per bucket, atomically, on the shard that
+-- owns the buckets. The arithmetic is router/bucket's (Go), line for line;
+-- read that package for the units and why every value stays exact in
+-- Lua's doubles.
 --
--- KEYS[1]  the bucket: a string holding its theoretical arrival time (the
---          instant it is full again) in ns since the epoch; missing = full
--- ARGV[1]  capacity C, in tokens
--- ARGV[2]  U and
--- ARGV[3]  V: one token refills every U/V µs (reduced; C*U <= 2^51, V <= 2^40)
--- ARGV[4]  cost, in tokens; 0 peeks
--- ARGV[5]  optional: a split's base, as stored ("0": full): the fullest a
---          sub-bucket may be. A missing one starts from it.
--- ARGV[6]  optional: n, how many calls of cost this step decides, in order,
---          as n steps at one instant would (1 by default)
--- ARGV[7]  optional: now in µs instead of the shard's TIME (tests only)
---
--- KEYS[1] may instead hold a split marker (split.lua): the key is hot and
--- split into sub-buckets, and the step answers {2, marker, ms it holds}
+-- A bucket is a string holding its theoretical arrival time (the instant
+-- it is full again) in ns since the epoch, 19 digits; missing = full. It
+-- may instead hold a split marker (split.lua): the key is hot and split
+-- into sub-buckets, and the step answers the marker and the ms it holds
 -- without taking. A marker past its time has lapsed back into a bucket
 -- whose TAT is the marker's lapse state.
 --
--- Returns {limited, remaining, retry_after_us, reset_after_us}, and for
--- n > 1 a fifth value: how many of the calls took their cost (the first
--- ones); limited, retry_after_us and the state are then the last call's.
--- It writes only when it takes tokens, with a PXAT of the instant the bucket is full
--- (in ms, rounded up, on the same clock as TIME), so an idle bucket
--- disappears and never earlier; a denial or a peek writes nothing.
+-- A step takes, for one bucket:
+--   capacity C, in tokens;
+--   U and V: one token refills every U/V µs (reduced; C*U <= 2^51,
+--     V <= 2^40);
+--   cost, in tokens; 0 peeks;
+--   base: a split's base, as stored ("0": full), the fullest a sub-bucket
+--     may be; a missing one starts from it. "" or none: no base;
+--   n: how many calls of cost the step decides, in order, as n steps at
+--     one instant would;
+--   now, in µs: the shard's TIME unless a test gives its own.
+-- It writes only when it takes tokens, with a PXAT of the instant the
+-- bucket is full (in ms, rounded up, on the same clock as TIME), so an idle
+-- bucket disappears and never earlier; a denial or a peek writes nothing.
+--
+-- One bucket, declared (keys of a slot being migrated must come this way,
+-- so that MOVED and ASK work):
+--   KEYS[1] the bucket; ARGV[1..4] C, U, V, cost; optional ARGV[5] base,
+--   ARGV[6] n (1 by default), ARGV[7] now.
+--   Returns {limited, remaining, retry_after_us, reset_after_us}, and for
+--   n > 1 a fifth value: how many of the calls took their cost (the first
+--   ones); limited, retry_after_us and the state are then the last call's.
+--   A split bucket answers {2, marker, ms it holds}; a key that is not a
+--   bucket, or a failed GET or SET, an error reply.
+--
+-- Many buckets on this node, in one call: no KEYS, and
+--   ARGV[1] the number of ARGV per bucket: 7, or 8 when each carries its
+--           own now (tests; "0" there means the shard's TIME);
+--   then per bucket: key, C, U, V, cost, base ("" for none), n[, now].
+--   Buckets are decided in order, so one that appears twice sees its first
+--   step's write. The shard's TIME is read once for all.
+--   Returns a flat array of 5 values per bucket, in order:
+--     0 or 1 (limited), remaining, retry_after_us, reset_after_us, taken
+--     2, marker, ms it holds, 0, 0                     (split)
+--     3, error message, 0, 0, 0
+--   The error is the one Redis gave the bucket's GET or SET (a key of a
+--   slot not served here: "ERR Script attempted to access a non local key
+--   in a cluster node"; "...while the cluster is down"; OOM, READONLY) or
+--   WRONGTYPE for a key that is not a bucket; the step took nothing then,
+--   and the call goes on. Nothing after the first write may raise: a
+--   script's writes stay, so a raised error would lose the answers of the
+--   buckets already decided. This script has no shebang on purpose: only
+--   such scripts may touch undeclared keys of several slots (Redis 7).
 
--- floor(a/b) for integers below 2^53, corrected where the double quotient
--- rounds across an integer.
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  local r = a - q * b
-  if r < 0 then return q - 1 end
-  if r >= b then return q + 1 end
-  return q
-end
+local byte, sub, find, format = string.byte, string.sub, string.find, string.format
+local pcall = redis.pcall
+local wrongtype = 'WRONGTYPE key holds a value that is not a sluice bucket'
 
-local function cdiv(a, b)
-  return idiv(a + b - 1, b)
-end
+-- Every division is floor division of integers 0 <= x, 0 < y with
+-- x + y < 2^53, written (x - x % y) / y, or its ceiling ((x + y - 1) ...):
+-- Lua 5.1's % is x - floor(x/y)*y in C, and within that bound the double
+-- quotient never rounds across an integer, so the result is exact. (The
+-- bounds: C*U <= 2^51, V <= 2^40, now < 2^53 µs.) It is written out,
+-- not called: a Lua function call, and math.floor's from Lua, cost more
+-- than the rest of the arithmetic together.
 
-local c, u, v, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local now
-local n = 1
-if ARGV[6] then
-  n = tonumber(ARGV[6])
-end
-if ARGV[7] then
-  now = tonumber(ARGV[7])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-
-local tau = c * u
-local d = 0
--- over: when a bucket left by another limit is emptier than this one can
--- be, d is capped at tau and over is the time until full, in µs rounded up.
-local over = 0
-local s = redis.pcall('GET', KEYS[1])
-if type(s) == 'table' and s.err then
-  return redis.error_reply(s.err)
-end
-if s and string.byte(s, 1) == 126 then -- '~': a split marker
-  local untilms, lapse = string.match(s, '^~%d+:(%d+):(%d+):')
-  if not untilms then
-    return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
+-- step decides one bucket and returns the 5 values of a many call's reply.
+local function step(key, c, u, v, cost, base, n, now)
+  local s = pcall('GET', key)
+  if type(s) == 'table' then
+    return 3, s.err, 0, 0, 0
   end
-  local left = tonumber(untilms) - idiv(now, 1000)
-  if left > 0 then
-    return {2, s, left}
+  local nr = now % 1000
+  local nowms = (now - nr) / 1000
+  if s and byte(s, 1) == 126 then -- '~': a split marker
+    local untilms, lapse = string.match(s, '^~%d+:(%d+):(%d+):')
+    if not untilms then
+      return 3, wrongtype, 0, 0, 0
+    end
+    local left = untilms - nowms
+    if left > 0 then
+      return 2, s, left, 0, 0
+    end
+    s = lapse
   end
-  s = lapse
-end
--- A sub-bucket is never fuller than its split's base: a missing one starts
--- there, and one left from an earlier split, fuller than the key is now,
--- is brought down to it. (Equal-length digit strings compare as numbers.)
-local base = ARGV[5]
-if base and #base == 19 and (not s or (#s == 19 and s < base)) then
-  s = base
-end
-if s == '0' then
-  s = false
-end
-if s then
-  -- A TAT in ns is 19 digits from 2001 to 2286; anything else is not ours.
-  if #s ~= 19 or not string.find(s, '^%d+$') then
-    return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
+  -- A sub-bucket is never fuller than its split's base: a missing one
+  -- starts there, and one left from an earlier split, fuller than the key
+  -- is now, is brought down to it. (Equal-length digit strings compare as
+  -- numbers.)
+  if base and #base == 19 and (not s or (#s == 19 and s < base)) then
+    s = base
   end
-  local a = tonumber(string.sub(s, 1, -4)) - now
-  local b = tonumber(string.sub(s, -3))
-  if a > 0 or (a == 0 and b > 0) then
-    if a > idiv(tau, v) or a * v + idiv(b * v, 1000) > tau then
-      d = tau
-      over = a
-      if b > 0 then over = a + 1 end
-    else
-      d = a * v + idiv(b * v, 1000)
+  local tau = c * u
+  local d = 0
+  -- over: when a bucket left by another limit is emptier than this one
+  -- can be, d is capped at tau and over is the time until full, in µs
+  -- rounded up.
+  local over = 0
+  if s and s ~= '0' then
+    -- A TAT in ns is 19 digits from 2001 to 2286; anything else is not ours.
+    if #s ~= 19 or not find(s, '^%d+$') then
+      return 3, wrongtype, 0, 0, 0
+    end
+    -- The µs part is a number below 2^53 (until 2255); the ns part is
+    -- read byte by byte, which makes no string.
+    local a = sub(s, 1, 16) - now
+    local b1, b2, b3 = byte(s, 17, 19)
+    local b = b1 * 100 + b2 * 10 + b3 - 5328 -- 5328: '0' is byte 48
+    if a > 0 or (a == 0 and b > 0) then
+      local bv = b * v
+      bv = (bv - bv % 1000) / 1000
+      if a > (tau - tau % v) / v or a * v + bv > tau then
+        d = tau
+        over = a
+        if b > 0 then over = a + 1 end
+      else
+        d = a * v + bv
+      end
     end
   end
+  local full = over
+  if cost > c then
+    if over == 0 then full = (d + v - 1 - (d + v - 1) % v) / v end
+    return 1, (tau - d - (tau - d) % u) / u, -1, full, 0
+  end
+  -- How many of the calls find their cost (a peek: all of them).
+  local k = n
+  if cost > 0 then
+    local cu = cost * u
+    local fit = (tau - d - (tau - d) % cu) / cu
+    if fit < k then k = fit end
+  end
+  local nd = d + k * cost * u
+  if k > 0 and cost > 0 then
+    local a = (nd - nd % v) / v
+    local b = (nd - a * v) * 1000 + v - 1
+    b = (b - b % v) / v
+    if b == 1000 then
+      a, b = a + 1, 0
+    end
+    -- The full instant in ms: (now + nd/v µs) / 1000, rounded up, split so
+    -- that now*v is never formed.
+    local at = nr * v + nd + v * 1000 - 1
+    at = nowms + (at - at % (v * 1000)) / (v * 1000)
+    -- %d, not %.0f: the values are integers below 2^53, which C prints
+    -- exactly as a long, at a fraction of the cost of a double.
+    local w = pcall('SET', key, format('%d%03d', now + a, b), 'PXAT', format('%d', at))
+    if type(w) == 'table' and w.err then
+      return 3, w.err, 0, 0, 0
+    end
+  end
+  if over == 0 then full = (nd + v - 1 - (nd + v - 1) % v) / v end
+  local left = (tau - nd - (tau - nd) % u) / u
+  if k < n then
+    -- The first call that did not fit waits until its cost is there.
+    local retry
+    if over > 0 then
+      retry = tau - cost * u
+      retry = over - (retry - retry % v) / v
+    else
+      retry = nd + cost * u - tau + v - 1
+      retry = (retry - retry % v) / v
+    end
+    return 1, left, retry, full, k
+  end
+  return 0, left, -1, full, k
 end
 
-local function full(x)
-  if over > 0 then return over end
-  return cdiv(x, v)
-end
-
-local function reply(limited, x, retry, k)
+if #KEYS > 0 then
+  -- Arithmetic reads the numbers (a C call to tonumber costs more); a
+  -- malformed one raises before anything is written.
+  local n = 1
+  if ARGV[6] then n = ARGV[6] + 0 end
+  local now = ARGV[7]
+  if now then
+    now = now + 0
+  else
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+  local code, x1, x2, x3, x4 = step(KEYS[1], ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0, ARGV[5], n, now)
+  if code == 3 then
+    return redis.error_reply(x1)
+  end
+  if code == 2 then
+    return {2, x1, x2}
+  end
   if n > 1 then
-    return {limited, idiv(tau - x, u), retry, full(x), k}
+    return {code, x1, x2, x3, x4}
   end
-  return {limited, idiv(tau - x, u), retry, full(x)}
+  return {code, x1, x2, x3}
 end
 
-if cost > c then
-  return reply(1, d, -1, 0)
+-- Checked before the first write, so this may still raise.
+local w = (ARGV[1] == '7' and 7) or (ARGV[1] == '8' and 8)
+if not w or (#ARGV - 1) % w ~= 0 then
+  return redis.error_reply('ERR sluice: a many-bucket call takes 7 or 8 ARGV per bucket after the first')
 end
--- How many of the calls find their cost (a peek: all of them).
-local k = n
-if cost > 0 then
-  k = math.min(n, idiv(tau - d, cost * u))
+-- The shard's clock, read before the first write: TIME once for all.
+local clock
+if #ARGV > 1 then
+  local t = redis.call('TIME')
+  clock = t[1] * 1000000 + t[2]
 end
-local nd = d + k * cost * u
-if k > 0 and cost > 0 then
-  local a = idiv(nd, v)
-  local b = cdiv((nd - a * v) * 1000, v)
-  if b == 1000 then
-    a, b = a + 1, 0
+local out, j = {}, 0
+-- A bucket's numbers are parsed with tonumber, which cannot raise, and
+-- only when their text differs from the previous bucket's (interned
+-- strings: one compare): buckets of one limit and cost are the common case.
+local sc, su, sv, scost, sn, c, u, v, cost, n
+for i = 2, #ARGV, w do
+  local now = clock
+  if w == 8 and ARGV[i + 7] ~= '0' then now = tonumber(ARGV[i + 7]) end
+  if ARGV[i + 1] ~= sc then sc = ARGV[i + 1]; c = tonumber(sc) end
+  if ARGV[i + 2] ~= su then su = ARGV[i + 2]; u = tonumber(su) end
+  if ARGV[i + 3] ~= sv then sv = ARGV[i + 3]; v = tonumber(sv) end
+  if ARGV[i + 4] ~= scost then scost = ARGV[i + 4]; cost = tonumber(scost) end
+  if ARGV[i + 6] ~= sn then sn = ARGV[i + 6]; n = tonumber(sn) end
+  if c and u and v and cost and n and now then
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = step(ARGV[i], c, u, v, cost, ARGV[i + 5], n, now)
+  else
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = 3, 'ERR sluice: a bucket\'s numbers are not numbers', 0, 0, 0
   end
-  -- The full instant in ms: (now + nd/v µs) / 1000, rounded up, split so
-  -- that now*v is never formed.
-  local q = idiv(now, 1000)
-  local at = q + cdiv((now - q * 1000) * v + nd, v * 1000)
-  redis.call('SET', KEYS[1], string.format('%.0f%03d', now + a, b), 'PXAT', string.format('%.0f', at))
+  j = j + 5
 end
-if k < n then
-  -- The first call that did not fit waits until its cost is there.
-  local retry = cdiv(nd + cost * u - tau, v)
-  if over > 0 then retry = over - idiv(tau - cost * u, v) end
-  return reply(1, nd, retry, k)
-end
-return reply(0, nd, -1, k)
+return out

@@ -1,0 +1,188 @@
+package lua
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+// Outcome is one call's answer from a many-bucket step (or a single one
+// read by DecodeOne).
+type Outcome struct {
+	// Result is the step's outcome, the last of its N calls'; zero when
+	// Err is set.
+	bucket.Result
+	// Taken is how many of the call's N calls took their cost, the first
+	// ones (for N <= 1: 1 when allowed, else 0).
+	Taken int64
+	// Err, when not nil, is why the bucket was not decided; it took
+	// nothing. A *SplitError: the bucket is split. An *Error: the bucket's
+	// key is not a bucket (IsWrongType), is not served by the node, or the
+	// cluster is down (IsNotLocal, IsClusterDown: send that call again,
+	// declared, to follow MOVED and ASK), or Redis refused its GET or SET
+	// (OOM, READONLY...).
+	Err error
+}
+
+// Error is an error reply, of a whole call or of one bucket of a many
+// call, as Redis worded it (without the leading '-'): "NOSCRIPT No
+// matching script...", "MOVED 3999 127.0.0.1:6381". Its methods follow
+// rueidis's RedisError.
+type Error struct {
+	Msg string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// IsNoScript: the node does not have the script; send it with EVAL.
+func (e *Error) IsNoScript() bool { return strings.HasPrefix(e.Msg, "NOSCRIPT") }
+
+// IsMoved returns the address a MOVED sends the call to.
+func (e *Error) IsMoved() (addr string, ok bool) { return e.redirect("MOVED ") }
+
+// IsAsk returns the address an ASK sends the call to, once, after ASKING.
+func (e *Error) IsAsk() (addr string, ok bool) { return e.redirect("ASK ") }
+
+// redirect reads "<kind> <slot> <addr>".
+func (e *Error) redirect(kind string) (string, bool) {
+	rest, ok := strings.CutPrefix(e.Msg, kind)
+	if !ok {
+		return "", false
+	}
+	_, addr, ok := strings.Cut(rest, " ")
+	return addr, ok
+}
+
+// IsClusterDown: the cluster is down, for the whole call (CLUSTERDOWN) or,
+// in a many call, for a bucket (the script's "...while the cluster is
+// down").
+func (e *Error) IsClusterDown() bool {
+	return strings.HasPrefix(e.Msg, "CLUSTERDOWN") ||
+		(strings.Contains(e.Msg, "Script attempted to execute") && strings.Contains(e.Msg, "while the cluster is down"))
+}
+
+// IsNotLocal: in a many call, the bucket's key is of a slot this node does
+// not serve (any more, or not yet: an importing slot, or a migrating one
+// whose key has moved already).
+func (e *Error) IsNotLocal() bool {
+	return strings.Contains(e.Msg, "Script attempted to access a non local key")
+}
+
+// IsTryAgain: a command of several keys met a slot being migrated.
+func (e *Error) IsTryAgain() bool { return strings.HasPrefix(e.Msg, "TRYAGAIN") }
+
+// IsBusy: a script or function runs too long on the node.
+func (e *Error) IsBusy() bool { return strings.HasPrefix(e.Msg, "BUSY ") }
+
+// IsLoading: the node is loading its data set.
+func (e *Error) IsLoading() bool { return strings.HasPrefix(e.Msg, "LOADING") }
+
+// IsWrongType: the key holds something that is not a bucket.
+func (e *Error) IsWrongType() bool { return strings.HasPrefix(e.Msg, "WRONGTYPE") }
+
+// DoMany runs one script call that decides calls, in order, on the node c
+// talks to: c must be a client of that one node (a cluster client would
+// send a call without keys anywhere). out (len(calls)) gets one Outcome
+// per call; an error of the whole call (a timeout, BUSY, LOADING) is every
+// one's Err. A key of a slot being migrated belongs in a declared call
+// (Do), where MOVED and ASK work.
+func (t *Throttle) DoMany(ctx context.Context, c rueidis.Client, calls []Call, out []Outcome) {
+	args := manyArgs(calls)
+	r := c.Do(ctx, c.B().Evalsha().Sha1(t.sha1).Numkeys(0).Arg(args...).Build())
+	if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
+		r = c.Do(ctx, c.B().Eval().Script(throttleSrc).Numkeys(0).Arg(args...).Build())
+	}
+	if err := readMany(r, out); err != nil {
+		for i := range out {
+			out[i] = Outcome{Err: err}
+		}
+	}
+}
+
+// manyArgs is calls' ARGV in a many call (see throttle.lua).
+func manyArgs(calls []Call) []string {
+	stride := manyStride(calls)
+	args := make([]string, 0, 1+stride*len(calls))
+	args = append(args, strconv.Itoa(stride))
+	for i := range calls {
+		c := &calls[i]
+		args = append(args, c.Key,
+			strconv.FormatInt(c.Interval.Capacity, 10),
+			strconv.FormatInt(c.Interval.U, 10),
+			strconv.FormatInt(c.Interval.V, 10),
+			strconv.FormatInt(c.Cost, 10),
+			c.Base,
+			strconv.FormatInt(max(c.N, 1), 10))
+		if stride == 8 {
+			args = append(args, strconv.FormatInt(c.Now, 10))
+		}
+	}
+	return args
+}
+
+// manyStride is the number of ARGV per bucket: 8 when some call carries
+// its own clock.
+func manyStride(calls []Call) int {
+	for i := range calls {
+		if calls[i].Now != 0 {
+			return 8
+		}
+	}
+	return 7
+}
+
+// readMany reads a many call's reply as rueidis parsed it.
+func readMany(r rueidis.RedisResult, out []Outcome) error {
+	msgs, err := r.ToArray()
+	if err != nil {
+		return err
+	}
+	if len(msgs) != 5*len(out) {
+		return fmt.Errorf("lua: throttle answered %d values for %d buckets, want 5 each", len(msgs), len(out))
+	}
+	for k := range out {
+		var v [5]value
+		for e := range v {
+			switch m := &msgs[5*k+e]; {
+			case m.IsInt64():
+				v[e].kind = ':'
+				v[e].n, _ = m.AsInt64()
+			case m.IsString():
+				v[e].kind = '$'
+				s, _ := m.ToString()
+				v[e].text = []byte(s)
+			}
+		}
+		o, ok := bucketOutcome(&v)
+		if !ok {
+			return fmt.Errorf("lua: throttle answered values of the wrong types for bucket %d", k)
+		}
+		out[k] = o
+	}
+	return nil
+}
+
+// decided is a bucket's outcome from its reply: limited (code), then
+// remaining, retry_after_us, reset_after_us, taken.
+func decided(code int64, x [4]int64) Outcome {
+	return Outcome{
+		Result: bucket.Result{Limited: code == 1, Remaining: x[0], RetryAfter: x[1], ResetAfter: x[2]},
+		Taken:  x[3],
+	}
+}
+
+// splitError is the answer {2, marker, ms} as an error.
+func splitError(marker string, ms int64) error {
+	split, ok := Marker(marker)
+	if !ok {
+		return fmt.Errorf("lua: throttle answered a split marker it cannot read: %q", marker)
+	}
+	split.TTL = time.Duration(ms) * time.Millisecond
+	return &SplitError{Split: split}
+}
