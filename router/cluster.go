@@ -10,7 +10,6 @@ import (
 	"net"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,32 +22,6 @@ import (
 	"github.com/sluice-rl/sluice/router/bucket"
 	"github.com/sluice-rl/sluice/router/slot"
 )
-
-// Policy says how a decision is made when the key's shard cannot make it.
-type Policy uint8
-
-const (
-	// FallbackLocal decides with an in-process bucket holding this
-	// instance's share of the limit.
-	FallbackLocal Policy = iota
-	// FallbackOpen allows: availability first.
-	FallbackOpen
-	// FallbackClosed denies.
-	FallbackClosed
-)
-
-// ParsePolicy reads "local", "open" or "closed".
-func ParsePolicy(s string) (Policy, error) {
-	switch s {
-	case "local":
-		return FallbackLocal, nil
-	case "open":
-		return FallbackOpen, nil
-	case "closed":
-		return FallbackClosed, nil
-	}
-	return 0, fmt.Errorf("router: fallback policy %q: want local, open or closed", s)
-}
 
 // ClusterConfig configures a Cluster. Zero values mean the defaults.
 type ClusterConfig struct {
@@ -90,22 +63,6 @@ type ClusterConfig struct {
 	Logger *zap.Logger
 }
 
-// Names in the cluster that are sluice's own, outside KeyPrefix, so that
-// no caller's key can take them (THROTTLE instances would otherwise meet
-// the heartbeat's sorted set).
-const (
-	instancesKey = "sluice.instances"
-	probePrefix  = "sluice.probe:"
-)
-
-// heartbeatEvery is how often an instance announces itself; an
-// announcement lasts three beats, so one lost beat drops no one.
-const heartbeatEvery = time.Second
-
-// topologyEvery is how often the slot map is read again while nothing
-// suggests it changed.
-const topologyEvery = time.Second
-
 // Cluster keeps buckets in a Redis Cluster, each decided by the Lua step on
 // the shard that owns its slot. Decisions a shard cannot make in time go to
 // the fallback policy; the shard is probed in the background and used
@@ -141,34 +98,6 @@ type Cluster struct {
 	ctx  context.Context // ends at Close: background work, hot keys' batched steps
 	stop context.CancelFunc
 	done chan struct{}
-}
-
-// topology is one reading of the slot map.
-type topology struct {
-	owners [slot.Count]*shard
-	tags   []string // a hot key's sub-buckets' hash tags, on distinct primaries
-}
-
-// shard is one primary's slot ranges and health.
-type shard struct {
-	addr  string
-	probe string // a key in one of its slots
-	// node talks to this primary directly, so that sluice's slot map, not
-	// rueidis's (refreshed lazily, up to a second late), decides where a
-	// call goes: a promoted replica is used as soon as it owns the slots.
-	// nil when rueidis does not know the node yet. Replaced at each slot
-	// map reading, as rueidis may replace its connection to the node.
-	node atomic.Pointer[rueidis.Client]
-
-	healthy atomic.Bool
-	out     shardQueue
-
-	mu        sync.Mutex // guards the fields below
-	since     time.Time  // of the current state
-	errors    int64      // faults seen since start
-	lastErr   string
-	nextProbe time.Time
-	backoff   time.Duration
 }
 
 // NewCluster returns a Cluster and starts connecting to cfg.Seeds in the
@@ -419,14 +348,9 @@ func (c *Cluster) settle(hot []*hotCall, cl *call, br bucket.Result, err error, 
 		if st := hk.live(sent); st != nil {
 			return c.startHot(hot, i, r, hk, st, topo, reqs, res)
 		}
-	case err == nil || !isFault(err):
+	case !c.failed(cl.owner, err):
 		res[i] = Result{Result: br, Err: err}
 		return hot
-	case isRedirect(err):
-		// The slot moved before sluice's map did: not the shard's fault.
-		c.stale.Store(true)
-	default:
-		c.fault(cl.owner, err)
 	}
 	c.fallback(reqs[i:i+1], res[i:i+1])
 	return hot
@@ -469,29 +393,6 @@ func perShard[T any](items []T, owner func(*T) *shard, run func(s *shard, idx []
 	wg.Wait()
 }
 
-// nodeOr is s's own node client, or client (which routes by rueidis's
-// slot map) when sluice has none for it.
-func (c *Cluster) nodeOr(s *shard, client rueidis.Client) rueidis.Client {
-	if s != nil {
-		if n := s.node.Load(); n != nil {
-			return *n
-		}
-	}
-	return client
-}
-
-// ownerOf is the shard of a Redis key, nil without a slot map.
-func (t *topology) ownerOf(key string) *shard {
-	return t.owner(slot.Of(key))
-}
-
-func (t *topology) owner(sl int) *shard {
-	if t == nil {
-		return nil
-	}
-	return t.owners[sl]
-}
-
 // reset deletes buckets. A split key's sub-buckets go too, and this
 // instance forgets the split.
 func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
@@ -516,12 +417,7 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 				res[i] = Result{}
 				continue
 			}
-			if err != nil && isFault(err) {
-				if isRedirect(err) {
-					c.stale.Store(true)
-				} else {
-					c.fault(s, err)
-				}
+			if c.failed(s, err) {
 				c.fallback(reqs[i:i+1], res[i:i+1])
 				continue
 			}
@@ -545,110 +441,6 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		}
 		client.DoMulti(ctx, cmds...)
 	}
-}
-
-// isFault tells a shard's failure (it cannot decide now) from an error in
-// the request itself, such as WRONGTYPE, which the caller must see.
-func isFault(err error) bool {
-	var se *lua.SplitError
-	if errors.As(err, &se) {
-		return false // an answer: the bucket is split
-	}
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		// Timeouts, EOF, refused and reset connections, a closing client.
-		return true
-	}
-	return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading() || isRedirect(err) ||
-		strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY")
-}
-
-// isRedirect reports a MOVED or ASK: a shard's own node client does not
-// follow them, and they mean sluice's slot map is behind.
-func isRedirect(err error) bool {
-	re, ok := rueidis.IsRedisErr(err)
-	if !ok {
-		return false
-	}
-	_, moved := re.IsMoved()
-	_, ask := re.IsAsk()
-	return moved || ask
-}
-
-// fault marks s unhealthy (once per outage) and asks for a fresh slot map,
-// since a failover may be what happened.
-func (c *Cluster) fault(s *shard, err error) {
-	if c.ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		// Closing, or the caller went away (a server shutting down): the
-		// calls were cancelled, not failed.
-		return
-	}
-	c.stale.Store(true)
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.errors++
-	s.lastErr = err.Error()
-	if !s.healthy.Swap(false) {
-		return
-	}
-	s.since = time.Now()
-	s.backoff = c.cfg.ProbeInterval
-	s.nextProbe = s.since.Add(s.backoff)
-	c.log.Warn("shard unhealthy: deciding its keys by fallback", zap.String("shard", s.addr),
-		zap.String("fallback", c.policyName()), zap.Error(err))
-}
-
-// fallback decides reqs without the cluster.
-func (c *Cluster) fallback(reqs []Request, res []Result) {
-	now := time.Now().UnixMicro()
-	for i := range reqs {
-		r := &reqs[i]
-		if r.Op == Reset {
-			res[i] = c.local.decide(r, now)
-			res[i].Source = SourceLocal
-			continue
-		}
-		switch c.cfg.Fallback {
-		case FallbackOpen:
-			br, _ := bucket.Take(0, now, r.Interval, r.Cost)
-			res[i] = Result{Result: br, Source: SourceOpen}
-		case FallbackClosed:
-			res[i] = Result{Source: SourceClosed, Result: bucket.Result{
-				Limited:    true,
-				RetryAfter: c.cfg.ProbeInterval.Microseconds(),
-				ResetAfter: fillTime(r.Interval),
-			}}
-		default:
-			scaled := *r
-			scaled.Interval = c.scale(r.Interval)
-			res[i] = c.local.decide(&scaled, now)
-			res[i].Source = SourceLocal
-		}
-	}
-}
-
-// scale grants this instance its share of a limit: share x the capacity
-// (at least one token) and share x the rate, by stretching the interval.
-func (c *Cluster) scale(iv bucket.Interval) bucket.Interval {
-	share := math.Float64frombits(c.share.Load())
-	if share >= 1 {
-		return iv
-	}
-	s := iv
-	s.Capacity = max(int64(math.Round(float64(iv.Capacity)*share)), 1)
-	u := math.Round(float64(iv.U) / share)
-	if u*float64(s.Capacity) > bucket.MaxCapacityTime {
-		return iv // cannot be stretched exactly; grant the whole limit
-	}
-	s.U = int64(u)
-	return s
-}
-
-func (c *Cluster) policyName() string {
-	return [...]string{"local", "open", "closed"}[c.cfg.Fallback]
 }
 
 // run is the one background goroutine: it connects, keeps the slot map,
@@ -718,145 +510,6 @@ func (c *Cluster) connect(ctx context.Context) error {
 	return nil
 }
 
-// refreshTopology reads CLUSTER SLOTS and points every slot at its
-// primary's shard. A shard new to this instance starts healthy.
-func (c *Cluster) refreshTopology(ctx context.Context) {
-	client := *c.client.Load()
-	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
-	defer cancel()
-	ranges, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
-	if err != nil {
-		c.stale.Store(true)
-		return
-	}
-	t := &topology{}
-	owning := map[*shard]bool{}
-	nodes := client.Nodes()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, rg := range ranges {
-		v, err := rg.ToArray()
-		if err != nil || len(v) < 3 {
-			continue
-		}
-		lo, err1 := v[0].AsInt64()
-		hi, err2 := v[1].AsInt64()
-		node, err3 := v[2].ToArray()
-		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || lo < 0 || hi >= slot.Count || lo > hi {
-			continue
-		}
-		host, _ := node[0].ToString()
-		port, _ := node[1].AsInt64()
-		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
-		s := c.shards[addr]
-		if s == nil {
-			s = &shard{addr: addr, since: time.Now()}
-			s.healthy.Store(true)
-			c.shards[addr] = s
-		}
-		s.probe = probePrefix + "{" + c.tags[lo] + "}"
-		if n, ok := nodes[addr]; ok {
-			s.node.Store(&n)
-		} else {
-			s.node.Store(nil)
-		}
-		owning[s] = true
-		for sl := lo; sl <= hi; sl++ {
-			t.owners[sl] = s
-		}
-	}
-	// A primary that lost its slots (failed over, or moved away) is
-	// forgotten; if it comes back as a primary it starts healthy.
-	for addr, s := range c.shards {
-		if !owning[s] {
-			delete(c.shards, addr)
-		}
-	}
-	n := c.cfg.HotSplit
-	if n <= 0 {
-		n = min(len(owning), MaxSplit)
-	}
-	t.tags = splitTags(&t.owners, c.tags, c.byLength, n)
-	c.topo.Store(t)
-}
-
-// unhealthy reports whether any shard is unhealthy.
-func (c *Cluster) unhealthy() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.shards {
-		if !s.healthy.Load() {
-			return true
-		}
-	}
-	return false
-}
-
-// probe sends one cheap keyed command to each unhealthy shard whose probe
-// is due, through the slot map, so that a promoted replica is what answers
-// once it owns the slots.
-func (c *Cluster) probe(ctx context.Context, now time.Time) {
-	c.mu.Lock()
-	var due []*shard
-	for _, s := range c.shards {
-		s.mu.Lock()
-		if !s.healthy.Load() && !now.Before(s.nextProbe) && s.probe != "" {
-			due = append(due, s)
-		}
-		s.mu.Unlock()
-	}
-	c.mu.Unlock()
-	if len(due) == 0 {
-		return
-	}
-	client := *c.client.Load()
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	errs := make([]error, len(due))
-	var wg sync.WaitGroup
-	for i, s := range due {
-		to := client
-		if n := s.node.Load(); n != nil {
-			to = *n
-		}
-		wg.Go(func() { errs[i] = to.Do(ctx, to.B().Exists().Key(s.probe).Build()).Error() })
-	}
-	wg.Wait()
-	for i, s := range due {
-		s.mu.Lock()
-		if err := errs[i]; err != nil {
-			s.lastErr = err.Error()
-			s.backoff = min(2*s.backoff, 8*c.cfg.ProbeInterval)
-			s.nextProbe = time.Now().Add(s.backoff)
-			if isFault(err) {
-				c.stale.Store(true)
-			}
-		} else {
-			down := time.Since(s.since)
-			s.since = time.Now()
-			s.healthy.Store(true)
-			c.log.Info("shard healthy again: deciding its keys in the cluster", zap.String("shard", s.addr), zap.Duration("after", down))
-		}
-		s.mu.Unlock()
-	}
-}
-
-// beat announces this instance and, while the cluster answers, keeps the
-// local share at 1/live instances.
-func (c *Cluster) beat(ctx context.Context) {
-	client := *c.client.Load()
-	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
-	defer cancel()
-	n, err := c.heartbeat.Beat(ctx, client, instancesKey, c.id, 3*heartbeatEvery)
-	if err != nil || n < 1 {
-		return // keep the last known count through an outage
-	}
-	if old := c.live.Swap(n); old != n {
-		c.log.Info("sluice instances sharing the cluster", zap.Int64("instances", n))
-	}
-	c.share.Store(math.Float64bits(1 / float64(n)))
-}
-
 // Info is the backend's INFO section: decisions by source, the fallback in
 // force and every shard's state.
 func (c *Cluster) Info() string {
@@ -898,153 +551,6 @@ func (c *Cluster) Info() string {
 	c.hot.info(&b, time.Now().UnixNano())
 	return b.String()
 }
-
-// tendHotKeys splits the keys found hot and renews their markers, cools
-// those that stayed under the threshold for the cool-down, and forgets
-// followed splits that lapsed.
-func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
-	ns := now.UnixNano()
-	var wg sync.WaitGroup
-	for _, hk := range *c.hot.keys.Load() {
-		hk.rate.Store(math.Float64bits(c.hot.counter.Rate(hk.key, ns)))
-		if !hk.detected.Load() {
-			continue
-		}
-		cooled := ns-hk.lastHot.Load() > int64(c.cfg.HotCooldown)
-		if !cooled {
-			if st := hk.split.Load(); st != nil && st.until-ns > int64(c.hot.ttl/2) {
-				continue
-			}
-		}
-		if !cooled && ns < hk.noSplit.Load() {
-			continue
-		}
-		if !hk.renewing.CompareAndSwap(false, true) {
-			continue
-		}
-		if cooled {
-			hk.detected.Store(false)
-			wg.Go(func() { c.endSplit(ctx, hk) })
-		} else {
-			wg.Go(func() { c.renew(ctx, hk) })
-		}
-	}
-	wg.Wait()
-	c.hot.drop(func(hk *hotKey) bool { return hk.detected.Load() || hk.live(ns) != nil })
-}
-
-// endSplit ends a cooled key's split: the marker lapses when it was to
-// (followers may use the sub-buckets until then), into one bucket as empty
-// as the sub-buckets are now.
-func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
-	defer hk.renewing.Store(false)
-	st := hk.split.Load()
-	topo, cl := c.topo.Load(), c.client.Load()
-	if st == nil || topo == nil || cl == nil {
-		return
-	}
-	ttf := c.readTTF(ctx, *cl, topo, st)
-	if ttf < 0 {
-		return // the split lapses at its last renewal's state
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf)
-	if err != nil {
-		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
-	}
-	if ended {
-		c.log.Info("hot key cooled: one bucket again when its split lapses", zap.String("key", hk.key),
-			zap.Duration("lapses_in", time.Duration(max(st.until-time.Now().UnixNano(), 0))))
-	}
-}
-
-// readTTF reads a split's sub-buckets on healthy shards, within the
-// backend timeout, and returns their mean time until full, each as
-// throttle.lua sees it (never fuller than the base, a missing one at the
-// base); -1 when none answers. Other instances' calls count too, which an
-// estimate from this instance's own replies would miss.
-func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, st *splitState) time.Duration {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	var cmds rueidis.Commands
-	for j, k := range st.keys {
-		if c.healthySub(st, j, topo) {
-			cmds = append(cmds, client.B().Get().Key(k).Build())
-		}
-	}
-	if len(cmds) == 0 {
-		return -1
-	}
-	base, _ := strconv.ParseInt(st.base, 10, 64)
-	now := time.Now().UnixNano()
-	var sum, n int64
-	for _, r := range client.DoMulti(ctx, cmds...) {
-		v, err := r.ToString()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			continue // its shard is down: the others tell
-		}
-		tat, _ := strconv.ParseInt(v, 10, 64)
-		sum += max(tat, base, now) - now
-		n++
-	}
-	if n == 0 {
-		return -1
-	}
-	return time.Duration(sum / n)
-}
-
-// renew writes hk's split marker, or extends it, with the current
-// topology's tags (no more than leave each sub-bucket the largest cost
-// seen on the key). The first split keeps the bucket's state for the
-// sub-buckets; a renewal records theirs, read from them.
-func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
-	defer hk.renewing.Store(false)
-	topo, cl := c.topo.Load(), c.client.Load()
-	if topo == nil || cl == nil || min(len(topo.tags), int(hk.maxParts.Load())) < 2 {
-		return
-	}
-	n := min(len(topo.tags), int(hk.maxParts.Load()))
-	owner := topo.ownerOf(hk.parent)
-	if owner != nil && !owner.healthy.Load() {
-		return
-	}
-	old := hk.split.Load()
-	ttf := time.Duration(-1)
-	if old != nil {
-		ttf = c.readTTF(ctx, *cl, topo, old)
-	}
-	// A time of its own: a sub-bucket's hung shard must not use it up and
-	// get the parent's shard marked unhealthy.
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
-	sent := time.Now().UnixNano()
-	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags[:n], c.hot.ttl, ttf)
-	switch {
-	case err == nil:
-	case isRedirect(err):
-		c.stale.Store(true)
-		return
-	case isFault(err):
-		c.fault(owner, err)
-		return
-	default:
-		// The key holds something that is not a bucket: leave it alone
-		// for a cool-down.
-		hk.noSplit.Store(time.Now().Add(c.cfg.HotCooldown).UnixNano())
-		c.log.Warn("hot key cannot be split", zap.String("key", hk.key), zap.Error(err))
-		return
-	}
-	hk.setSplit(sp, sent)
-	if old == nil {
-		c.log.Info("hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
-			zap.Strings("tags", sp.Tags), zap.Float64("decisions_per_sec", hk.rateNow()))
-	}
-}
-
-// Instances is the number of live sluice instances the last heartbeat
-// counted (1 until one has).
-func (c *Cluster) Instances() int64 { return c.live.Load() }
 
 // LocalBuckets is the number of local fallback buckets held.
 func (c *Cluster) LocalBuckets() int { return c.local.Len() }

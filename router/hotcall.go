@@ -439,13 +439,7 @@ func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
 	cancel()
 	for i, g := range gs {
 		if err := errs[i]; err != nil {
-			switch {
-			case !isFault(err):
-			case isRedirect(err):
-				c.stale.Store(true)
-			default:
-				c.fault(owner, err)
-			}
+			c.failed(owner, err)
 			for _, w := range g.ws {
 				w.err = err
 			}

@@ -2,9 +2,12 @@ package router
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
@@ -12,17 +15,18 @@ import (
 
 // A shard's calls from every round of every loop are coalesced: while the
 // shard has maxFlushes pipelines in flight, new calls queue, and the next
-// pipeline carries all of them (at most maxPipeline). At light load a call
-// goes out at once; under load the pipelines grow, so the shard and this
-// process pay a write and a read per pipeline, not per call. Each
-// pipeline's deadline is the backend timeout from when it is sent: a call
-// waits in the shard's pipe behind at most one other pipeline, so the
-// timeout bounds each call, and a long pipeline from one client cannot make
-// a healthy shard look hung. Waiting in the queue is not the shard's fault
-// and does not count.
+// pipeline carries all of them (at most maxPipeline), decided by one script
+// call. At light load a call goes out at once; under load the pipelines
+// grow, so the shard and this process pay one command, one write and one
+// read per pipeline, not per call, and a script blocks the shard for at
+// most maxPipeline steps (about 250 µs). Each pipeline's deadline is the
+// backend timeout from when it is sent: a call waits in the shard behind at
+// most maxFlushes-1 other pipelines, so the timeout bounds each call, and a
+// long pipeline from one client cannot make a healthy shard look hung.
+// Waiting in the queue is not the shard's fault and does not count.
 const (
-	maxPipeline = 256
-	maxFlushes  = 2
+	maxPipeline = 64
+	maxFlushes  = 4
 )
 
 // shardQueue is one shard's calls waiting for a pipeline.
@@ -129,7 +133,7 @@ func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls, batch
 		// The pipeline's own time; the first group's context carries the
 		// server's cancellation.
 		ctx, cancel := context.WithTimeout(groups[0].ctx, c.cfg.Timeout)
-		c.throttle.Do(ctx, c.nodeOr(s, *cl), steps, br, errs)
+		c.decideOn(ctx, s, *cl, steps, br, errs)
 		cancel()
 	}
 	for k := range calls {
@@ -166,4 +170,44 @@ func (c *Cluster) finish(g *shardCalls) {
 		c.count(g.res, g.idx)
 		g.done(g.idx)
 	}()
+}
+
+// decideOn decides a pipeline's steps on shard s: all in one script call on
+// its node, which costs the shard one command, one parse and one reply
+// instead of one per step. A key the node turns out not to serve (its
+// slot moved, or is moving) is sent again on its own, declared, through
+// the cluster client, which follows MOVED and ASK. Without a node client
+// of its own (no slot map yet), each step is its own call.
+func (c *Cluster) decideOn(ctx context.Context, s *shard, client rueidis.Client, steps []lua.Call, br []bucket.Result, errs []error) {
+	var node *rueidis.Client
+	if s != nil {
+		node = s.node.Load()
+	}
+	if node == nil {
+		c.throttle.Do(ctx, client, steps, br, errs)
+		return
+	}
+	out := make([]lua.Outcome, len(steps))
+	c.throttle.DoMany(ctx, *node, steps, out)
+	var again []int
+	for k, o := range out {
+		br[k], errs[k] = o.Result, o.Err
+		var le *lua.Error
+		if errors.As(o.Err, &le) && (le.IsNotLocal() || le.IsClusterDown()) {
+			again = append(again, k)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	c.stale.Store(true) // the slot map is behind
+	re := make([]lua.Call, len(again))
+	for j, k := range again {
+		re[j] = steps[k]
+	}
+	rb, rerrs := make([]bucket.Result, len(re)), make([]error, len(re))
+	c.throttle.Do(ctx, client, re, rb, rerrs)
+	for j, k := range again {
+		br[k], errs[k] = rb[j], rerrs[j]
+	}
 }

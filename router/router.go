@@ -7,11 +7,6 @@ import (
 	"github.com/sluice-rl/sluice/router/bucket"
 )
 
-// KeyPrefix goes before every caller key in Redis, so buckets have a
-// namespace of their own. It has no '{', so a {tag} in the caller's key
-// still decides the slot.
-const KeyPrefix = "sluice:"
-
 // Op is what a Request does to its bucket.
 type Op uint8
 

@@ -1,0 +1,87 @@
+// The fallback policy: how a key is decided while its shard cannot.
+
+package router
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+// Policy says how a decision is made when the key's shard cannot make it.
+type Policy uint8
+
+const (
+	// FallbackLocal decides with an in-process bucket holding this
+	// instance's share of the limit.
+	FallbackLocal Policy = iota
+	// FallbackOpen allows: availability first.
+	FallbackOpen
+	// FallbackClosed denies.
+	FallbackClosed
+)
+
+// ParsePolicy reads "local", "open" or "closed".
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "local":
+		return FallbackLocal, nil
+	case "open":
+		return FallbackOpen, nil
+	case "closed":
+		return FallbackClosed, nil
+	}
+	return 0, fmt.Errorf("router: fallback policy %q: want local, open or closed", s)
+}
+
+// fallback decides reqs without the cluster.
+func (c *Cluster) fallback(reqs []Request, res []Result) {
+	now := time.Now().UnixMicro()
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Op == Reset {
+			res[i] = c.local.decide(r, now)
+			res[i].Source = SourceLocal
+			continue
+		}
+		switch c.cfg.Fallback {
+		case FallbackOpen:
+			br, _ := bucket.Take(0, now, r.Interval, r.Cost)
+			res[i] = Result{Result: br, Source: SourceOpen}
+		case FallbackClosed:
+			res[i] = Result{Source: SourceClosed, Result: bucket.Result{
+				Limited:    true,
+				RetryAfter: c.cfg.ProbeInterval.Microseconds(),
+				ResetAfter: fillTime(r.Interval),
+			}}
+		default:
+			scaled := *r
+			scaled.Interval = c.scale(r.Interval)
+			res[i] = c.local.decide(&scaled, now)
+			res[i].Source = SourceLocal
+		}
+	}
+}
+
+// scale grants this instance its share of a limit: share x the capacity
+// (at least one token) and share x the rate, by stretching the interval.
+func (c *Cluster) scale(iv bucket.Interval) bucket.Interval {
+	share := math.Float64frombits(c.share.Load())
+	if share >= 1 {
+		return iv
+	}
+	s := iv
+	s.Capacity = max(int64(math.Round(float64(iv.Capacity)*share)), 1)
+	u := math.Round(float64(iv.U) / share)
+	if u*float64(s.Capacity) > bucket.MaxCapacityTime {
+		return iv // cannot be stretched exactly; grant the whole limit
+	}
+	s.U = int64(u)
+	return s
+}
+
+func (c *Cluster) policyName() string {
+	return [...]string{"local", "open", "closed"}[c.cfg.Fallback]
+}

@@ -1,0 +1,36 @@
+// The heartbeat: how many sluice instances share the cluster, for the
+// local fallback's share of each limit.
+
+package router
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// heartbeatEvery is how often an instance announces itself; an
+// announcement lasts three beats, so one lost beat drops no one.
+const heartbeatEvery = time.Second
+
+// beat announces this instance and, while the cluster answers, keeps the
+// local share at 1/live instances.
+func (c *Cluster) beat(ctx context.Context) {
+	client := *c.client.Load()
+	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
+	defer cancel()
+	n, err := c.heartbeat.Beat(ctx, client, instancesKey, c.id, 3*heartbeatEvery)
+	if err != nil || n < 1 {
+		return // keep the last known count through an outage
+	}
+	if old := c.live.Swap(n); old != n {
+		c.log.Info("sluice instances sharing the cluster", zap.Int64("instances", n))
+	}
+	c.share.Store(math.Float64bits(1 / float64(n)))
+}
+
+// Instances is the number of live sluice instances the last heartbeat
+// counted (1 until one has).
+func (c *Cluster) Instances() int64 { return c.live.Load() }

@@ -1,0 +1,154 @@
+// A hot key's split over time: made, renewed and ended by the instance
+// that found the key hot.
+
+package router
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/zap"
+)
+
+// tendHotKeys splits the keys found hot and renews their markers, cools
+// those that stayed under the threshold for the cool-down, and forgets
+// followed splits that lapsed.
+func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
+	ns := now.UnixNano()
+	var wg sync.WaitGroup
+	for _, hk := range *c.hot.keys.Load() {
+		hk.rate.Store(math.Float64bits(c.hot.counter.Rate(hk.key, ns)))
+		if !hk.detected.Load() {
+			continue
+		}
+		cooled := ns-hk.lastHot.Load() > int64(c.cfg.HotCooldown)
+		if !cooled {
+			if st := hk.split.Load(); st != nil && st.until-ns > int64(c.hot.ttl/2) {
+				continue
+			}
+		}
+		if !cooled && ns < hk.noSplit.Load() {
+			continue
+		}
+		if !hk.renewing.CompareAndSwap(false, true) {
+			continue
+		}
+		if cooled {
+			hk.detected.Store(false)
+			wg.Go(func() { c.endSplit(ctx, hk) })
+		} else {
+			wg.Go(func() { c.renew(ctx, hk) })
+		}
+	}
+	wg.Wait()
+	c.hot.drop(func(hk *hotKey) bool { return hk.detected.Load() || hk.live(ns) != nil })
+}
+
+// endSplit ends a cooled key's split: the marker lapses when it was to
+// (followers may use the sub-buckets until then), into one bucket as empty
+// as the sub-buckets are now.
+func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
+	defer hk.renewing.Store(false)
+	st := hk.split.Load()
+	topo, cl := c.topo.Load(), c.client.Load()
+	if st == nil || topo == nil || cl == nil {
+		return
+	}
+	ttf := c.readTTF(ctx, *cl, topo, st)
+	if ttf < 0 {
+		return // the split lapses at its last renewal's state
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf)
+	if err != nil {
+		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
+	}
+	if ended {
+		c.log.Info("hot key cooled: one bucket again when its split lapses", zap.String("key", hk.key),
+			zap.Duration("lapses_in", time.Duration(max(st.until-time.Now().UnixNano(), 0))))
+	}
+}
+
+// readTTF reads a split's sub-buckets on healthy shards, within the
+// backend timeout, and returns their mean time until full, each as
+// throttle.lua sees it (never fuller than the base, a missing one at the
+// base); -1 when none answers. Other instances' calls count too, which an
+// estimate from this instance's own replies would miss.
+func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, st *splitState) time.Duration {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	var cmds rueidis.Commands
+	for j, k := range st.keys {
+		if c.healthySub(st, j, topo) {
+			cmds = append(cmds, client.B().Get().Key(k).Build())
+		}
+	}
+	if len(cmds) == 0 {
+		return -1
+	}
+	base, _ := strconv.ParseInt(st.base, 10, 64)
+	now := time.Now().UnixNano()
+	var sum, n int64
+	for _, r := range client.DoMulti(ctx, cmds...) {
+		v, err := r.ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			continue // its shard is down: the others tell
+		}
+		tat, _ := strconv.ParseInt(v, 10, 64)
+		sum += max(tat, base, now) - now
+		n++
+	}
+	if n == 0 {
+		return -1
+	}
+	return time.Duration(sum / n)
+}
+
+// renew writes hk's split marker, or extends it, with the current
+// topology's tags (no more than leave each sub-bucket the largest cost
+// seen on the key). The first split keeps the bucket's state for the
+// sub-buckets; a renewal records theirs, read from them.
+func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
+	defer hk.renewing.Store(false)
+	topo, cl := c.topo.Load(), c.client.Load()
+	if topo == nil || cl == nil || min(len(topo.tags), int(hk.maxParts.Load())) < 2 {
+		return
+	}
+	n := min(len(topo.tags), int(hk.maxParts.Load()))
+	owner := topo.ownerOf(hk.parent)
+	if owner != nil && !owner.healthy.Load() {
+		return
+	}
+	old := hk.split.Load()
+	ttf := time.Duration(-1)
+	if old != nil {
+		ttf = c.readTTF(ctx, *cl, topo, old)
+	}
+	// A time of its own: a sub-bucket's hung shard must not use it up and
+	// get the parent's shard marked unhealthy.
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	sent := time.Now().UnixNano()
+	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags[:n], c.hot.ttl, ttf)
+	switch {
+	case err == nil:
+	case c.failed(owner, err):
+		return
+	default:
+		// The key holds something that is not a bucket: leave it alone
+		// for a cool-down.
+		hk.noSplit.Store(time.Now().Add(c.cfg.HotCooldown).UnixNano())
+		c.log.Warn("hot key cannot be split", zap.String("key", hk.key), zap.Error(err))
+		return
+	}
+	hk.setSplit(sp, sent)
+	if old == nil {
+		c.log.Info("hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
+			zap.Strings("tags", sp.Tags), zap.Float64("decisions_per_sec", hk.rateNow()))
+	}
+}

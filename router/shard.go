@@ -1,0 +1,277 @@
+// The shard map and shard health: one reading of the slot map, each
+// primary's state, the one classifier of call errors, and the probes.
+
+package router
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/zap"
+
+	"github.com/sluice-rl/sluice/lua"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// topologyEvery is how often the slot map is read again while nothing
+// suggests it changed.
+const topologyEvery = time.Second
+
+// topology is one reading of the slot map.
+type topology struct {
+	owners [slot.Count]*shard
+	tags   []string // a hot key's sub-buckets' hash tags, on distinct primaries
+}
+
+// shard is one primary's slot ranges and health.
+type shard struct {
+	addr  string
+	probe string // a key in one of its slots
+	// node talks to this primary directly, so that sluice's slot map, not
+	// rueidis's (refreshed lazily, up to a second late), decides where a
+	// call goes: a promoted replica is used as soon as it owns the slots.
+	// nil when rueidis does not know the node yet. Replaced at each slot
+	// map reading, as rueidis may replace its connection to the node.
+	node atomic.Pointer[rueidis.Client]
+
+	healthy atomic.Bool
+	out     shardQueue
+
+	mu        sync.Mutex // guards the fields below
+	since     time.Time  // of the current state
+	errors    int64      // faults seen since start
+	lastErr   string
+	nextProbe time.Time
+	backoff   time.Duration
+}
+
+// nodeOr is s's own node client, or client (which routes by rueidis's
+// slot map) when sluice has none for it.
+func (c *Cluster) nodeOr(s *shard, client rueidis.Client) rueidis.Client {
+	if s != nil {
+		if n := s.node.Load(); n != nil {
+			return *n
+		}
+	}
+	return client
+}
+
+// ownerOf is the shard of a Redis key, nil without a slot map.
+func (t *topology) ownerOf(key string) *shard {
+	return t.owner(slot.Of(key))
+}
+
+func (t *topology) owner(sl int) *shard {
+	if t == nil {
+		return nil
+	}
+	return t.owners[sl]
+}
+
+// failed is the one classifier of a call's error: it reports whether err
+// is s's failure, which the call's key must not wait for (fallback), after
+// recording it: a redirect means sluice's slot map is behind, anything
+// else marks s unhealthy. nil and answers for the caller (WRONGTYPE, a
+// split) are not failures.
+func (c *Cluster) failed(s *shard, err error) bool {
+	if err == nil || !isFault(err) {
+		return false
+	}
+	if isRedirect(err) {
+		// The slot moved before sluice's map did: not the shard's fault.
+		c.stale.Store(true)
+	} else {
+		c.fault(s, err)
+	}
+	return true
+}
+
+// isFault tells a shard's failure (it cannot decide now) from an error in
+// the request itself, such as WRONGTYPE, which the caller must see.
+func isFault(err error) bool {
+	var se *lua.SplitError
+	if errors.As(err, &se) {
+		return false // an answer: the bucket is split
+	}
+	var le *lua.Error
+	if errors.As(err, &le) {
+		// One bucket's error in a many-bucket step.
+		return le.IsClusterDown() || le.IsNotLocal() || le.IsTryAgain() || le.IsLoading() ||
+			strings.HasPrefix(le.Msg, "MASTERDOWN") || strings.HasPrefix(le.Msg, "READONLY")
+	}
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		// Timeouts, EOF, refused and reset connections, a closing client.
+		return true
+	}
+	return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading() || isRedirect(err) ||
+		strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY")
+}
+
+// isRedirect reports a MOVED or ASK: a shard's own node client does not
+// follow them, and they mean sluice's slot map is behind.
+func isRedirect(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	_, moved := re.IsMoved()
+	_, ask := re.IsAsk()
+	return moved || ask
+}
+
+// fault marks s unhealthy (once per outage) and asks for a fresh slot map,
+// since a failover may be what happened.
+func (c *Cluster) fault(s *shard, err error) {
+	if c.ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		// Closing, or the caller went away (a server shutting down): the
+		// calls were cancelled, not failed.
+		return
+	}
+	c.stale.Store(true)
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.errors++
+	s.lastErr = err.Error()
+	if !s.healthy.Swap(false) {
+		return
+	}
+	s.since = time.Now()
+	s.backoff = c.cfg.ProbeInterval
+	s.nextProbe = s.since.Add(s.backoff)
+	c.log.Warn("shard unhealthy: deciding its keys by fallback", zap.String("shard", s.addr),
+		zap.String("fallback", c.policyName()), zap.Error(err))
+}
+
+// refreshTopology reads CLUSTER SLOTS and points every slot at its
+// primary's shard. A shard new to this instance starts healthy.
+func (c *Cluster) refreshTopology(ctx context.Context) {
+	client := *c.client.Load()
+	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
+	defer cancel()
+	ranges, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		c.stale.Store(true)
+		return
+	}
+	t := &topology{}
+	owning := map[*shard]bool{}
+	nodes := client.Nodes()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rg := range ranges {
+		v, err := rg.ToArray()
+		if err != nil || len(v) < 3 {
+			continue
+		}
+		lo, err1 := v[0].AsInt64()
+		hi, err2 := v[1].AsInt64()
+		node, err3 := v[2].ToArray()
+		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || lo < 0 || hi >= slot.Count || lo > hi {
+			continue
+		}
+		host, _ := node[0].ToString()
+		port, _ := node[1].AsInt64()
+		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+		s := c.shards[addr]
+		if s == nil {
+			s = &shard{addr: addr, since: time.Now()}
+			s.healthy.Store(true)
+			c.shards[addr] = s
+		}
+		s.probe = probePrefix + "{" + c.tags[lo] + "}"
+		if n, ok := nodes[addr]; ok {
+			s.node.Store(&n)
+		} else {
+			s.node.Store(nil)
+		}
+		owning[s] = true
+		for sl := lo; sl <= hi; sl++ {
+			t.owners[sl] = s
+		}
+	}
+	// A primary that lost its slots (failed over, or moved away) is
+	// forgotten; if it comes back as a primary it starts healthy.
+	for addr, s := range c.shards {
+		if !owning[s] {
+			delete(c.shards, addr)
+		}
+	}
+	n := c.cfg.HotSplit
+	if n <= 0 {
+		n = min(len(owning), MaxSplit)
+	}
+	t.tags = splitTags(&t.owners, c.tags, c.byLength, n)
+	c.topo.Store(t)
+}
+
+// unhealthy reports whether any shard is unhealthy.
+func (c *Cluster) unhealthy() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.shards {
+		if !s.healthy.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// probe sends one cheap keyed command to each unhealthy shard whose probe
+// is due, through the slot map, so that a promoted replica is what answers
+// once it owns the slots.
+func (c *Cluster) probe(ctx context.Context, now time.Time) {
+	c.mu.Lock()
+	var due []*shard
+	for _, s := range c.shards {
+		s.mu.Lock()
+		if !s.healthy.Load() && !now.Before(s.nextProbe) && s.probe != "" {
+			due = append(due, s)
+		}
+		s.mu.Unlock()
+	}
+	c.mu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	client := *c.client.Load()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	errs := make([]error, len(due))
+	var wg sync.WaitGroup
+	for i, s := range due {
+		to := client
+		if n := s.node.Load(); n != nil {
+			to = *n
+		}
+		wg.Go(func() { errs[i] = to.Do(ctx, to.B().Exists().Key(s.probe).Build()).Error() })
+	}
+	wg.Wait()
+	for i, s := range due {
+		s.mu.Lock()
+		if err := errs[i]; err != nil {
+			s.lastErr = err.Error()
+			s.backoff = min(2*s.backoff, 8*c.cfg.ProbeInterval)
+			s.nextProbe = time.Now().Add(s.backoff)
+			if isFault(err) {
+				c.stale.Store(true)
+			}
+		} else {
+			down := time.Since(s.since)
+			s.since = time.Now()
+			s.healthy.Store(true)
+			c.log.Info("shard healthy again: deciding its keys in the cluster", zap.String("shard", s.addr), zap.Duration("after", down))
+		}
+		s.mu.Unlock()
+	}
+}
