@@ -34,7 +34,6 @@ fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzLoopRead -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzMarker -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzCompletions -fuzztime 20s
-	$(GO) test ./lua -run '^$$' -fuzz FuzzDecodeMany -fuzztime 20s
 
 # A local 6-node cluster (3 primaries, 3 replicas) on ports 7000-7005.
 cluster: deps

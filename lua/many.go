@@ -12,8 +12,7 @@ import (
 	"github.com/sluice-rl/sluice/router/bucket"
 )
 
-// Outcome is one call's answer from a many-bucket step (or a single one
-// read by DecodeOne).
+// Outcome is one call's answer from a many-bucket step.
 type Outcome struct {
 	// Result is the step's outcome, the last of its N calls'; zero when
 	// Err is set.
@@ -185,4 +184,38 @@ func splitError(marker string, ms int64) error {
 	}
 	split.TTL = time.Duration(ms) * time.Millisecond
 	return &SplitError{Split: split}
+}
+
+// value is one element of a reply: an integer or a string.
+type value struct {
+	kind byte // the RESP type: ':' or '$'
+	n    int64
+	text []byte
+}
+
+func (v *value) is(kind byte) bool { return v.kind == kind }
+
+// bucketOutcome reads one bucket's five values of a many reply.
+func bucketOutcome(v *[5]value) (Outcome, bool) {
+	if !v[0].is(':') {
+		return Outcome{}, false
+	}
+	switch v[0].n {
+	case 0, 1:
+		if !v[1].is(':') || !v[2].is(':') || !v[3].is(':') || !v[4].is(':') {
+			return Outcome{}, false
+		}
+		return decided(v[0].n, [4]int64{v[1].n, v[2].n, v[3].n, v[4].n}), true
+	case 2:
+		if !v[1].is('$') || !v[2].is(':') {
+			return Outcome{}, false
+		}
+		return Outcome{Err: splitError(string(v[1].text), v[2].n)}, true
+	case 3:
+		if !v[1].is('$') {
+			return Outcome{}, false
+		}
+		return Outcome{Err: &Error{Msg: string(v[1].text)}}, true
+	}
+	return Outcome{}, false
 }

@@ -403,68 +403,6 @@ func TestManyOnCluster(t *testing.T) {
 		}
 	})
 
-	t.Run("raw RESP, read a few bytes at a time", func(t *testing.T) {
-		iv := limit(100, 1, 1_000_000)
-		keys := s.keysOn(1, 64, "raw:")
-		calls := make([]lua.Call, len(keys))
-		for i, k := range keys {
-			calls[i] = lua.Call{Key: k, Interval: iv, Cost: 1}
-		}
-		conn, err := net.Dial("tcp", s.c.Nodes[1].Addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		if err := s.c.Nodes[1].Do(ctx, "SCRIPT", "FLUSH").Error(); err != nil {
-			t.Fatal(err)
-		}
-		// Three replies in one pipeline: NOSCRIPT, then the EVAL's, then
-		// a declared step's.
-		req := th.AppendMany(nil, calls)
-		req = th.AppendManyEval(req, calls)
-		req = th.AppendOne(req, calls[0])
-		if _, err := conn.Write(req); err != nil {
-			t.Fatal(err)
-		}
-		var buf []byte
-		chunk := make([]byte, 7)
-		read := func(decode func([]byte) (int, error)) error {
-			for {
-				n, err := decode(buf)
-				if n > 0 || err != nil {
-					buf = buf[n:]
-					return err
-				}
-				m, rerr := conn.Read(chunk)
-				if rerr != nil {
-					t.Fatal(rerr)
-				}
-				buf = append(buf, chunk[:m]...)
-			}
-		}
-		out := make([]lua.Outcome, len(calls))
-		var e *lua.Error
-		if err := read(func(b []byte) (int, error) { return lua.DecodeMany(b, out) }); !errors.As(err, &e) || !e.IsNoScript() {
-			t.Fatalf("EVALSHA on a flushed node: %v, want NOSCRIPT", err)
-		}
-		if err := read(func(b []byte) (int, error) { return lua.DecodeMany(b, out) }); err != nil {
-			t.Fatal(err)
-		}
-		for i, o := range out {
-			if o.Err != nil || o.Remaining != 99 {
-				t.Fatalf("bucket %d: %+v, want 99 left", i, o)
-			}
-		}
-		var one lua.Outcome
-		if err := read(func(b []byte) (int, error) { return lua.DecodeOne(b, &one) }); err != nil || one.Remaining != 98 || one.Taken != 1 {
-			t.Fatalf("declared after: %+v, %v; want 98 left", one, err)
-		}
-		if len(buf) != 0 {
-			t.Fatalf("%d bytes left over", len(buf))
-		}
-	})
-
 	t.Run("the previous script's buckets and answers", func(t *testing.T) {
 		// A bucket written by the script as it was before, or by both in
 		// turn, answers as one written by this one, and stores the same.

@@ -183,8 +183,13 @@ type loop struct {
 	markFn func(*client)
 }
 
-// keepRounds is how many idle rounds a loop keeps for reuse.
-const keepRounds = 64
+// A loop keeps up to keepRounds idle rounds of at most keepRoundSize
+// requests for reuse: enough for the rounds in flight at a steady load,
+// without holding a burst's worth of memory afterwards.
+const (
+	keepRounds    = 16
+	keepRoundSize = 256
+)
 
 func (s *Server) newLoop() (*loop, error) {
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
@@ -391,7 +396,7 @@ func (l *loop) deliver(d decision) {
 		return
 	}
 	r.reset()
-	if len(l.free) < keepRounds && cap(r.reqs) <= maxInFlight {
+	if len(l.free) < keepRounds && cap(r.reqs) <= keepRoundSize {
 		l.free = append(l.free, r)
 	}
 }
