@@ -181,16 +181,16 @@ type directConn struct {
 	c     rueidis.Client
 	t     *directTarget
 	calls []lua.Call
-	res   []bucket.Result
+	res   []lua.Result
 	errs  []error
 }
 
 func (c *directConn) decide(ctx context.Context, keys []string) (int, int, error) {
 	c.calls = c.calls[:0]
 	for _, k := range keys {
-		c.calls = append(c.calls, lua.Call{Key: k, Interval: c.t.iv, Cost: c.t.cost})
+		c.calls = append(c.calls, lua.Call{Key: k, Capacity: c.t.iv.Capacity, U: c.t.iv.U, V: c.t.iv.V, Cost: c.t.cost})
 	}
-	c.res = append(c.res[:0], make([]bucket.Result, len(keys))...)
+	c.res = append(c.res[:0], make([]lua.Result, len(keys))...)
 	c.errs = append(c.errs[:0], make([]error, len(keys))...)
 	c.t.script.Do(ctx, c.c, c.calls, c.res, c.errs)
 	var allowed, limited int

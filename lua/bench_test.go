@@ -45,11 +45,11 @@ func BenchmarkScriptOnRedis(b *testing.B) {
 			newStep := func(seed uint64) func() {
 				calls := make([]lua.Call, max(m, 1))
 				out := make([]lua.Outcome, len(calls))
-				res, errs := make([]bucket.Result, 1), make([]error, 1)
+				res, errs := make([]lua.Result, 1), make([]error, 1)
 				rng := rand.New(rand.NewPCG(seed, uint64(m)))
 				return func() {
 					for i := range calls {
-						calls[i] = lua.Call{Key: "bench:" + strconv.Itoa(rng.IntN(100_000)), Interval: iv, Cost: 1}
+						calls[i] = lua.Call{Key: "bench:" + strconv.Itoa(rng.IntN(100_000)), Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}
 					}
 					if m == 0 {
 						th.Do(ctx, cl, calls, res, errs)

@@ -82,7 +82,7 @@ return out`
 		got, err := eval(3, probe, nil, here[0])
 		want(t, got, err, "READONLY You can't write against a read only replica.", notLocal)
 		out := make([]lua.Outcome, 2)
-		lua.NewThrottle().DoMany(ctx, s.nodes[3], []lua.Call{{Key: here[0], Interval: iv, Cost: 1}, {Key: here[1], Interval: iv, Cost: 0}}, out)
+		lua.NewThrottle().DoMany(ctx, s.nodes[3], []lua.Call{{Key: here[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}, {Key: here[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0}}, out)
 		for _, o := range out {
 			var e *lua.Error
 			if !errors.As(o.Err, &e) || !e.IsNotLocal() {
@@ -100,7 +100,7 @@ return out`
 			s.cl.Do(ctx, s.cl.B().Del().Key(k).Build())
 		}
 		missing := fmt.Sprintf("{%s}missing", here[0])
-		calls := []lua.Call{{Key: here[0], Interval: iv, Cost: 1}, {Key: missing, Interval: iv, Cost: 1}, {Key: here[1], Interval: iv, Cost: 1}}
+		calls := []lua.Call{{Key: here[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}, {Key: missing, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}, {Key: here[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}}
 		single(ctx, th, s.cl, calls[:1])
 		sl := strconv.Itoa(slot.Of(here[0]))
 		n0, n1 := s.c.Nodes[0], s.c.Nodes[1]
@@ -149,12 +149,12 @@ return out`
 		got, err := eval(0, probe, nil, here[1])
 		want(t, got, err, down, down)
 		out := make([]lua.Outcome, 1)
-		lua.NewThrottle().DoMany(ctx, s.nodes[0], []lua.Call{{Key: here[1], Interval: iv, Cost: 1}}, out)
+		lua.NewThrottle().DoMany(ctx, s.nodes[0], []lua.Call{{Key: here[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}}, out)
 		var e *lua.Error
 		if !errors.As(out[0].Err, &e) || !e.IsClusterDown() || e.IsNotLocal() {
 			t.Fatalf("a many call: %+v, want the cluster down", out[0])
 		}
-		o := single(ctx, lua.NewThrottle(), s.nodes[0], []lua.Call{{Key: here[1], Interval: iv, Cost: 1}})[0]
+		o := single(ctx, lua.NewThrottle(), s.nodes[0], []lua.Call{{Key: here[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}})[0]
 		if re, ok := rueidis.IsRedisErr(o.Err); !ok || !re.IsClusterDown() || re.Error() != "CLUSTERDOWN The cluster is down" {
 			t.Fatalf("declared: %v", o.Err)
 		}

@@ -8,15 +8,13 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-
-	"github.com/sluice-rl/sluice/router/bucket"
 )
 
 // Outcome is one call's answer from a many-bucket step.
 type Outcome struct {
 	// Result is the step's outcome, the last of its N calls'; zero when
 	// Err is set.
-	bucket.Result
+	Result
 	// Taken is how many of the call's N calls took their cost, the first
 	// ones (for N <= 1: 1 when allowed, else 0).
 	Taken int64
@@ -112,9 +110,9 @@ func manyArgs(calls []Call) []string {
 	for i := range calls {
 		c := &calls[i]
 		args = append(args, c.Key,
-			strconv.FormatInt(c.Interval.Capacity, 10),
-			strconv.FormatInt(c.Interval.U, 10),
-			strconv.FormatInt(c.Interval.V, 10),
+			strconv.FormatInt(c.Capacity, 10),
+			strconv.FormatInt(c.U, 10),
+			strconv.FormatInt(c.V, 10),
 			strconv.FormatInt(c.Cost, 10),
 			c.Base,
 			strconv.FormatInt(max(c.N, 1), 10))
@@ -171,7 +169,7 @@ func readMany(r rueidis.RedisResult, out []Outcome) error {
 // remaining, retry_after_us, reset_after_us, taken.
 func decided(code int64, x [4]int64) Outcome {
 	return Outcome{
-		Result: bucket.Result{Limited: code == 1, Remaining: x[0], RetryAfter: x[1], ResetAfter: x[2]},
+		Result: Result{Limited: code == 1, Remaining: x[0], RetryAfter: x[1], ResetAfter: x[2]},
 		Taken:  x[3],
 	}
 }

@@ -108,7 +108,7 @@ func (s *shards) expireAt(ctx context.Context, key string) int64 {
 
 // single runs calls through the declared path and returns them as Outcomes.
 func single(ctx context.Context, th *lua.Throttle, cl rueidis.Client, calls []lua.Call) []lua.Outcome {
-	res, taken, errs := make([]bucket.Result, len(calls)), make([]int64, len(calls)), make([]error, len(calls))
+	res, taken, errs := make([]lua.Result, len(calls)), make([]int64, len(calls)), make([]error, len(calls))
 	th.DoBatch(ctx, cl, calls, res, taken, errs)
 	out := make([]lua.Outcome, len(calls))
 	for i := range out {
@@ -155,7 +155,7 @@ func TestManyOnCluster(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				calls = append(calls, lua.Call{Key: keys[ci], Interval: iv, Cost: st.Cost, Now: start + st.T})
+				calls = append(calls, lua.Call{Key: keys[ci], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: st.Cost, Now: start + st.T})
 				want = append(want, st.Want)
 			}
 			if len(calls) == 0 {
@@ -168,7 +168,7 @@ func TestManyOnCluster(t *testing.T) {
 			}
 			declared := single(ctx, th, s.cl, twins)
 			for k, o := range got {
-				if o.Err != nil || buckettest.Got(o.Result) != want[k] || o != declared[k] {
+				if o.Err != nil || buckettest.Got(bucket.Result(o.Result)) != want[k] || o != declared[k] {
 					t.Fatalf("step %d of %s: many %+v, declared %+v; want %v", i, calls[k].Key, o, declared[k], want[k])
 				}
 				if a, b := s.get(ctx, calls[k].Key), s.get(ctx, twins[k].Key); a != b || s.expireAt(ctx, calls[k].Key) != s.expireAt(ctx, twins[k].Key) {
@@ -183,10 +183,10 @@ func TestManyOnCluster(t *testing.T) {
 		keys := s.keysOn(1, 64, "slots:")
 		calls := make([]lua.Call, len(keys))
 		for i, k := range keys {
-			calls[i] = lua.Call{Key: k, Interval: iv, Cost: 1 + int64(i%3)}
+			calls[i] = lua.Call{Key: k, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1 + int64(i%3)}
 		}
 		for i, o := range many(t, 1, calls...) {
-			want := bucket.Result{Remaining: 10 - calls[i].Cost, RetryAfter: -1, ResetAfter: calls[i].Cost * 1_000_000}
+			want := lua.Result{Remaining: 10 - calls[i].Cost, RetryAfter: -1, ResetAfter: calls[i].Cost * 1_000_000}
 			if o.Err != nil || o.Result != want || o.Taken != 1 {
 				t.Fatalf("%s: %+v, want %+v", keys[i], o, want)
 			}
@@ -205,13 +205,13 @@ func TestManyOnCluster(t *testing.T) {
 		iv := limit(5, 1, 1_000_000)
 		here, there := s.keysOn(0, 2, "mixed:here:"), s.keysOn(2, 1, "mixed:there:")
 		calls := []lua.Call{
-			{Key: here[0], Interval: iv, Cost: 1},
-			{Key: there[0], Interval: iv, Cost: 1},
-			{Key: here[1], Interval: iv, Cost: 2},
+			{Key: here[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1},
+			{Key: there[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1},
+			{Key: here[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 2},
 		}
 		out := many(t, 0, calls...)
 		var e *lua.Error
-		if !errors.As(out[1].Err, &e) || !e.IsNotLocal() || e.IsClusterDown() || out[1].Result != (bucket.Result{}) {
+		if !errors.As(out[1].Err, &e) || !e.IsNotLocal() || e.IsClusterDown() || out[1].Result != (lua.Result{}) {
 			t.Fatalf("the other node's key: %+v, want not local", out[1])
 		}
 		if out[0].Err != nil || out[0].Remaining != 4 || out[2].Err != nil || out[2].Remaining != 3 {
@@ -230,7 +230,7 @@ func TestManyOnCluster(t *testing.T) {
 		iv := limit(5, 1, 3600_000_000)
 		keys := s.keysOn(0, 7, "answers:")
 		parent, hash, text, digits := keys[1], keys[2], keys[3], keys[4]
-		single(ctx, th, s.cl, []lua.Call{{Key: parent, Interval: iv, Cost: 2}})
+		single(ctx, th, s.cl, []lua.Call{{Key: parent, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 2}})
 		sp, err := lua.NewSplitter().Split(ctx, s.cl, parent, []string{"a", "b"}, time.Minute, -1)
 		if err != nil {
 			t.Fatal(err)
@@ -240,7 +240,7 @@ func TestManyOnCluster(t *testing.T) {
 		s.cl.Do(ctx, s.cl.B().Set().Key(digits).Value("12345").Build())
 		calls := make([]lua.Call, len(keys))
 		for i, k := range keys {
-			calls[i] = lua.Call{Key: k, Interval: iv, Cost: 1}
+			calls[i] = lua.Call{Key: k, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}
 		}
 		calls[6].Key = keys[0] // and the first one again
 		out := many(t, 0, calls...)
@@ -266,12 +266,12 @@ func TestManyOnCluster(t *testing.T) {
 		iv := limit(3, 1, 3600_000_000)
 		k := s.keysOn(2, 2, "twice:")
 		calls := []lua.Call{
-			{Key: k[0], Interval: iv, Cost: 1},
-			{Key: k[1], Interval: iv, Cost: 3},
-			{Key: k[0], Interval: iv, Cost: 0},
-			{Key: k[0], Interval: iv, Cost: 2},
-			{Key: k[0], Interval: iv, Cost: 1},
-			{Key: k[1], Interval: iv, Cost: 1, N: 2},
+			{Key: k[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1},
+			{Key: k[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 3},
+			{Key: k[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0},
+			{Key: k[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 2},
+			{Key: k[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1},
+			{Key: k[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1, N: 2},
 		}
 		out := many(t, 2, calls...)
 		for i, want := range []struct {
@@ -291,7 +291,7 @@ func TestManyOnCluster(t *testing.T) {
 		_, base := bucket.Take(0, start, iv, 6) // 4 of 10 left
 		var calls []lua.Call
 		for _, k := range keys {
-			calls = append(calls, lua.Call{Key: k, Interval: iv, Cost: 1, N: 3, Base: strconv.FormatInt(base, 10), Now: start + 100_000})
+			calls = append(calls, lua.Call{Key: k, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1, N: 3, Base: strconv.FormatInt(base, 10), Now: start + 100_000})
 		}
 		calls[1].N, calls[2].Base, calls[3].Cost = 9, "0", 2
 		for round := range 3 {
@@ -337,7 +337,7 @@ func TestManyOnCluster(t *testing.T) {
 			for i := range calls {
 				k := rng.IntN(len(keys))
 				iv := st[k].ivs[rng.IntN(8)/7] // mostly the first limit
-				c := lua.Call{Key: keys[k], Interval: iv, Cost: rng.Int64N(iv.Capacity + 2), N: 1 + rng.Int64N(3), Now: now}
+				c := lua.Call{Key: keys[k], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: rng.Int64N(iv.Capacity + 2), N: 1 + rng.Int64N(3), Now: now}
 				if rng.IntN(4) == 0 {
 					c.Cost = min(c.Cost, 1)
 				}
@@ -350,7 +350,7 @@ func TestManyOnCluster(t *testing.T) {
 					if !r.Limited {
 						want[i].Taken++
 					}
-					want[i].Result = r
+					want[i].Result = lua.Result(r)
 				}
 			}
 			got := many(t, 2, calls...)
@@ -398,7 +398,7 @@ func TestManyOnCluster(t *testing.T) {
 		if err := s.c.Nodes[0].Do(ctx, "SCRIPT", "FLUSH").Error(); err != nil {
 			t.Fatal(err)
 		}
-		if o := many(t, 0, lua.Call{Key: k, Interval: iv, Cost: 1}); o[0].Err != nil || o[0].Remaining != 1 {
+		if o := many(t, 0, lua.Call{Key: k, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}); o[0].Err != nil || o[0].Remaining != 1 {
 			t.Fatalf("got %+v", o[0])
 		}
 	})
@@ -415,7 +415,7 @@ func TestManyOnCluster(t *testing.T) {
 			if base == "" {
 				base = "0"
 			}
-			args := []string{strconv.FormatInt(c.Interval.Capacity, 10), strconv.FormatInt(c.Interval.U, 10), strconv.FormatInt(c.Interval.V, 10),
+			args := []string{strconv.FormatInt(c.Capacity, 10), strconv.FormatInt(c.U, 10), strconv.FormatInt(c.V, 10),
 				strconv.FormatInt(c.Cost, 10), base, strconv.FormatInt(max(c.N, 1), 10), strconv.FormatInt(c.Now, 10)}
 			r := s.cl.Do(ctx, s.cl.B().Eval().Script(src).Numkeys(1).Key(key).Arg(args...).Build())
 			if err := r.Error(); err != nil {
@@ -429,7 +429,7 @@ func TestManyOnCluster(t *testing.T) {
 		now := s.shardNow(t, ctx, 10*time.Minute)
 		for round := range 300 {
 			now += rng.Int64N(400_000)
-			c := lua.Call{Interval: iv, Cost: rng.Int64N(4), N: 1 + rng.Int64N(4)*rng.Int64N(2), Now: now}
+			c := lua.Call{Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: rng.Int64N(4), N: 1 + rng.Int64N(4)*rng.Int64N(2), Now: now}
 			if rng.IntN(8) == 0 {
 				c.Cost = rng.Int64N(23) // up to more than the bucket holds
 			}
@@ -464,7 +464,7 @@ func TestManyOnCluster(t *testing.T) {
 		// On the shard's clock, to read the split's time left alike.
 		real := s.shardNow(t, ctx, 0)
 		for _, k := range []string{"{compat}this", "{compat}hash", "{compat}text"} {
-			c := lua.Call{Interval: iv, Cost: 1, Now: real}
+			c := lua.Call{Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1, Now: real}
 			if a, b := eval(string(prev), k, c), eval(lua.ThrottleSource(), k, c); a != b {
 				t.Fatalf("%s: previous %s, this %s", k, a, b)
 			}

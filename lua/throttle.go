@@ -11,8 +11,6 @@ import (
 	"strconv"
 
 	"github.com/redis/rueidis"
-
-	"github.com/sluice-rl/sluice/router/bucket"
 )
 
 //go:embed throttle.lua
@@ -34,11 +32,24 @@ func NewThrottle() *Throttle {
 	return &Throttle{sha1: hex.EncodeToString(sum[:])}
 }
 
+// Result is a step's answer, times in µs rounded up: the fields of
+// router/bucket.Result, which converts from it, so that both sides of the
+// arithmetic read the same numbers without this package importing router.
+type Result struct {
+	Limited    bool
+	Remaining  int64
+	RetryAfter int64
+	ResetAfter int64
+}
+
 // Call is one step: take Cost tokens from the bucket stored at Key.
 type Call struct {
-	Key      string
-	Interval bucket.Interval
-	Cost     int64
+	Key string
+	// Capacity, U and V are the limit as the script takes it: Capacity
+	// tokens, one refilled every U/V µs, the fraction reduced (C*U <= 2^51,
+	// V <= 2^40; router/bucket.Interval holds them so).
+	Capacity, U, V int64
+	Cost           int64
 	// Base, when not "", is the stored TAT a missing bucket starts from
 	// ("0": full): a split marker's base, for a sub-bucket.
 	Base string
@@ -52,9 +63,9 @@ type Call struct {
 
 func (c *Call) args() []string {
 	args := []string{
-		strconv.FormatInt(c.Interval.Capacity, 10),
-		strconv.FormatInt(c.Interval.U, 10),
-		strconv.FormatInt(c.Interval.V, 10),
+		strconv.FormatInt(c.Capacity, 10),
+		strconv.FormatInt(c.U, 10),
+		strconv.FormatInt(c.V, 10),
 		strconv.FormatInt(c.Cost, 10),
 	}
 	argc := c.argc()
@@ -96,14 +107,14 @@ func (c *Call) base() string {
 // Do runs calls, pipelined, and stores each outcome in res and errs
 // (both len(calls)). Calls on one slot run in order. A call on a bucket
 // that is split gets a *SplitError.
-func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res []bucket.Result, errs []error) {
+func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res []Result, errs []error) {
 	t.DoBatch(ctx, c, calls, res, nil, errs)
 }
 
 // DoBatch is Do for calls that decide N calls each: taken[i] (when taken
 // is not nil) is how many of call i's N took their cost, the first ones;
 // res[i] is the last one's outcome.
-func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []bucket.Result, taken []int64, errs []error) {
+func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
 	cmds := make(rueidis.Commands, len(calls))
 	for i := range calls {
 		cmds[i] = c.B().Evalsha().Sha1(t.sha1).Numkeys(1).Key(calls[i].Key).Arg(calls[i].args()...).Build()
@@ -129,16 +140,16 @@ func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, 
 }
 
 // result reads the answer to call i, and how many it took into taken[i].
-func result(r rueidis.RedisResult, taken []int64, i int) (bucket.Result, error) {
+func result(r rueidis.RedisResult, taken []int64, i int) (Result, error) {
 	v, err := r.AsIntSlice()
 	if err != nil {
 		if split, ok := asSplit(r); ok {
-			return bucket.Result{}, &SplitError{Split: split}
+			return Result{}, &SplitError{Split: split}
 		}
-		return bucket.Result{}, err
+		return Result{}, err
 	}
 	if len(v) != 4 && len(v) != 5 {
-		return bucket.Result{}, fmt.Errorf("lua: throttle answered %d values, want 4 or 5", len(v))
+		return Result{}, fmt.Errorf("lua: throttle answered %d values, want 4 or 5", len(v))
 	}
 	if taken != nil {
 		switch {
@@ -150,5 +161,5 @@ func result(r rueidis.RedisResult, taken []int64, i int) (bucket.Result, error) 
 			taken[i] = 0
 		}
 	}
-	return bucket.Result{Limited: v[0] != 0, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}, nil
+	return Result{Limited: v[0] != 0, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}, nil
 }

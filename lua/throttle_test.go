@@ -28,13 +28,13 @@ func TestThrottleOnCluster(t *testing.T) {
 	th := lua.NewThrottle()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	do := func(t *testing.T, calls ...lua.Call) ([]bucket.Result, []error) {
+	do := func(t *testing.T, calls ...lua.Call) ([]lua.Result, []error) {
 		t.Helper()
-		res, errs := make([]bucket.Result, len(calls)), make([]error, len(calls))
+		res, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
 		th.Do(ctx, cl, calls, res, errs)
 		return res, errs
 	}
-	one := func(t *testing.T, call lua.Call) bucket.Result {
+	one := func(t *testing.T, call lua.Call) lua.Result {
 		t.Helper()
 		res, errs := do(t, call)
 		if errs[0] != nil {
@@ -63,8 +63,8 @@ func TestThrottleOnCluster(t *testing.T) {
 			}
 			key := "vec:" + strconv.Itoa(ci)
 			for i, s := range vc.Steps {
-				r := one(t, lua.Call{Key: key, Interval: iv, Cost: s.Cost, Now: start + s.T})
-				if got := buckettest.Got(r); got != s.Want {
+				r := one(t, lua.Call{Key: key, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: s.Cost, Now: start + s.T})
+				if got := buckettest.Got(bucket.Result(r)); got != s.Want {
 					t.Fatalf("%s, step %d (t=%d cost=%d): got %v, want %v", vc.Name, i, s.T, s.Cost, got, s.Want)
 				}
 			}
@@ -98,10 +98,10 @@ func TestThrottleOnCluster(t *testing.T) {
 			key := "batch:" + strconv.Itoa(ci)
 			var tat int64
 			if tc.pre > 0 {
-				one(t, lua.Call{Key: key, Interval: iv, Cost: tc.pre, Now: start})
+				one(t, lua.Call{Key: key, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: tc.pre, Now: start})
 				_, tat = bucket.Take(0, start, iv, tc.pre)
 			}
-			var want bucket.Result
+			var want lua.Result
 			var wantTaken int64
 			for range tc.n {
 				r, store := bucket.Take(tat, start+tc.t, iv, tc.cost)
@@ -111,10 +111,10 @@ func TestThrottleOnCluster(t *testing.T) {
 				if !r.Limited {
 					wantTaken++
 				}
-				want = r
+				want = lua.Result(r)
 			}
-			res, taken, errs := make([]bucket.Result, 1), make([]int64, 1), make([]error, 1)
-			th.DoBatch(ctx, cl, []lua.Call{{Key: key, Interval: iv, Cost: tc.cost, N: tc.n, Now: start + tc.t}}, res, taken, errs)
+			res, taken, errs := make([]lua.Result, 1), make([]int64, 1), make([]error, 1)
+			th.DoBatch(ctx, cl, []lua.Call{{Key: key, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: tc.cost, N: tc.n, Now: start + tc.t}}, res, taken, errs)
 			if errs[0] != nil {
 				t.Fatal(errs[0])
 			}
@@ -131,7 +131,7 @@ func TestThrottleOnCluster(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 3, Refill: 1, Period: 3600_000_000}.Interval()
 		calls := make([]lua.Call, 5)
 		for i := range calls {
-			calls[i] = lua.Call{Key: "{p}ordered", Interval: iv, Cost: 1}
+			calls[i] = lua.Call{Key: "{p}ordered", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}
 		}
 		res, errs := do(t, calls...)
 		for i, r := range res {
@@ -148,7 +148,7 @@ func TestThrottleOnCluster(t *testing.T) {
 
 	t.Run("the shard's clock and a TTL until full", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
-		r := one(t, lua.Call{Key: "clock", Interval: iv, Cost: 4})
+		r := one(t, lua.Call{Key: "clock", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 4})
 		if r.Limited || r.Remaining != 6 || r.ResetAfter != 4_000_000 {
 			t.Fatalf("got %+v, want 6 left and full again in 4s", r)
 		}
@@ -169,17 +169,17 @@ func TestThrottleOnCluster(t *testing.T) {
 
 	t.Run("denials and peeks write nothing", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 2, Refill: 1, Period: 1_000_000}.Interval()
-		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 0})
-		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 3})
+		one(t, lua.Call{Key: "peek", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0})
+		one(t, lua.Call{Key: "peek", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 3})
 		if n, _ := cl.Do(ctx, cl.B().Exists().Key("peek").Build()).AsInt64(); n != 0 {
 			t.Fatal("a peek or an impossible cost created the bucket")
 		}
-		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 2})
+		one(t, lua.Call{Key: "peek", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 2})
 		before, _ := cl.Do(ctx, cl.B().Get().Key("peek").Build()).ToString()
-		if r := one(t, lua.Call{Key: "peek", Interval: iv, Cost: 1}); !r.Limited {
+		if r := one(t, lua.Call{Key: "peek", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}); !r.Limited {
 			t.Fatalf("got %+v, want a denial", r)
 		}
-		one(t, lua.Call{Key: "peek", Interval: iv, Cost: 0})
+		one(t, lua.Call{Key: "peek", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0})
 		after, _ := cl.Do(ctx, cl.B().Get().Key("peek").Build()).ToString()
 		if before != after {
 			t.Fatalf("bucket changed from %s to %s on a denial or peek", before, after)
@@ -192,7 +192,7 @@ func TestThrottleOnCluster(t *testing.T) {
 		cl.Do(ctx, cl.B().Set().Key("text").Value("hello").Build())
 		cl.Do(ctx, cl.B().Set().Key("digits").Value("12345").Build())
 		for _, k := range []string{"hash", "text", "digits"} {
-			_, errs := do(t, lua.Call{Key: k, Interval: iv, Cost: 1})
+			_, errs := do(t, lua.Call{Key: k, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1})
 			if errs[0] == nil || !strings.HasPrefix(errs[0].Error(), "WRONGTYPE") {
 				t.Fatalf("%s: got error %v, want WRONGTYPE", k, errs[0])
 			}
@@ -204,20 +204,20 @@ func TestThrottleOnCluster(t *testing.T) {
 
 	t.Run("EVAL after a shard forgot the script", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 2, Refill: 1, Period: 1_000_000}.Interval()
-		one(t, lua.Call{Key: "flush", Interval: iv, Cost: 1})
+		one(t, lua.Call{Key: "flush", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1})
 		for _, n := range c.Nodes {
 			if err := n.Do(ctx, "SCRIPT", "FLUSH").Error(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if r := one(t, lua.Call{Key: "flush", Interval: iv, Cost: 1}); r.Limited || r.Remaining != 0 {
+		if r := one(t, lua.Call{Key: "flush", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}); r.Limited || r.Remaining != 0 {
 			t.Fatalf("got %+v, want the second token", r)
 		}
 	})
 
 	t.Run("a split keeps the bucket's state for its sub-buckets", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 5, Refill: 1, Period: 3600_000_000}.Interval()
-		one(t, lua.Call{Key: "parent", Interval: iv, Cost: 3})
+		one(t, lua.Call{Key: "parent", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 3})
 		tat, _ := cl.Do(ctx, cl.B().Get().Key("parent").Build()).ToString()
 		sp := lua.NewSplitter()
 		got, err := sp.Split(ctx, cl, "parent", []string{"a", "b"}, time.Minute, -1)
@@ -229,24 +229,24 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 		// The parent now answers with the marker, for any call, and takes nothing.
 		for _, cost := range []int64{1, 0} {
-			_, errs := do(t, lua.Call{Key: "parent", Interval: iv, Cost: cost})
+			_, errs := do(t, lua.Call{Key: "parent", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: cost})
 			var se *lua.SplitError
 			if !errors.As(errs[0], &se) || se.Split.Base != tat || len(se.Split.Tags) != 2 || se.Split.TTL <= 59*time.Second {
 				t.Fatalf("cost %d on the parent: got %v, want the split", cost, errs[0])
 			}
 		}
 		// A missing sub-bucket starts from the base: 2 of 5 left, as the parent had.
-		if r := one(t, lua.Call{Key: "{a}sub", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 2 {
+		if r := one(t, lua.Call{Key: "{a}sub", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0, Base: got.Base}); r.Remaining != 2 {
 			t.Fatalf("sub-bucket from the base: got %+v, want 2 left", r)
 		}
 		// An existing sub-bucket emptier than the base keeps its state; one
 		// fuller (left from an earlier split) is brought down to the base.
-		one(t, lua.Call{Key: "{b}empty", Interval: iv, Cost: 4})
-		if r := one(t, lua.Call{Key: "{b}empty", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 1 {
+		one(t, lua.Call{Key: "{b}empty", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 4})
+		if r := one(t, lua.Call{Key: "{b}empty", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0, Base: got.Base}); r.Remaining != 1 {
 			t.Fatalf("sub-bucket emptier than the base: got %+v, want its own 1 left", r)
 		}
-		one(t, lua.Call{Key: "{b}full", Interval: iv, Cost: 1})
-		if r := one(t, lua.Call{Key: "{b}full", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 2 {
+		one(t, lua.Call{Key: "{b}full", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1})
+		if r := one(t, lua.Call{Key: "{b}full", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0, Base: got.Base}); r.Remaining != 2 {
 			t.Fatalf("sub-bucket fuller than the base: got %+v, want the base's 2 left", r)
 		}
 		// Renewing with an estimate re-bases the marker.
@@ -254,7 +254,7 @@ func TestThrottleOnCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := one(t, lua.Call{Key: "{a}other", Interval: iv, Cost: 0, Base: got.Base}); r.Remaining != 3 || r.ResetAfter < 7199_000_000 {
+		if r := one(t, lua.Call{Key: "{a}other", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0, Base: got.Base}); r.Remaining != 3 || r.ResetAfter < 7199_000_000 {
 			t.Fatalf("sub-bucket from a base 2h from full: got %+v, want 3 left", r)
 		}
 	})
@@ -274,7 +274,7 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			res, errs := do(t, lua.Call{Key: "lapse", Interval: iv, Cost: 1})
+			res, errs := do(t, lua.Call{Key: "lapse", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1})
 			if errs[0] == nil {
 				// 4 of 10 tokens were missing; one more is taken now.
 				if res[0].Limited || res[0].Remaining < 5 || res[0].Remaining > 6 {
@@ -306,14 +306,14 @@ func TestThrottleOnCluster(t *testing.T) {
 		if err != nil || !ended {
 			t.Fatalf("ending a live split: %v, %v", ended, err)
 		}
-		_, errs := do(t, lua.Call{Key: "ending", Interval: iv, Cost: 0})
+		_, errs := do(t, lua.Call{Key: "ending", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0})
 		var se *lua.SplitError
 		if !errors.As(errs[0], &se) || se.Split.TTL > 40*time.Millisecond {
 			t.Fatalf("got %v, want the split to hold no longer than before", errs[0])
 		}
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			res, errs := do(t, lua.Call{Key: "ending", Interval: iv, Cost: 0})
+			res, errs := do(t, lua.Call{Key: "ending", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0})
 			if errs[0] == nil {
 				// 5 of 10 tokens missing at the lapse, and little time since.
 				if res[0].Remaining != 5 || res[0].ResetAfter < 4_800_000 {
@@ -356,7 +356,7 @@ func TestThrottleOnCluster(t *testing.T) {
 	t.Run("a new split after a lapse is named anew, with no more tags", func(t *testing.T) {
 		// A bucket with state, which the lapsed marker keeps.
 		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 3600_000_000}.Interval()
-		one(t, lua.Call{Key: "anew", Interval: iv, Cost: 5})
+		one(t, lua.Call{Key: "anew", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 5})
 		sp := lua.NewSplitter()
 		first, err := sp.Split(ctx, cl, "anew", []string{"a", "b"}, 20*time.Millisecond, -1)
 		if err != nil {
@@ -394,7 +394,7 @@ func TestThrottleOnCluster(t *testing.T) {
 
 	t.Run("memory per bucket", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 100, Refill: 10, Period: 1_000_000}.Interval()
-		one(t, lua.Call{Key: "sluice:user:1", Interval: iv, Cost: 1})
+		one(t, lua.Call{Key: "sluice:user:1", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1})
 		n, err := cl.Do(ctx, cl.B().MemoryUsage().Key("sluice:user:1").Build()).AsInt64()
 		if err != nil || n > 72 {
 			t.Fatalf("MEMORY USAGE %d bytes (%v), want <= 72", n, err)

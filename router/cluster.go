@@ -236,7 +236,7 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 			}
 			continue
 		}
-		pc := call{req: i, step: lua.Call{Key: KeyPrefix + r.Key, Interval: r.Interval, Cost: r.Cost}}
+		pc := call{req: i, step: step(KeyPrefix+r.Key, r.Interval, r.Cost)}
 		pc.owner = topo.ownerOf(pc.step.Key)
 		if pc.owner != nil && !pc.owner.healthy.Load() {
 			c.fallback(reqs[i:i+1], res[i:i+1])
@@ -295,6 +295,11 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	c.takes(ctx, *cl, c.topo.Load(), reqs, res)
 }
 
+// step is the Lua call that takes cost tokens from the bucket at key.
+func step(key string, iv bucket.Interval, cost int64) lua.Call {
+	return lua.Call{Key: key, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: cost}
+}
+
 // call is a Lua step on a key's own bucket.
 type call struct {
 	req   int
@@ -315,7 +320,7 @@ func (c *Cluster) takes(ctx context.Context, client rueidis.Client, topo *topolo
 			hot = c.startHot(hot, i, r, hk, hk.live(now), topo, reqs, res)
 			continue
 		}
-		pc := call{req: i, step: lua.Call{Key: KeyPrefix + r.Key, Interval: r.Interval, Cost: r.Cost}}
+		pc := call{req: i, step: step(KeyPrefix+r.Key, r.Interval, r.Cost)}
 		pc.owner = topo.ownerOf(pc.step.Key)
 		if pc.owner != nil && !pc.owner.healthy.Load() {
 			c.fallback(reqs[i:i+1], res[i:i+1])
@@ -339,7 +344,7 @@ func (c *Cluster) takes(ctx context.Context, client rueidis.Client, topo *topolo
 
 // settle stores the outcome of a step on a key's own bucket in res. A key
 // that another instance split is followed: its call joins hot.
-func (c *Cluster) settle(hot []*hotCall, cl *call, br bucket.Result, err error, reqs []Request, res []Result, topo *topology, sent int64) []*hotCall {
+func (c *Cluster) settle(hot []*hotCall, cl *call, br lua.Result, err error, reqs []Request, res []Result, topo *topology, sent int64) []*hotCall {
 	i, r := cl.req, &reqs[cl.req]
 	var se *lua.SplitError
 	switch {
@@ -349,7 +354,7 @@ func (c *Cluster) settle(hot []*hotCall, cl *call, br bucket.Result, err error, 
 			return c.startHot(hot, i, r, hk, st, topo, reqs, res)
 		}
 	case !c.failed(cl.owner, err):
-		res[i] = Result{Result: br, Err: err}
+		res[i] = Result{Result: bucket.Result(br), Err: err}
 		return hot
 	}
 	c.fallback(reqs[i:i+1], res[i:i+1])
@@ -357,14 +362,14 @@ func (c *Cluster) settle(hot []*hotCall, cl *call, br bucket.Result, err error, 
 }
 
 // exec runs calls, one pipeline per shard, the shards concurrently.
-func (c *Cluster) exec(ctx context.Context, client rueidis.Client, calls []call) ([]bucket.Result, []error) {
-	out, errs := make([]bucket.Result, len(calls)), make([]error, len(calls))
+func (c *Cluster) exec(ctx context.Context, client rueidis.Client, calls []call) ([]lua.Result, []error) {
+	out, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
 	perShard(calls, func(cl *call) *shard { return cl.owner }, func(s *shard, idx []int) {
 		steps := make([]lua.Call, len(idx))
 		for k, j := range idx {
 			steps[k] = calls[j].step
 		}
-		br, es := make([]bucket.Result, len(idx)), make([]error, len(idx))
+		br, es := make([]lua.Result, len(idx)), make([]error, len(idx))
 		c.throttle.Do(ctx, c.nodeOr(s, client), steps, br, es)
 		for k, j := range idx {
 			out[j], errs[j] = br[k], es[k]

@@ -431,9 +431,10 @@ func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
 	}
 	calls := make([]lua.Call, len(gs))
 	for i, g := range gs {
-		calls[i] = lua.Call{Key: g.key, Interval: g.iv, Cost: g.cost, Base: g.base, N: int64(len(g.ws))}
+		calls[i] = step(g.key, g.iv, g.cost)
+		calls[i].Base, calls[i].N = g.base, int64(len(g.ws))
 	}
-	res, taken, errs := make([]bucket.Result, len(calls)), make([]int64, len(calls)), make([]error, len(calls))
+	res, taken, errs := make([]lua.Result, len(calls)), make([]int64, len(calls)), make([]error, len(calls))
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeout)
 	c.throttle.DoBatch(ctx, c.nodeOr(owner, client), calls, res, taken, errs)
 	cancel()
@@ -445,7 +446,7 @@ func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
 			}
 			continue
 		}
-		g.spread(res[i], taken[i])
+		g.spread(bucket.Result(res[i]), taken[i])
 	}
 }
 

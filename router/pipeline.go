@@ -10,7 +10,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-rl/sluice/lua"
-	"github.com/sluice-rl/sluice/router/bucket"
 )
 
 // A shard's calls from every round of every loop are coalesced: while the
@@ -112,7 +111,7 @@ func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls, batch
 			groups[k] = g
 		}
 	}
-	br, errs := make([]bucket.Result, len(calls)), make([]error, len(calls))
+	br, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
 	sent := time.Now().UnixNano()
 	cl := c.client.Load()
 	switch {
@@ -178,7 +177,7 @@ func (c *Cluster) finish(g *shardCalls) {
 // slot moved, or is moving) is sent again on its own, declared, through
 // the cluster client, which follows MOVED and ASK. Without a node client
 // of its own (no slot map yet), each step is its own call.
-func (c *Cluster) decideOn(ctx context.Context, s *shard, client rueidis.Client, steps []lua.Call, br []bucket.Result, errs []error) {
+func (c *Cluster) decideOn(ctx context.Context, s *shard, client rueidis.Client, steps []lua.Call, br []lua.Result, errs []error) {
 	var node *rueidis.Client
 	if s != nil {
 		node = s.node.Load()
@@ -205,7 +204,7 @@ func (c *Cluster) decideOn(ctx context.Context, s *shard, client rueidis.Client,
 	for j, k := range again {
 		re[j] = steps[k]
 	}
-	rb, rerrs := make([]bucket.Result, len(re)), make([]error, len(re))
+	rb, rerrs := make([]lua.Result, len(re)), make([]error, len(re))
 	c.throttle.Do(ctx, client, re, rb, rerrs)
 	for j, k := range again {
 		br[k], errs[k] = rb[j], rerrs[j]
