@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sluice-rl/sluice/router"
 )
 
 // infoSections are INFO's sections in the order "INFO" and "INFO all" list
@@ -78,16 +80,66 @@ func (s *Server) infoStats(b *strings.Builder) {
 	fmt.Fprintf(b, "throttle_limited:%d\r\n", s.stats.limited.Load())
 }
 
-// backendInfo is what a Decider may add to INFO: lines of field:value.
-type backendInfo interface {
-	Info() string
+// statser is a Decider that reports its state, for INFO.
+type statser interface {
+	Stats() router.Stats
 }
 
 func (s *Server) infoBackend(b *strings.Builder) {
 	fmt.Fprintf(b, "backend:%s\r\n", s.cfg.Backend)
-	if bi, ok := s.cfg.Decider.(backendInfo); ok {
-		b.WriteString(bi.Info())
+	if st, ok := s.cfg.Decider.(statser); ok {
+		writeStats(b, st.Stats())
 	}
+}
+
+// writeStats renders a backend's state as INFO lines.
+func writeStats(b *strings.Builder, st router.Stats) {
+	if m := st.Embedded; m != nil {
+		fmt.Fprintf(b, "embedded_buckets:%d\r\n", m.Buckets)
+	}
+	c := st.Cluster
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(b, "cluster_connected:%d\r\n", boolInt(c.Connected))
+	fmt.Fprintf(b, "fallback_policy:%s\r\n", c.Fallback)
+	fmt.Fprintf(b, "fallback_share:%.4f\r\n", c.Share)
+	fmt.Fprintf(b, "sluice_instances:%d\r\n", c.Instances)
+	fmt.Fprintf(b, "local_buckets:%d\r\n", c.LocalBuckets)
+	for src, n := range c.Decisions {
+		if router.Source(src) != router.SourceEmbedded {
+			fmt.Fprintf(b, "decisions_%s:%d\r\n", router.Source(src), n)
+		}
+	}
+	fmt.Fprintf(b, "decisions_split:%d\r\n", c.Split)
+	fmt.Fprintf(b, "decisions_split_denied_here:%d\r\n", c.DeniedHere)
+	for i, sh := range c.Shards {
+		state := "healthy"
+		if !sh.Healthy {
+			state = "unhealthy"
+		}
+		fmt.Fprintf(b, "shard%d:addr=%s,state=%s,since=%s,errors=%d,last_error=%s\r\n", i, sh.Addr, state,
+			sh.Since.UTC().Format(time.RFC3339), sh.Errors, strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(sh.LastError))
+	}
+	fmt.Fprintf(b, "hot_threshold:%.0f\r\n", c.HotThreshold)
+	fmt.Fprintf(b, "hot_keys:%d\r\n", c.HotKeys)
+	for i, hk := range c.Hot {
+		fmt.Fprintf(b, "hot%d:key=%s,state=%s,split=%d,rate=%.0f,split_ms_left=%d\r\n",
+			i, infoValue(hk.Key), hk.State, hk.SubBuckets, hk.Rate, hk.SplitLeft.Milliseconds())
+	}
+}
+
+// infoValue keeps a caller's key from breaking an INFO line.
+func infoValue(s string) string {
+	q := fmt.Sprintf("%q", s)
+	return strings.ReplaceAll(q[1:len(q)-1], ",", `\x2c`)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // infoMemory reports the Go heap and the process's resident set, the

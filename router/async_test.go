@@ -189,7 +189,7 @@ func TestLongPipelineKeepsShardsHealthy(t *testing.T) {
 				}
 			}
 			if n := r.Decisions(router.SourceLocal) - local; n != 0 {
-				t.Fatalf("%d of 10,000 decisions fell back: a healthy shard was marked unhealthy\n%s", n, r.Info())
+				t.Fatalf("%d of 10,000 decisions fell back: a healthy shard was marked unhealthy\n%+v", n, *stats(r))
 			}
 			if n := r.Decisions(router.SourceCluster) - cluster; n < 10_000 {
 				t.Fatalf("%d decisions by the cluster, want 10,000", n)

@@ -5,12 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"math"
 	"net"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -515,57 +512,8 @@ func (c *Cluster) connect(ctx context.Context) error {
 	return nil
 }
 
-// Info is the backend's INFO section: decisions by source, the fallback in
-// force and every shard's state.
-func (c *Cluster) Info() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "cluster_connected:%d\r\n", boolInt(c.Connected()))
-	fmt.Fprintf(&b, "fallback_policy:%s\r\n", c.policyName())
-	fmt.Fprintf(&b, "fallback_share:%.4f\r\n", math.Float64frombits(c.share.Load()))
-	fmt.Fprintf(&b, "sluice_instances:%d\r\n", c.live.Load())
-	fmt.Fprintf(&b, "local_buckets:%d\r\n", c.local.Len())
-	for s := SourceCluster; s < numSources; s++ {
-		if s != SourceEmbedded {
-			fmt.Fprintf(&b, "decisions_%s:%d\r\n", s, c.counts[s].Load())
-		}
-	}
-	fmt.Fprintf(&b, "decisions_split:%d\r\n", c.split.Load())
-	fmt.Fprintf(&b, "decisions_split_denied_here:%d\r\n", c.deniedHere.Load())
-	c.mu.Lock()
-	addrs := make([]string, 0, len(c.shards))
-	for a := range c.shards {
-		addrs = append(addrs, a)
-	}
-	sort.Strings(addrs)
-	shards := make([]*shard, len(addrs))
-	for i, a := range addrs {
-		shards[i] = c.shards[a]
-	}
-	c.mu.Unlock()
-	for i, s := range shards {
-		s.mu.Lock()
-		state := "healthy"
-		if !s.healthy.Load() {
-			state = "unhealthy"
-		}
-		fmt.Fprintf(&b, "shard%d:addr=%s,state=%s,since=%s,errors=%d,last_error=%s\r\n", i, s.addr, state,
-			s.since.UTC().Format(time.RFC3339), s.errors, strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(s.lastErr))
-		s.mu.Unlock()
-	}
-	fmt.Fprintf(&b, "hot_threshold:%.0f\r\n", c.cfg.HotThreshold)
-	c.hot.info(&b, time.Now().UnixNano())
-	return b.String()
-}
-
 // LocalBuckets is the number of local fallback buckets held.
 func (c *Cluster) LocalBuckets() int { return c.local.Len() }
 
 // Decisions is how many decisions source has made since start.
 func (c *Cluster) Decisions(source Source) int64 { return c.counts[source].Load() }
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}

@@ -68,7 +68,7 @@ func (c *Cluster) fallback(reqs []Request, res []Result) {
 // scale grants this instance its share of a limit: share x the capacity
 // (at least one token) and share x the rate, by stretching the interval.
 func (c *Cluster) scale(iv bucket.Interval) bucket.Interval {
-	share := math.Float64frombits(c.share.Load())
+	share := c.shareNow()
 	if share >= 1 {
 		return iv
 	}
@@ -82,6 +82,7 @@ func (c *Cluster) scale(iv bucket.Interval) bucket.Interval {
 	return s
 }
 
-func (c *Cluster) policyName() string {
-	return [...]string{"local", "open", "closed"}[c.cfg.Fallback]
-}
+// shareNow is the fraction of each limit a local fallback bucket grants.
+func (c *Cluster) shareNow() float64 { return math.Float64frombits(c.share.Load()) }
+
+func (p Policy) String() string { return [...]string{"local", "open", "closed"}[p] }

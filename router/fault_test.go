@@ -398,30 +398,34 @@ func TestPolicies(t *testing.T) {
 			}
 			r.Decide(context.Background(), reqs, res)
 			if res[0].Source != router.SourceLocal {
-				t.Fatalf("round %d: decided by %v (err %v)\n%s", round, res[0].Source, res[0].Err, r.Info())
+				t.Fatalf("round %d: decided by %v (err %v)\n%+v", round, res[0].Source, res[0].Err, *stats(r))
 			}
 		}
 		if n := r.LocalBuckets(); n > 20_000 || n < 5_000 {
 			t.Fatalf("%d local buckets after 1,000,000 distinct keys, want at most the cap of 20,000", n)
 		}
 	})
-	t.Run("INFO shows the outage", func(t *testing.T) {
+	t.Run("the stats show the outage", func(t *testing.T) {
 		r := routers[router.FallbackLocal]
-		info := r.Info()
-		for _, want := range []string{"fallback_policy:local", "fallback_share:0.5000", "state=unhealthy", "state=healthy", "addr=" + c.Nodes[0].Addr + ",state=unhealthy"} {
-			if !strings.Contains(info, want) {
-				t.Errorf("INFO lacks %q:\n%s", want, info)
+		st := stats(r)
+		healthy := 0
+		for _, s := range st.Shards {
+			if s.Healthy {
+				healthy++
 			}
 		}
-		if r.Decisions(router.SourceLocal) == 0 || !strings.Contains(info, "decisions_local:") {
-			t.Errorf("no local decisions counted:\n%s", info)
+		if st.Fallback != router.FallbackLocal || st.Share != 0.5 || healthy != len(st.Shards)-1 || shardStats(t, r, c.Nodes[0].Addr).Healthy {
+			t.Errorf("want the local policy, a share of 0.5 and %s alone unhealthy: %+v", c.Nodes[0].Addr, *st)
+		}
+		if st.Decisions[router.SourceLocal] == 0 {
+			t.Errorf("no local decisions counted: %+v", *st)
 		}
 	})
 	t.Run("keys of healthy shards stay in the cluster", func(t *testing.T) {
 		other := keysIn(1, 5461, slot.Count-1, "fine:")[0]
 		for p, r := range routers {
 			if res := decide(r, other, iv); res.Err != nil || res.Source != router.SourceCluster {
-				t.Fatalf("policy %d: healthy shard's key got %+v\n%s", p, res, r.Info())
+				t.Fatalf("policy %d: healthy shard's key got %+v\n%+v", p, res, *stats(r))
 			}
 		}
 	})

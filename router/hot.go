@@ -2,10 +2,8 @@ package router
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,9 +22,6 @@ const MaxSplit = 16
 // maxHotKeys bounds the hot keys an instance tracks at once, its own and
 // those it follows from another instance's split marker.
 const maxHotKeys = 1024
-
-// hotInfoKeys is how many hot keys INFO lists, the busiest first.
-const hotInfoKeys = 16
 
 // hotSet finds this instance's hot keys and remembers the splits it uses.
 type hotSet struct {
@@ -322,38 +317,4 @@ func slotsByTagLength(tags *slot.Tags) []int {
 	return order
 }
 
-// info lists the busiest hot keys for INFO.
-func (h *hotSet) info(b *strings.Builder, now int64) {
-	m := *h.keys.Load()
-	all := make([]*hotKey, 0, len(m))
-	for _, hk := range m {
-		all = append(all, hk)
-	}
-	slices.SortFunc(all, func(a, b *hotKey) int {
-		return cmp.Or(cmp.Compare(b.rateNow(), a.rateNow()), cmp.Compare(a.key, b.key))
-	})
-	fmt.Fprintf(b, "hot_keys:%d\r\n", len(all))
-	for i, hk := range all[:min(len(all), hotInfoKeys)] {
-		state := "following"
-		switch {
-		case hk.declared:
-			state = "declared"
-		case hk.detected.Load():
-			state = "detected"
-		}
-		split, left := 0, int64(0)
-		if st := hk.live(now); st != nil {
-			split, left = len(st.tags), (st.until-now)/int64(time.Millisecond)
-		}
-		fmt.Fprintf(b, "hot%d:key=%s,state=%s,split=%d,rate=%.0f,split_ms_left=%d\r\n",
-			i, infoValue(hk.key), state, split, hk.rateNow(), left)
-	}
-}
-
 func (hk *hotKey) rateNow() float64 { return math.Float64frombits(hk.rate.Load()) }
-
-// infoValue keeps a caller's key from breaking an INFO line.
-func infoValue(s string) string {
-	q := fmt.Sprintf("%q", s)
-	return strings.ReplaceAll(q[1:len(q)-1], ",", `\x2c`)
-}

@@ -3,7 +3,6 @@ package router_test
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,20 +110,19 @@ func hammer(rs []*router.Cluster, key string, iv bucket.Interval, workers int, p
 	return &wg
 }
 
-// infoInt reads one integer field of a router's INFO section.
-func infoInt(t *testing.T, r *router.Cluster, field string) int64 {
+// stats is a router's state, for checks and failure messages.
+func stats(r *router.Cluster) *router.ClusterStats { return r.Stats().Cluster }
+
+// shardStats is the state of the shard at addr.
+func shardStats(t *testing.T, r *router.Cluster, addr string) router.ShardStats {
 	t.Helper()
-	for _, line := range strings.Split(r.Info(), "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO %s: %v", field, err)
-			}
-			return n
+	for _, s := range stats(r).Shards {
+		if s.Addr == addr {
+			return s
 		}
 	}
-	t.Fatalf("INFO has no %s:\n%s", field, r.Info())
-	return 0
+	t.Fatalf("no shard %s in %+v", addr, stats(r).Shards)
+	return router.ShardStats{}
 }
 
 // checkSpread fails t unless the sub-buckets named by tags sit on
@@ -173,9 +171,9 @@ func TestHotKeySplitFollowsTopology(t *testing.T) {
 		return ok
 	})
 	checkSpread(t, ctx, c, cl, key, sp, 3)
-	waitFor(t, 2*time.Second, "decisions by sub-buckets", func() bool { return infoInt(t, r, "decisions_split") > 0 })
-	if info := r.Info(); !strings.Contains(info, "hot_keys:1\r\nhot0:key=tenant:big,state=declared,split=3,") {
-		t.Fatalf("INFO does not list the hot key:\n%s", info)
+	waitFor(t, 2*time.Second, "decisions by sub-buckets", func() bool { return stats(r).Split > 0 })
+	if st := stats(r); st.HotKeys != 1 || len(st.Hot) != 1 || st.Hot[0].Key != "tenant:big" || st.Hot[0].State != "declared" || st.Hot[0].SubBuckets != 3 {
+		t.Fatalf("the stats do not list the hot key: %+v", st.Hot)
 	}
 	for i := range sp.Tags {
 		sub := sp.SubKey(i, key)
@@ -236,13 +234,13 @@ func TestHotKeyTwoInstancesShareOneSplit(t *testing.T) {
 	if n := s.errors.Load(); n > 0 {
 		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
 	}
-	if n := infoInt(t, b, "decisions_split"); n == 0 {
-		t.Fatalf("the follower made no decision by sub-bucket:\n%s", b.Info())
+	if n := stats(b).Split; n == 0 {
+		t.Fatalf("the follower made no decision by sub-bucket: %+v", *stats(b))
 	}
 	// Most denials of the overload are made from the last one, without a
 	// step; the admitted count below shows they deny nothing Redis would
 	// have allowed.
-	if n := infoInt(t, a, "decisions_split_denied_here") + infoInt(t, b, "decisions_split_denied_here"); n < s.calls.Load()/2 {
+	if n := stats(a).DeniedHere + stats(b).DeniedHere; n < s.calls.Load()/2 {
 		t.Fatalf("%d of %d calls denied without a step, want most", n, s.calls.Load())
 	}
 	ideal := capacity + refill*s.span()
@@ -402,16 +400,15 @@ func TestHotKeySiblingsCoverAHungShard(t *testing.T) {
 	for i := 0; time.Since(start) < 2500*time.Millisecond && i < 1_000_000; i++ {
 		res := decide(r, key, iv)
 		if res.Err != nil || res.Source != router.SourceCluster || res.Limited {
-			t.Fatalf("call %d with %s hung: got %+v, want a cluster decision\n%s", i, victim.Addr, res, r.Info())
+			t.Fatalf("call %d with %s hung: got %+v, want a cluster decision\n%+v", i, victim.Addr, res, *stats(r))
 		}
 	}
 	after := r.Decisions(router.SourceLocal) + r.Decisions(router.SourceOpen) + r.Decisions(router.SourceClosed)
 	if after != before {
 		t.Fatalf("%d decisions went to fallback", after-before)
 	}
-	if !strings.Contains(r.Info(), fmt.Sprintf("addr=%s,state=unhealthy", victim.Addr)) ||
-		!regexp.MustCompile(fmt.Sprintf(`addr=%s,state=healthy,since=[^,]*,errors=0,`, parent.Addr)).MatchString(r.Info()) {
-		t.Fatalf("want the hung shard unhealthy and the parent's never blamed:\n%s", r.Info())
+	if v, p := shardStats(t, r, victim.Addr), shardStats(t, r, parent.Addr); v.Healthy || !p.Healthy || p.Errors != 0 {
+		t.Fatalf("want the hung shard unhealthy and the parent's never blamed: %+v, %+v", v, p)
 	}
 }
 

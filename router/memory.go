@@ -3,7 +3,6 @@ package router
 import (
 	"context"
 	"hash/maphash"
-	"strconv"
 	"sync"
 	"time"
 
@@ -78,11 +77,6 @@ func (m *Memory) Decide(_ context.Context, reqs []Request, res []Result) {
 func (m *Memory) Submit(ctx context.Context, reqs []Request, res []Result, done func([]int)) {
 	m.Decide(ctx, reqs, res)
 	done(nil)
-}
-
-// Info is the embedded backend's INFO section.
-func (m *Memory) Info() string {
-	return "embedded_buckets:" + strconv.Itoa(m.Len()) + "\r\n"
 }
 
 // Len is the number of buckets held, full ones not yet swept included.

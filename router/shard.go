@@ -150,7 +150,7 @@ func (c *Cluster) fault(s *shard, err error) {
 	s.backoff = c.cfg.ProbeInterval
 	s.nextProbe = s.since.Add(s.backoff)
 	c.log.Warn("shard unhealthy: deciding its keys by fallback", zap.String("shard", s.addr),
-		zap.String("fallback", c.policyName()), zap.Error(err))
+		zap.String("fallback", c.cfg.Fallback.String()), zap.Error(err))
 }
 
 // refreshTopology reads CLUSTER SLOTS and points every slot at its

@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/router"
+)
+
+// INFO renders a backend's typed stats, one field:value line each, with a
+// caller's key escaped so that it cannot break its line.
+func TestWriteStats(t *testing.T) {
+	since := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	st := &router.ClusterStats{
+		Connected: true, Fallback: router.FallbackOpen, Share: 0.5, Instances: 2, LocalBuckets: 7,
+		Split: 3, DeniedHere: 1,
+		Shards: []router.ShardStats{
+			{Addr: "127.0.0.1:7000", Healthy: true, Since: since},
+			{Addr: "127.0.0.1:7001", Since: since, Errors: 4, LastError: "i/o timeout,\r\nagain"},
+		},
+		HotThreshold: 2000, HotKeys: 1,
+		Hot: []router.HotKeyStats{{Key: "a,b\n", State: "detected", SubBuckets: 3, Rate: 2500.4, SplitLeft: 1500 * time.Millisecond}},
+	}
+	st.Decisions[router.SourceCluster] = 10
+	st.Decisions[router.SourceOpen] = 2
+	var b strings.Builder
+	writeStats(&b, router.Stats{Cluster: st})
+	want := strings.Join([]string{
+		"cluster_connected:1", "fallback_policy:open", "fallback_share:0.5000", "sluice_instances:2", "local_buckets:7",
+		"decisions_cluster:10", "decisions_local:0", "decisions_open:2", "decisions_closed:0",
+		"decisions_split:3", "decisions_split_denied_here:1",
+		"shard0:addr=127.0.0.1:7000,state=healthy,since=2026-12-03T10:00:00Z,errors=0,last_error=",
+		"shard1:addr=127.0.0.1:7001,state=unhealthy,since=2026-12-03T10:00:00Z,errors=4,last_error=i/o timeout;  again",
+		"hot_threshold:2000", "hot_keys:1",
+		`hot0:key=a\x2cb\n,state=detected,split=3,rate=2500,split_ms_left=1500`,
+	}, "\r\n") + "\r\n"
+	if got := b.String(); got != want {
+		t.Fatalf("got\n%q\nwant\n%q", got, want)
+	}
+	b.Reset()
+	writeStats(&b, router.Stats{Embedded: &router.MemoryStats{Buckets: 5}})
+	if got := b.String(); got != "embedded_buckets:5\r\n" {
+		t.Fatalf("embedded: got %q", got)
+	}
+}
