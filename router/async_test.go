@@ -197,3 +197,50 @@ func TestLongPipelineKeepsShardsHealthy(t *testing.T) {
 		})
 	}
 }
+
+// A caller that goes away (a cancelled context: a server shutting down)
+// is not a shard's fault: its calls are decided by fallback, and no shard
+// is marked unhealthy or counted as failed.
+func TestCancelledCallerIsNotAShardFault(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
+	waitConnected(t, r)
+	iv := interval(t, 100, 10, 1_000_000)
+	var reqs []router.Request
+	for _, k := range keysIn(30, 0, slot.Count-1, "gone:") {
+		reqs = append(reqs, router.Request{Key: k, Interval: iv, Cost: 1})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := make([]router.Result, len(reqs))
+	done := make(chan struct{})
+	var mu sync.Mutex
+	left := len(reqs)
+	r.Submit(ctx, reqs, res, func(idx []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if idx == nil {
+			left = 0
+		} else {
+			left -= len(idx)
+		}
+		if left == 0 {
+			close(done)
+		}
+	})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled caller's decisions never came back")
+	}
+	for i, re := range res {
+		if re.Err != nil {
+			t.Fatalf("request %d: %v", i, re.Err)
+		}
+	}
+	for _, s := range stats(r).Shards {
+		if !s.Healthy || s.Errors != 0 {
+			t.Fatalf("a cancelled caller counted against shard %s: %+v", s.Addr, s)
+		}
+	}
+}
