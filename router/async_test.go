@@ -213,23 +213,13 @@ func TestCancelledCallerIsNotAShardFault(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res := make([]router.Result, len(reqs))
-	done := make(chan struct{})
-	var mu sync.Mutex
-	left := len(reqs)
-	r.Submit(ctx, reqs, res, func(idx []int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if idx == nil {
-			left = 0
-		} else {
-			left -= len(idx)
-		}
-		if left == 0 {
-			close(done)
-		}
-	})
+	finished := make(chan struct{})
+	go func() {
+		submit(r, ctx, reqs, res)
+		close(finished)
+	}()
 	select {
-	case <-done:
+	case <-finished:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a cancelled caller's decisions never came back")
 	}

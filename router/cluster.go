@@ -220,15 +220,20 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 	topo := c.topo.Load()
 	now := time.Now().UnixNano()
 	var groups []*shardCalls
-	var hot []*hotCall
-	var hotIdx, here []int
+	var hr *hotRound
+	var here []int
 	for i := range reqs {
 		r := &reqs[i]
 		if hk := c.hot.observe(r.Key, now); hk != nil {
-			n := len(hot)
-			if hot = c.startHot(hot, i, r, hk, hk.live(now), topo, reqs, res); len(hot) > n {
-				hotIdx = append(hotIdx, i)
+			if hr == nil {
+				hr = &hotRound{c: c, reqs: reqs, res: res, topo: topo, done: done}
+				hr.left.Store(1) // Submit's share, until every call is in
+			}
+			hr.left.Add(1)
+			if len(c.startHot(nil, i, r, hk, hk.live(now), topo, reqs, res, hr.then)) > 0 {
+				hr.idx = append(hr.idx, i)
 			} else {
+				hr.left.Add(-1) // decided here: never 0, Submit's share holds
 				here = append(here, i)
 			}
 			continue
@@ -261,12 +266,8 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 		}
 		c.enqueue(g)
 	}
-	if len(hot) > 0 {
-		go func() {
-			c.finishHot(hot, reqs, res, topo)
-			c.count(res, hotIdx)
-			done(hotIdx)
-		}()
+	if hr != nil {
+		hr.release()
 	}
 }
 
@@ -314,7 +315,7 @@ func (c *Cluster) takes(ctx context.Context, client rueidis.Client, topo *topolo
 	for i := range reqs {
 		r := &reqs[i]
 		if hk := c.hot.observe(r.Key, now); hk != nil {
-			hot = c.startHot(hot, i, r, hk, hk.live(now), topo, reqs, res)
+			hot = c.startHot(hot, i, r, hk, hk.live(now), topo, reqs, res, nil)
 			continue
 		}
 		pc := call{req: i, step: step(KeyPrefix+r.Key, r.Interval, r.Cost)}
@@ -348,7 +349,7 @@ func (c *Cluster) settle(hot []*hotCall, cl *call, br lua.Result, err error, req
 	case errors.As(err, &se):
 		hk := c.hot.follow(r.Key, se.Split, sent)
 		if st := hk.live(sent); st != nil {
-			return c.startHot(hot, i, r, hk, st, topo, reqs, res)
+			return c.startHot(hot, i, r, hk, st, topo, reqs, res, nil)
 		}
 	case !c.failed(cl.owner, err):
 		res[i] = Result{Result: bucket.Result(br), Err: err}

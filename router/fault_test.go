@@ -84,8 +84,29 @@ func interval(t *testing.T, c, r, p int64) bucket.Interval {
 
 func decide(r *router.Cluster, key string, iv bucket.Interval) router.Result {
 	res := make([]router.Result, 1)
-	r.Decide(context.Background(), []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
+	submit(r, context.Background(), []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
 	return res[0]
+}
+
+// submit decides reqs as sluice's server does, through Submit, and waits
+// until every result is reported.
+func submit(r *router.Cluster, ctx context.Context, reqs []router.Request, res []router.Result) {
+	var mu sync.Mutex
+	left := len(reqs)
+	all := make(chan struct{})
+	r.Submit(ctx, reqs, res, func(idx []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if idx == nil {
+			left = 0
+		} else {
+			left -= len(idx)
+		}
+		if left == 0 {
+			close(all)
+		}
+	})
+	<-all
 }
 
 // load is 20 clients hammering keys through sluice, recording what a
@@ -396,7 +417,7 @@ func TestPolicies(t *testing.T) {
 			for i := range reqs {
 				reqs[i] = router.Request{Key: tag + strconv.Itoa(round*1000+i), Interval: iv, Cost: 1}
 			}
-			r.Decide(context.Background(), reqs, res)
+			submit(r, context.Background(), reqs, res)
 			if res[0].Source != router.SourceLocal {
 				t.Fatalf("round %d: decided by %v (err %v)\n%+v", round, res[0].Source, res[0].Err, *stats(r))
 			}

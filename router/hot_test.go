@@ -421,12 +421,12 @@ func TestHotKeyMixedCosts(t *testing.T) {
 	waitConnected(t, r)
 	iv := interval(t, 60, 1, 3600_000_000)
 	peek := make([]router.Result, 1)
-	r.Decide(ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: 0}}, peek)
+	submit(r, ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: 0}}, peek)
 	waitFor(t, 2*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, "mixed"); return ok })
 	tokens := int64(0)
 	for _, cost := range append([]int64{30, 30}, slices.Repeat([]int64{1}, 100)...) {
 		res := make([]router.Result, 1)
-		r.Decide(ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: cost}}, res)
+		submit(r, ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: cost}}, res)
 		if res[0].Err != nil {
 			t.Fatal(res[0].Err)
 		}
@@ -506,7 +506,7 @@ func TestHotKeyReset(t *testing.T) {
 		}
 	}
 	res := make([]router.Result, 1)
-	r.Decide(ctx, []router.Request{{Op: router.Reset, Key: "reset"}}, res)
+	submit(r, ctx, []router.Request{{Op: router.Reset, Key: "reset"}}, res)
 	if res[0].Err != nil || !res[0].Existed {
 		t.Fatalf("reset: got %+v, want an existing bucket deleted", res[0])
 	}
@@ -539,7 +539,7 @@ func TestHotKeyRenewersThatDisagree(t *testing.T) {
 	waitFor(t, 5*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
 	// One call of 30 through a: a wants 2 sub-buckets from now on, b 3.
 	big := make([]router.Result, 1)
-	a.Decide(ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
+	submit(a, ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
 	if !big[0].Limited {
 		s.allowed.Add(30)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -33,13 +34,16 @@ type hotCall struct {
 	// A sibling's step carries the first sub-bucket's denial.
 	prev    *bucket.Result
 	prevSub int
+	// then, when set, is called with the call once each of its steps is
+	// done, on the goroutine that ran the step: the caller does not wait.
+	then func(*hotCall)
 }
 
 // startHot queues request i on hk: on its sub-buckets when st is its
 // live split, on its own bucket when st is nil (a key found hot and not
 // yet split: its calls are batched already). It appends the call to hot,
 // or decides it by fallback when no shard for it is healthy.
-func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result) []*hotCall {
+func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result, then func(*hotCall)) []*hotCall {
 	hk.seeCost(r.Interval, r.Cost)
 	if st != nil {
 		if out, ok := hk.denied(st, r); ok {
@@ -49,7 +53,7 @@ func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *sp
 			return hot
 		}
 	}
-	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1}
+	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1, then: then}
 	if h.follow(st, r) {
 		if last := h.parts[len(h.parts)-1]; r.Cost > last.Capacity && r.Cost <= r.Interval.Capacity {
 			// The split is too fine for this call: renewing it from here
@@ -93,6 +97,9 @@ func (c *Cluster) healthySub(st *splitState, j int, topo *topology) bool {
 func (c *Cluster) send(h *hotCall, j int, r *Request) {
 	h.steps++
 	h.w = &waiter{st: h.st, parts: h.parts, cost: r.Cost, sub: j, done: make(chan struct{})}
+	if h.then != nil {
+		h.w.then = func() { h.then(h) }
+	}
 	c.submit(h.hk, h.w)
 }
 
@@ -103,65 +110,100 @@ func (c *Cluster) finishHot(hot []*hotCall, reqs []Request, res []Result, topo *
 		var again []*hotCall
 		for _, h := range hot {
 			<-h.w.done
-			r := &reqs[h.req]
-			br, err := h.w.res, h.w.err
-			h.sub = h.w.sub
-			now := time.Now().UnixMicro()
-			if h.st == nil {
-				// A step on the key's own bucket.
-				var se *lua.SplitError
-				switch {
-				case errors.As(err, &se):
-					// Split meanwhile, here or by another instance.
-					hk := c.hot.follow(r.Key, se.Split, h.w.sent)
-					if h.hk = hk; h.follow(hk.live(h.w.sent), r) {
-						c.send(h, -1, r)
-						again = append(again, h)
-						continue
-					}
-				case err == nil || !isFault(err):
-					res[h.req] = Result{Result: br, Err: err}
-					continue
-				}
-				c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
-				continue
-			}
-			switch {
-			case err == nil:
-				// Times count from when the step was sent: it ran later, so
-				// the sub-bucket is full (and has tokens) no sooner than this
-				// says, which is the side a denial from it must err on.
-				sent := h.w.sent / 1000
-				h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
-				if br.Limited && h.steps < maxHotSteps {
-					if j := h.sibling(r, topo, c, now); j >= 0 {
-						h.prev, h.prevSub = &br, h.sub
-						c.send(h, j, r)
-						again = append(again, h)
-						continue
-					}
-				}
-				out, known := h.logical(br, r, now)
-				if out.Limited && out.RetryAfter > 0 && known && r.Cost > 0 && h.prev == nil {
-					h.hk.deny.Store(&denial{gen: h.st.gen, iv: r.Interval, cost: r.Cost, res: out, at: sent})
-				}
-				res[h.req] = Result{Result: out}
-				c.split.Add(1)
-				continue
-			case !isFault(err):
-				res[h.req] = Result{Err: err}
-				continue
-			}
-			// The sub-bucket's shard failed (the step marked it): a sibling
-			// on a healthy shard decides before any fallback does.
-			if j := h.healthySibling(c, topo); j >= 0 && h.steps < maxHotSteps {
-				c.send(h, j, r)
+			if c.advance(h, reqs, res, topo) {
 				again = append(again, h)
-				continue
 			}
-			c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
 		}
 		hot = again
+	}
+}
+
+// advance takes a hot call's step that is done: it stores the whole
+// bucket's outcome in res, or sends the call again (to a sibling, or to
+// the split found meanwhile) and reports true.
+func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topology) bool {
+	r := &reqs[h.req]
+	br, err := h.w.res, h.w.err
+	h.sub = h.w.sub
+	now := time.Now().UnixMicro()
+	if h.st == nil {
+		// A step on the key's own bucket.
+		var se *lua.SplitError
+		switch {
+		case errors.As(err, &se):
+			// Split meanwhile, here or by another instance.
+			hk := c.hot.follow(r.Key, se.Split, h.w.sent)
+			if h.hk = hk; h.follow(hk.live(h.w.sent), r) {
+				c.send(h, -1, r)
+				return true
+			}
+		case err == nil || !isFault(err):
+			res[h.req] = Result{Result: br, Err: err}
+			return false
+		}
+		c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
+		return false
+	}
+	switch {
+	case err == nil:
+		// Times count from when the step was sent: it ran later, so the
+		// sub-bucket is full (and has tokens) no sooner than this says,
+		// which is the side a denial from it must err on.
+		sent := h.w.sent / 1000
+		h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
+		if br.Limited && h.steps < maxHotSteps {
+			if j := h.sibling(r, topo, c, now); j >= 0 {
+				h.prev, h.prevSub = &br, h.sub
+				c.send(h, j, r)
+				return true
+			}
+		}
+		out, known := h.logical(br, r, now)
+		if out.Limited && out.RetryAfter > 0 && known && r.Cost > 0 && h.prev == nil {
+			h.hk.deny.Store(&denial{gen: h.st.gen, iv: r.Interval, cost: r.Cost, res: out, at: sent})
+		}
+		res[h.req] = Result{Result: out}
+		c.split.Add(1)
+		return false
+	case !isFault(err):
+		res[h.req] = Result{Err: err}
+		return false
+	}
+	// The sub-bucket's shard failed (the step marked it): a sibling on a
+	// healthy shard decides before any fallback does.
+	if j := h.healthySibling(c, topo); j >= 0 && h.steps < maxHotSteps {
+		c.send(h, j, r)
+		return true
+	}
+	c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
+	return false
+}
+
+// hotRound is the hot calls of one Submit, which report themselves when
+// their steps are done, on the steps' goroutines: no goroutine waits for
+// them. left counts the calls in flight, plus one while Submit still adds
+// calls, so that the last to finish reports them all.
+type hotRound struct {
+	c    *Cluster
+	reqs []Request
+	res  []Result
+	topo *topology
+	done func([]int)
+	idx  []int
+	left atomic.Int64
+}
+
+func (g *hotRound) then(h *hotCall) {
+	if !g.c.advance(h, g.reqs, g.res, g.topo) {
+		g.release()
+	}
+}
+
+// release ends one call, or Submit's share; the last reports the round.
+func (g *hotRound) release() {
+	if g.left.Add(-1) == 0 && len(g.idx) > 0 {
+		g.c.count(g.res, g.idx)
+		g.done(g.idx)
 	}
 }
 
@@ -300,6 +342,7 @@ type waiter struct {
 	sub   int           // the sub-bucket it must go to, or -1; then the one it went to
 	sent  int64         // ns: when its step was sent
 	done  chan struct{} // closed when sub, sent, res and err are set
+	then  func()        // called after done is closed, when set
 	res   bucket.Result
 	err   error
 }
@@ -352,6 +395,9 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 	defer func() {
 		for _, w := range batch {
 			close(w.done)
+			if w.then != nil {
+				w.then()
+			}
 		}
 	}()
 	cl, topo := c.client.Load(), c.topo.Load()
