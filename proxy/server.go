@@ -1,6 +1,7 @@
 // Package proxy is sluice's RESP server: it accepts Redis clients, parses
-// their commands against a command table, hands bucket requests to a
-// Decider in batches and writes Redis-style replies.
+// their commands against a command table, submits bucket requests to a
+// Decider in rounds without waiting for them, and writes Redis-style
+// replies in each client's command order as the decisions come back.
 package proxy
 
 import (

@@ -24,8 +24,10 @@ import (
 type ClusterConfig struct {
 	// Seeds are cluster nodes to start from, host:port. Required.
 	Seeds []string
-	// Timeout bounds each batch of Lua calls; 0 means 25ms. A shard that
-	// does not answer in time is marked unhealthy.
+	// Timeout bounds each call to a shard, counted from when its pipeline
+	// is sent; 0 means 25ms. A shard that does not answer in time is marked
+	// unhealthy. Redis's own active-expire cycle may hold a shard about
+	// 25-35 ms when many keys expire together.
 	Timeout time.Duration
 	// Fallback decides what a shard cannot (FallbackLocal by default).
 	Fallback Policy
