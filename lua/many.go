@@ -144,34 +144,13 @@ func readMany(r rueidis.RedisResult, out []Outcome) error {
 		return fmt.Errorf("lua: throttle answered %d values for %d buckets, want 5 each", len(msgs), len(out))
 	}
 	for k := range out {
-		var v [5]value
-		for e := range v {
-			switch m := &msgs[5*k+e]; {
-			case m.IsInt64():
-				v[e].kind = ':'
-				v[e].n, _ = m.AsInt64()
-			case m.IsString():
-				v[e].kind = '$'
-				s, _ := m.ToString()
-				v[e].text = []byte(s)
-			}
-		}
-		o, ok := bucketOutcome(&v)
+		o, ok := bucketOutcome(msgs[5*k : 5*k+5])
 		if !ok {
 			return fmt.Errorf("lua: throttle answered values of the wrong types for bucket %d", k)
 		}
 		out[k] = o
 	}
 	return nil
-}
-
-// decided is a bucket's outcome from its reply: limited (code), then
-// remaining, retry_after_us, reset_after_us, taken.
-func decided(code int64, x [4]int64) Outcome {
-	return Outcome{
-		Result: Result{Limited: code == 1, Remaining: x[0], RetryAfter: x[1], ResetAfter: x[2]},
-		Taken:  x[3],
-	}
 }
 
 // splitError is the answer {2, marker, ms} as an error.
@@ -184,36 +163,28 @@ func splitError(marker string, ms int64) error {
 	return &SplitError{Split: split}
 }
 
-// value is one element of a reply: an integer or a string.
-type value struct {
-	kind byte // the RESP type: ':' or '$'
-	n    int64
-	text []byte
-}
-
-func (v *value) is(kind byte) bool { return v.kind == kind }
-
-// bucketOutcome reads one bucket's five values of a many reply.
-func bucketOutcome(v *[5]value) (Outcome, bool) {
-	if !v[0].is(':') {
-		return Outcome{}, false
+// bucketOutcome reads one bucket's five values of a many reply: a
+// decision {0|1, remaining, retry_after_us, reset_after_us, taken}, a split
+// {2, marker, ms, 0, 0} or an error {3, message, 0, 0, 0}.
+func bucketOutcome(v []rueidis.RedisMessage) (Outcome, bool) {
+	var n [5]int64
+	for e := range v {
+		n[e], _ = v[e].AsInt64() // a string's is set aside below
 	}
-	switch v[0].n {
-	case 0, 1:
-		if !v[1].is(':') || !v[2].is(':') || !v[3].is(':') || !v[4].is(':') {
-			return Outcome{}, false
+	switch {
+	case !v[0].IsInt64():
+	case n[0] == 0 || n[0] == 1:
+		if v[1].IsInt64() && v[2].IsInt64() && v[3].IsInt64() && v[4].IsInt64() {
+			return Outcome{Result: Result{Limited: n[0] == 1, Remaining: n[1], RetryAfter: n[2], ResetAfter: n[3]}, Taken: n[4]}, true
 		}
-		return decided(v[0].n, [4]int64{v[1].n, v[2].n, v[3].n, v[4].n}), true
-	case 2:
-		if !v[1].is('$') || !v[2].is(':') {
-			return Outcome{}, false
+	case n[0] == 2:
+		if marker, err := v[1].ToString(); err == nil && v[2].IsInt64() {
+			return Outcome{Err: splitError(marker, n[2])}, true
 		}
-		return Outcome{Err: splitError(string(v[1].text), v[2].n)}, true
-	case 3:
-		if !v[1].is('$') {
-			return Outcome{}, false
+	case n[0] == 3:
+		if msg, err := v[1].ToString(); err == nil {
+			return Outcome{Err: &Error{Msg: msg}}, true
 		}
-		return Outcome{Err: &Error{Msg: string(v[1].text)}}, true
 	}
 	return Outcome{}, false
 }

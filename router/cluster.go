@@ -181,10 +181,10 @@ func (c *Cluster) WaitConnected(ctx context.Context) error {
 	return nil
 }
 
-// Decide decides reqs: those whose shard is healthy in one pipelined batch
-// bounded by the timeout, the others by the fallback policy. Requests are
-// grouped in runs of one Op so that a Reset and a Take on one key in one
-// pipeline keep their order.
+// Decide decides reqs and waits for them: Takes as Submit does, Resets in
+// one pipelined batch bounded by the timeout, and all by the fallback
+// policy while there is no cluster. Requests are grouped in runs of one Op
+// so that a Reset and a Take on one key in one pipeline keep their order.
 func (c *Cluster) Decide(ctx context.Context, reqs []Request, res []Result) {
 	for start := 0; start < len(reqs); {
 		end := start + 1
@@ -193,9 +193,6 @@ func (c *Cluster) Decide(ctx context.Context, reqs []Request, res []Result) {
 		}
 		c.decideRun(ctx, reqs[start:end], res[start:end])
 		start = end
-	}
-	for i := range res {
-		c.counts[res[i].Source].Add(1)
 	}
 }
 
@@ -222,20 +219,22 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 	topo := c.topo.Load()
 	now := time.Now().UnixNano()
 	var groups []*shardCalls
-	var hr *hotRound
+	// hot is the round's calls on hot keys: reported together by the last
+	// to be decided; left holds one more while Submit still adds to it.
+	var hot *shardCalls
 	var here []int
 	for i := range reqs {
 		r := &reqs[i]
 		if hk := c.hot.observe(r.Key, now); hk != nil {
-			if hr == nil {
-				hr = &hotRound{c: c, reqs: reqs, res: res, topo: topo, done: done}
-				hr.left.Store(1) // Submit's share, until every call is in
+			if hot == nil {
+				hot = &shardCalls{c: c, ctx: ctx, reqs: reqs, res: res, topo: topo, done: done}
+				hot.left.Store(1)
 			}
-			hr.left.Add(1)
-			if len(c.startHot(nil, i, r, hk, hk.live(now), topo, reqs, res, hr.then)) > 0 {
-				hr.idx = append(hr.idx, i)
+			hot.left.Add(1)
+			if c.startHot(i, r, hk, hk.live(now), topo, reqs, res, hot.then) {
+				hot.idx = append(hot.idx, i)
 			} else {
-				hr.left.Add(-1) // decided here: never 0, Submit's share holds
+				hot.left.Add(-1) // decided at once: never 0, Submit's share holds
 				here = append(here, i)
 			}
 			continue
@@ -260,21 +259,32 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 		done(here)
 	}
 	for _, g := range groups {
-		g.reqs, g.res, g.topo, g.ctx, g.done = reqs, res, topo, ctx, done
+		g.c, g.reqs, g.res, g.topo, g.ctx, g.done = c, reqs, res, topo, ctx, done
 		g.left.Store(int64(len(g.calls)))
 		if g.owner == nil {
-			go c.flushCalls(nil, g.calls, []*shardCalls{g}, nil) // no slot map yet
+			// No slot map yet: the cluster client routes the calls.
+			groups := make([]*shardCalls, len(g.calls))
+			for k := range groups {
+				groups[k] = g
+			}
+			go c.flushCalls(nil, g.calls, groups)
 			continue
 		}
 		c.enqueue(g)
 	}
-	if hr != nil {
-		hr.release()
+	if hot != nil {
+		hot.release()
 	}
 }
 
-// count counts the decisions of idx by source.
+// count counts the decisions of idx (nil: all of res) by source.
 func (c *Cluster) count(res []Result, idx []int) {
+	if idx == nil {
+		for i := range res {
+			c.counts[res[i].Source].Add(1)
+		}
+		return
+	}
 	for _, i := range idx {
 		c.counts[res[i].Source].Add(1)
 	}
@@ -282,17 +292,38 @@ func (c *Cluster) count(res []Result, idx []int) {
 
 func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	cl := c.client.Load()
-	if cl == nil {
+	switch {
+	case cl == nil:
 		c.fallback(reqs, res)
-		return
-	}
-	if reqs[0].Op == Reset {
+	case reqs[0].Op == Reset:
 		ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 		defer cancel()
 		c.reset(ctx, *cl, c.topo.Load(), reqs, res)
+	default:
+		c.submitAndWait(ctx, reqs, res) // Submit counts them
 		return
 	}
-	c.takes(ctx, *cl, c.topo.Load(), reqs, res)
+	c.count(res, nil)
+}
+
+// submitAndWait is Submit for a caller that waits: a run of Takes.
+func (c *Cluster) submitAndWait(ctx context.Context, reqs []Request, res []Result) {
+	var mu sync.Mutex // guards left
+	left := len(reqs)
+	all := make(chan struct{})
+	c.Submit(ctx, reqs, res, func(idx []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if idx == nil {
+			left = 0
+		} else {
+			left -= len(idx)
+		}
+		if left == 0 {
+			close(all)
+		}
+	})
+	<-all
 }
 
 // step is the Lua call that takes cost tokens from the bucket at key.
@@ -307,75 +338,25 @@ type call struct {
 	step  lua.Call
 }
 
-// takes decides a run of Takes: each in its bucket's shard, the shards'
-// calls pipelined and concurrent, or, for a hot key, in its sub-buckets;
-// what a shard cannot decide goes to fallback.
-func (c *Cluster) takes(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
-	now := time.Now().UnixNano()
-	calls := make([]call, 0, len(reqs))
-	var hot []*hotCall
-	for i := range reqs {
-		r := &reqs[i]
-		if hk := c.hot.observe(r.Key, now); hk != nil {
-			hot = c.startHot(hot, i, r, hk, hk.live(now), topo, reqs, res, nil)
-			continue
-		}
-		pc := call{req: i, step: step(KeyPrefix+r.Key, r.Interval, r.Cost)}
-		pc.owner = topo.ownerOf(pc.step.Key)
-		if pc.owner != nil && !pc.owner.healthy.Load() {
-			c.fallback(reqs[i:i+1], res[i:i+1])
-			continue
-		}
-		calls = append(calls, pc)
-	}
-	if len(calls) > 0 {
-		sent := time.Now().UnixNano()
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		out, errs := c.exec(rctx, client, calls)
-		cancel()
-		for j := range calls {
-			hot = c.settle(hot, &calls[j], out[j], errs[j], reqs, res, topo, sent)
-		}
-	}
-	if len(hot) > 0 {
-		c.finishHot(hot, reqs, res, topo)
-	}
-}
-
 // settle stores the outcome of a step on a key's own bucket in res. A key
-// that another instance split is followed: its call joins hot.
-func (c *Cluster) settle(hot []*hotCall, cl *call, br lua.Result, err error, reqs []Request, res []Result, topo *topology, sent int64) []*hotCall {
+// that another instance split is followed: its call goes on to the
+// sub-buckets, with then to call when it is decided, and settle reports
+// true.
+func (c *Cluster) settle(cl *call, br lua.Result, err error, reqs []Request, res []Result, topo *topology, sent int64, then func(*hotCall)) bool {
 	i, r := cl.req, &reqs[cl.req]
 	var se *lua.SplitError
 	switch {
 	case errors.As(err, &se):
 		hk := c.hot.follow(r.Key, se.Split, sent)
 		if st := hk.live(sent); st != nil {
-			return c.startHot(hot, i, r, hk, st, topo, reqs, res, nil)
+			return c.startHot(i, r, hk, st, topo, reqs, res, then)
 		}
 	case !c.failed(cl.owner, err):
 		res[i] = Result{Result: bucket.Result(br), Err: err}
-		return hot
+		return false
 	}
 	c.fallback(reqs[i:i+1], res[i:i+1])
-	return hot
-}
-
-// exec runs calls, one pipeline per shard, the shards concurrently.
-func (c *Cluster) exec(ctx context.Context, client rueidis.Client, calls []call) ([]lua.Result, []error) {
-	out, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
-	perShard(calls, func(cl *call) *shard { return cl.owner }, func(s *shard, idx []int) {
-		steps := make([]lua.Call, len(idx))
-		for k, j := range idx {
-			steps[k] = calls[j].step
-		}
-		br, es := make([]lua.Result, len(idx)), make([]error, len(idx))
-		c.throttle.Do(ctx, c.nodeOr(s, client), steps, br, es)
-		for k, j := range idx {
-			out[j], errs[j] = br[k], es[k]
-		}
-	})
-	return out, errs
+	return false
 }
 
 // perShard groups the indexes of items by their shard and runs each

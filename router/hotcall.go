@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -34,23 +33,25 @@ type hotCall struct {
 	// A sibling's step carries the first sub-bucket's denial.
 	prev    *bucket.Result
 	prevSub int
-	// then, when set, is called with the call once each of its steps is
-	// done, on the goroutine that ran the step: the caller does not wait.
+	// then is called with the call once each of its steps is done, on the
+	// goroutine that ran the step: nothing waits for it.
 	then func(*hotCall)
 }
 
 // startHot queues request i on hk: on its sub-buckets when st is its
 // live split, on its own bucket when st is nil (a key found hot and not
-// yet split: its calls are batched already). It appends the call to hot,
-// or decides it by fallback when no shard for it is healthy.
-func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result, then func(*hotCall)) []*hotCall {
+// yet split: its calls are batched already), and reports true; then is
+// called as its steps are done. It reports false when it decided the
+// request at once: denied from the key's last denial, or by fallback when
+// no shard for it is healthy.
+func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result, then func(*hotCall)) bool {
 	hk.seeCost(r.Interval, r.Cost)
 	if st != nil {
 		if out, ok := hk.denied(st, r); ok {
 			res[i] = Result{Result: out}
 			c.split.Add(1)
 			c.deniedHere.Add(1)
-			return hot
+			return false
 		}
 	}
 	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1, then: then}
@@ -64,15 +65,15 @@ func (c *Cluster) startHot(hot []*hotCall, i int, r *Request, hk *hotKey, st *sp
 		for j := range h.parts {
 			if c.healthySub(st, j, topo) {
 				c.send(h, -1, r)
-				return append(hot, h)
+				return true
 			}
 		}
 	} else if o := topo.ownerOf(hk.parent); o == nil || o.healthy.Load() {
 		c.send(h, -1, r)
-		return append(hot, h)
+		return true
 	}
 	c.fallback(reqs[i:i+1], res[i:i+1])
-	return hot
+	return false
 }
 
 // follow points h at split st (nil: at the key's own bucket) and reports
@@ -96,26 +97,8 @@ func (c *Cluster) healthySub(st *splitState, j int, topo *topology) bool {
 // the key's next batch goes to.
 func (c *Cluster) send(h *hotCall, j int, r *Request) {
 	h.steps++
-	h.w = &waiter{st: h.st, parts: h.parts, cost: r.Cost, sub: j, done: make(chan struct{})}
-	if h.then != nil {
-		h.w.then = func() { h.then(h) }
-	}
+	h.w = &waiter{st: h.st, parts: h.parts, cost: r.Cost, sub: j, then: func() { h.then(h) }}
 	c.submit(h.hk, h.w)
-}
-
-// finishHot waits for the hot calls, tries a sibling where one is worth
-// it, and stores the whole bucket's outcome of each in res.
-func (c *Cluster) finishHot(hot []*hotCall, reqs []Request, res []Result, topo *topology) {
-	for len(hot) > 0 {
-		var again []*hotCall
-		for _, h := range hot {
-			<-h.w.done
-			if c.advance(h, reqs, res, topo) {
-				again = append(again, h)
-			}
-		}
-		hot = again
-	}
 }
 
 // advance takes a hot call's step that is done: it stores the whole
@@ -177,34 +160,6 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 	}
 	c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
 	return false
-}
-
-// hotRound is the hot calls of one Submit, which report themselves when
-// their steps are done, on the steps' goroutines: no goroutine waits for
-// them. left counts the calls in flight, plus one while Submit still adds
-// calls, so that the last to finish reports them all.
-type hotRound struct {
-	c    *Cluster
-	reqs []Request
-	res  []Result
-	topo *topology
-	done func([]int)
-	idx  []int
-	left atomic.Int64
-}
-
-func (g *hotRound) then(h *hotCall) {
-	if !g.c.advance(h, g.reqs, g.res, g.topo) {
-		g.release()
-	}
-}
-
-// release ends one call, or Submit's share; the last reports the round.
-func (g *hotRound) release() {
-	if g.left.Add(-1) == 0 && len(g.idx) > 0 {
-		g.c.count(g.res, g.idx)
-		g.done(g.idx)
-	}
 }
 
 // denial is a hot key's last denial, from which later calls are denied
@@ -339,10 +294,9 @@ type waiter struct {
 	st    *splitState
 	parts []bucket.Interval
 	cost  int64
-	sub   int           // the sub-bucket it must go to, or -1; then the one it went to
-	sent  int64         // ns: when its step was sent
-	done  chan struct{} // closed when sub, sent, res and err are set
-	then  func()        // called after done is closed, when set
+	sub   int    // the sub-bucket it must go to, or -1; then the one it went to
+	sent  int64  // ns: when its step was sent
+	then  func() // called once sub, sent, res and err are set
 	res   bucket.Result
 	err   error
 }
@@ -394,10 +348,7 @@ type group struct {
 func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 	defer func() {
 		for _, w := range batch {
-			close(w.done)
-			if w.then != nil {
-				w.then()
-			}
+			w.then()
 		}
 	}()
 	cl, topo := c.client.Load(), c.topo.Load()

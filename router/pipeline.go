@@ -41,21 +41,20 @@ type queued struct {
 	j int // into g.calls
 }
 
-// shardCalls are a round's calls on one shard, and where their results go.
+// shardCalls are a round's calls on one shard (or on hot keys), and where
+// their results go.
 type shardCalls struct {
 	owner *shard
 	calls []call
 	idx   []int // the calls' requests, reported together
 
+	c    *Cluster
 	ctx  context.Context
 	reqs []Request
 	res  []Result
 	topo *topology
 	done func([]int)
 	left atomic.Int64 // calls not yet settled
-
-	mu  sync.Mutex // guards hot
-	hot []*hotCall // calls on keys another instance split
 }
 
 // enqueue queues g's calls on its shard and starts a pipeline if the shard
@@ -88,39 +87,26 @@ func (c *Cluster) flushShard(s *shard) {
 			q.mu.Unlock()
 			return
 		}
-		batch := make([]queued, n)
-		copy(batch, q.queue)
-		q.queue = q.queue[:copy(q.queue, q.queue[n:])]
-		q.mu.Unlock()
 		calls := make([]call, n)
 		groups := make([]*shardCalls, n)
-		for k, b := range batch {
+		for k, b := range q.queue[:n] {
 			calls[k], groups[k] = b.g.calls[b.j], b.g
 		}
-		c.flushCalls(s, calls, groups, batch)
+		q.queue = q.queue[:copy(q.queue, q.queue[n:])]
+		q.mu.Unlock()
+		c.flushCalls(s, calls, groups)
 	}
 }
 
-// flushCalls runs one pipeline of calls (with nil batch: all of groups[0]'s)
-// and settles each into its group.
-func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls, batch []queued) {
-	if batch == nil {
-		g := groups[0]
-		groups = make([]*shardCalls, len(calls))
-		for k := range groups {
-			groups[k] = g
-		}
-	}
+// flushCalls runs one pipeline of calls, call k of groups[k], and settles
+// each into its group.
+func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls) {
 	br, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
 	sent := time.Now().UnixNano()
 	cl := c.client.Load()
 	switch {
-	case s != nil && !s.healthy.Load():
+	case cl == nil || (s != nil && !s.healthy.Load()):
 		// Failed since the calls were queued: their keys fall back.
-		for k := range errs {
-			errs[k] = errShardDown
-		}
-	case cl == nil:
 		for k := range errs {
 			errs[k] = errShardDown
 		}
@@ -137,38 +123,30 @@ func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls, batch
 	}
 	for k := range calls {
 		g := groups[k]
-		var hot []*hotCall
 		if errs[k] == errShardDown {
 			i := calls[k].req
 			c.fallback(g.reqs[i:i+1], g.res[i:i+1])
-		} else {
-			hot = c.settle(nil, &calls[k], br[k], errs[k], g.reqs, g.res, g.topo, sent)
+		} else if c.settle(&calls[k], br[k], errs[k], g.reqs, g.res, g.topo, sent, g.then) {
+			continue // on a split key: its sub-buckets' step releases it
 		}
-		if len(hot) > 0 {
-			g.mu.Lock()
-			g.hot = append(g.hot, hot...)
-			g.mu.Unlock()
-		}
-		if g.left.Add(-1) == 0 {
-			c.finish(g)
-		}
+		g.release()
 	}
 }
 
-// finish reports a group whose calls are all settled; calls that turned
-// out to be on split keys finish on a goroutine of their own, so that the
-// shard's pipelines do not wait for their sub-buckets.
-func (c *Cluster) finish(g *shardCalls) {
-	if len(g.hot) == 0 {
-		c.count(g.res, g.idx)
-		g.done(g.idx)
-		return
+// then is a group's call on a split key whose step is done.
+func (g *shardCalls) then(h *hotCall) {
+	if !g.c.advance(h, g.reqs, g.res, g.topo) {
+		g.release()
 	}
-	go func() {
-		c.finishHot(g.hot, g.reqs, g.res, g.topo)
-		c.count(g.res, g.idx)
+}
+
+// release ends one of g's calls; the last reports the group (a round's
+// hot calls may all have been decided at once: nothing left to report).
+func (g *shardCalls) release() {
+	if g.left.Add(-1) == 0 && len(g.idx) > 0 {
+		g.c.count(g.res, g.idx)
 		g.done(g.idx)
-	}()
+	}
 }
 
 // decideOn decides a pipeline's steps on shard s: all in one script call on
