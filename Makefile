@@ -34,6 +34,8 @@ fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzLoopRead -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzMarker -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzCompletions -fuzztime 20s
+	$(GO) test ./router/reply -run '^$$' -fuzz FuzzRead -fuzztime 20s
+	$(GO) test ./router/command -run '^$$' -fuzz FuzzKeys -fuzztime 20s
 
 # A local 6-node cluster (3 primaries, 3 replicas) on ports 7000-7005.
 cluster: deps

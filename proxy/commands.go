@@ -49,7 +49,10 @@ func init() {
 		{name: "select", arity: 2, flags: []string{"fast", "loading"}, local: cmdSelect},
 		{name: "command", arity: -1, flags: []string{"loading", "stale"}, local: cmdCommand},
 		{name: "info", arity: -1, flags: []string{"loading", "stale"}, local: cmdInfo},
-		{name: "cluster", arity: -2, flags: []string{"stale"}, local: cmdCluster},
+		{name: "cluster", arity: -2, flags: []string{"stale"}, local: cmdClusterMode},
+		{name: "readonly", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly},
+		{name: "readwrite", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly},
+		{name: "asking", arity: 1, flags: []string{"fast"}, local: cmdAsking},
 	}
 	commands = make(map[string]*command, len(table))
 	for _, c := range table {
@@ -131,12 +134,6 @@ func cmdSelect(s *Server, _ *client, conn respConn, args [][]byte) {
 	} else {
 		conn.WriteString("OK")
 	}
-}
-
-// cmdCluster answers as a Redis without cluster mode, which is what clients
-// probe for: rueidis and go-redis then use sluice as a single node.
-func cmdCluster(s *Server, _ *client, conn respConn, _ [][]byte) {
-	s.writeError(conn, errors.New("This instance has cluster support disabled"))
 }
 
 // cmdHello speaks RESP2 only, for now. HELLO 3 answers as a Redis that has

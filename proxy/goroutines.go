@@ -79,8 +79,8 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 			}
 		}
 	}
-	if len(c.r.reqs) > 0 {
-		c.r.submit(s.ctx, s.cfg.Decider)
+	if len(c.r.reqs)+len(c.r.fwd) > 0 {
+		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder)
 		c.wait()
 	}
 	s.drain(&c.client)

@@ -364,11 +364,11 @@ type decision struct {
 // this round, without a wake-up.
 func (l *loop) submit() {
 	r := l.cur
-	if r == nil || len(r.reqs) == 0 {
+	if r == nil || len(r.reqs)+len(r.fwd) == 0 {
 		return
 	}
 	l.cur = nil
-	r.submit(l.s.ctx, l.s.cfg.Decider)
+	r.submit(l.s.ctx, l.s.cfg.Decider, l.s.cfg.Forwarder)
 	l.mu.Lock()
 	l.takeDecided()
 	l.mu.Unlock()
@@ -417,7 +417,7 @@ func (l *loop) deliver(d decision) {
 		return
 	}
 	r.reset()
-	if len(l.free) < keepRounds && cap(r.reqs) <= keepRoundSize {
+	if len(l.free) < keepRounds && cap(r.reqs) <= keepRoundSize && cap(r.fwd) <= keepRoundSize {
 		l.free = append(l.free, r)
 	}
 }

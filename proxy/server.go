@@ -36,6 +36,9 @@ type Decider interface {
 type Config struct {
 	// Decider decides THROTTLE, CL.THROTTLE and THROTTLE.RESET. Required.
 	Decider Decider
+	// Forwarder takes every command sluice does not answer itself to the
+	// cluster; nil answers them as unknown (the embedded backend).
+	Forwarder Forwarder
 	// Backend names the decider in INFO ("embedded", "cluster").
 	Backend string
 	// Version is reported by INFO and HELLO; "" means "dev".
@@ -48,6 +51,9 @@ type Config struct {
 	MaxArgs int64
 	// MaxCommand is the most bytes of one command; 0 means 4 MiB.
 	MaxCommand int64
+	// Announce is the host:port sluice gives cluster-mode clients as the
+	// one node that owns every slot; "" means the address being served.
+	Announce string
 	// Loops is how many event loops serve clients (Linux, TCP and Unix
 	// listeners); 0 means one per core (GOMAXPROCS). -1 serves each client
 	// on its own goroutine instead, as redcon's server does.
@@ -234,19 +240,28 @@ type slot struct {
 	cmd   *command
 	req   router.Request
 	res   router.Result
+	raw   []byte // a forwarded command's reply (cmd is nil)
 }
 
 // inFlight is how many commands were read and not yet replied to.
 func (c *client) inFlight() int { return len(c.q) - c.head }
 
-// round is the bucket requests a transport submits to the Decider at once,
-// and the slots their decisions go to.
+// round is what a transport submits at once: bucket requests for the
+// Decider and ordinary commands for the Forwarder, and the slots their
+// results go to. Its results are numbered reqs first, then fwd.
 type round struct {
 	reqs []router.Request
 	res  []router.Result
 	to   []target
-	done func(idx []int) // what the Decider calls as results come in
-	left int             // results not yet delivered
+
+	fwd     []router.Forward // forwarded commands, or the parts of a split one
+	replies [][]byte         // the Forwarder's replies to fwd
+	partOf  []int            // each fwd's item
+	items   []fwdItem
+
+	done  func(idx []int) // what the Decider calls as results come in
+	fdone func(idx []int) // what the Forwarder calls
+	left  int             // results not yet delivered
 }
 
 type target struct {
@@ -254,26 +269,45 @@ type target struct {
 	seq uint64
 }
 
-// submit hands r to d once its requests are all in.
-func (r *round) submit(ctx context.Context, d Decider) {
+// submit hands r's requests to d and its commands to f once all are in.
+func (r *round) submit(ctx context.Context, d Decider, f Forwarder) {
 	if cap(r.res) < len(r.reqs) {
 		r.res = make([]router.Result, len(r.reqs), cap(r.reqs))
 	}
 	r.res = r.res[:len(r.reqs)]
-	r.left = len(r.reqs)
-	d.Submit(ctx, r.reqs, r.res, r.done)
+	r.left = len(r.reqs) + len(r.fwd)
+	if len(r.fwd) > 0 {
+		if cap(r.replies) < len(r.fwd) {
+			r.replies = make([][]byte, len(r.fwd), cap(r.fwd))
+		}
+		r.replies = r.replies[:len(r.fwd)]
+		if r.fdone == nil {
+			r.fdone = func(idx []int) {
+				for k := range idx {
+					idx[k] += len(r.reqs)
+				}
+				r.done(idx)
+			}
+		}
+	}
+	if len(r.reqs) > 0 {
+		d.Submit(ctx, r.reqs, r.res, r.done)
+	}
+	if len(r.fwd) > 0 {
+		f.Forward(ctx, r.fwd, r.replies, r.fdone)
+	}
 }
 
-// deliver puts the decisions of idx (nil: all) in their slots; mark is
-// called with every client that got one. It reports whether r has
-// delivered all its results.
+// deliver puts the results of idx (nil: all the bucket requests) in their
+// slots; mark is called with every client that got one. It reports
+// whether r has delivered all its results.
 func (r *round) deliver(idx []int, mark func(*client)) bool {
 	if idx == nil {
 		for i := range r.to {
 			r.deliverOne(i, mark)
 		}
-		r.left = 0
-		return true
+		r.left -= len(r.to)
+		return r.left == 0
 	}
 	for _, i := range idx {
 		r.deliverOne(i, mark)
@@ -283,6 +317,10 @@ func (r *round) deliver(idx []int, mark func(*client)) bool {
 }
 
 func (r *round) deliverOne(i int, mark func(*client)) {
+	if i >= len(r.to) {
+		r.deliverPart(i-len(r.to), mark)
+		return
+	}
 	c := r.to[i].c
 	if c.gone {
 		return
@@ -298,6 +336,10 @@ func (r *round) reset() {
 	clear(r.res)
 	clear(r.to)
 	r.reqs, r.res, r.to = r.reqs[:0], r.res[:0], r.to[:0]
+	clear(r.fwd)
+	clear(r.replies)
+	clear(r.items)
+	r.fwd, r.replies, r.partOf, r.items = r.fwd[:0], r.replies[:0], r.partOf[:0], r.items[:0]
 }
 
 // take reads one command into c's queue: a bucket request joins r, anything
@@ -306,6 +348,12 @@ func (r *round) reset() {
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	s.stats.commands.Add(1)
 	cmd, err := lookup(args)
+	if cmd == nil && s.cfg.Forwarder != nil {
+		err = s.forward(c, r, args)
+		if err == nil {
+			return true
+		}
+	}
 	if err == nil && cmd.request != nil {
 		var req router.Request
 		if req, err = cmd.request(args); err == nil {
@@ -371,7 +419,11 @@ func (s *Server) drain(c *client) {
 			c.out.b = append(c.out.b, c.held.b[c.heldOff:c.heldOff+sl.n]...)
 			c.heldOff += sl.n
 		case slotDecided:
-			s.reply(&c.out, sl)
+			if sl.cmd == nil {
+				c.out.b = append(c.out.b, sl.raw...)
+			} else {
+				s.reply(&c.out, sl)
+			}
 		}
 		*sl = slot{} // let its key go
 	}

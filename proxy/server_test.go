@@ -105,15 +105,7 @@ func serveConfig(t testing.TB, cfg proxy.Config) string {
 		t.Fatal(err)
 	}
 	cfg.Backend = "test"
-	srv := proxy.New(cfg)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	serveOn(t, ln, cfg)
 	return ln.Addr().String()
 }
 
@@ -325,7 +317,7 @@ func testBehaviour(t *testing.T, b backend) {
 			{[]any{"HELLO", "4"}, "NOPROTO unsupported protocol version"},
 			{[]any{"HELLO", "3"}, "ERR unknown command 'HELLO'"},
 			{[]any{"ECHO"}, "ERR wrong number of arguments for 'echo' command"},
-			{[]any{"CLUSTER", "SLOTS"}, "ERR This instance has cluster support disabled"},
+			{[]any{"CLUSTER", "MEET", "a", "1"}, "ERR sluice: CLUSTER MEET is cluster administration"},
 		} {
 			err := c.Do(ctx, tt.args...).Err()
 			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/command"
 	"github.com/sluice-rl/sluice/router/slot"
 )
 
@@ -85,8 +86,11 @@ type Cluster struct {
 	share  atomic.Uint64 // float64 bits of the local share in use
 	live   atomic.Int64  // sluice instances counted by the last heartbeat
 
-	mu     sync.Mutex        // guards shards
-	shards map[string]*shard // by primary address, kept across topologies
+	mu       sync.Mutex          // guards shards and backends
+	shards   map[string]*shard   // by primary address, kept across topologies
+	backends map[string]*backend // forwarding connections, by node address
+
+	commands atomic.Pointer[map[string]*command.Spec] // the cluster's command table
 
 	counts [numSources]atomic.Int64
 	split  atomic.Int64 // cluster decisions made by a sub-bucket
@@ -131,6 +135,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		hot:       newHotSet(cfg),
 		id:        newID(),
 		shards:    map[string]*shard{},
+		backends:  map[string]*backend{},
 		done:      make(chan struct{}),
 	}
 	if c.log == nil {
@@ -158,6 +163,7 @@ func newID() string {
 func (c *Cluster) Close() {
 	c.stop()
 	<-c.done
+	c.closeBackends()
 	if cl := c.client.Load(); cl != nil {
 		(*cl).Close()
 	}
@@ -453,6 +459,9 @@ func (c *Cluster) run(ctx context.Context) {
 			if c.stale.Swap(false) || c.unhealthy() || !now.Before(nextTopo) {
 				c.refreshTopology(ctx)
 				nextTopo = now.Add(topologyEvery)
+			}
+			if c.commands.Load() == nil {
+				c.readCommands(ctx)
 			}
 			c.probe(ctx, now)
 			c.tendHotKeys(ctx, now)

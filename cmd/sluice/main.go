@@ -45,6 +45,7 @@ type options struct {
 	logLevel  string
 	logFormat string
 	pprof     string
+	announce  string
 	loops     int
 	// flushDelay lets the writer to each shard wait a moment after a write
 	// so that concurrent clients' commands share the next one.
@@ -77,6 +78,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets per hot key, at most 16; 0 means one per primary")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
 	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
+	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the listen address")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -96,6 +98,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.announce != "" {
+		if _, port, err := net.SplitHostPort(o.announce); err != nil || port == "" {
+			return o, fmt.Errorf("--announce must be host:port, not %q", o.announce)
+		}
 	}
 	if o.fallbackShare != "auto" {
 		if f, err := strconv.ParseFloat(o.fallbackShare, 64); err != nil || f <= 0 || f > 1 {
@@ -161,6 +168,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	defer stop()
 
 	var decider proxy.Decider
+	var forwarder proxy.Forwarder // the cluster's, for ordinary commands
 	backend := "embedded"
 	if o.cluster == "" {
 		decider = router.NewMemory(0)
@@ -182,7 +190,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			Logger:       log,
 		})
 		defer c.Close()
-		decider = c
+		decider, forwarder = c, c
 		// Serve cluster decisions from the first request when the cluster
 		// is up; when it is not, serve by the fallback policy meanwhile.
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -210,7 +218,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		log.Error("cannot listen", zap.Error(err))
 		return 1
 	}
-	srv := proxy.New(proxy.Config{Decider: decider, Backend: backend, Version: buildVersion(), Logger: log, Loops: o.loops})
+	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
+		Logger: log, Loops: o.loops, Announce: o.announce})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),

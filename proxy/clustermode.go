@@ -1,0 +1,270 @@
+package proxy
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	hashslot "github.com/sluice-rl/sluice/router/slot"
+)
+
+// Cluster mode: to a cluster-mode client sluice is a Redis Cluster of one
+// node that owns all 16384 slots at the announced address, so the client
+// sends every command to sluice and sluice does the routing. The replies
+// below copy Redis 7.0's RESP2 formats, byte for byte where a lone node's
+// values allow, because client libraries parse them positionally.
+
+// clusterEpoch is the node's config epoch and the cluster's current epoch.
+// A formed cluster has bumped it past 0 (a lone node that never did
+// reports 0 and cluster_state:fail).
+const clusterEpoch = "1"
+
+// clusterInfo is CLUSTER INFO as Redis 7.0 writes it for a healthy cluster
+// of one node: no bus, so no messages, and the per-type message lines that
+// Redis writes only for types it has counted are absent, as on a lone node.
+const clusterInfo = "cluster_state:ok\r\n" +
+	"cluster_slots_assigned:16384\r\n" +
+	"cluster_slots_ok:16384\r\n" +
+	"cluster_slots_pfail:0\r\n" +
+	"cluster_slots_fail:0\r\n" +
+	"cluster_known_nodes:1\r\n" +
+	"cluster_size:1\r\n" +
+	"cluster_current_epoch:" + clusterEpoch + "\r\n" +
+	"cluster_my_epoch:" + clusterEpoch + "\r\n" +
+	"cluster_stats_messages_sent:0\r\n" +
+	"cluster_stats_messages_received:0\r\n" +
+	"total_cluster_links_buffer_limit_exceeded:0\r\n"
+
+// clusterArity is Redis 7.0's arity of each CLUSTER subcommand sluice
+// answers, counted as Redis counts it ("CLUSTER SLOTS" is 2).
+var clusterArity = map[string]int{
+	"SLOTS": 2, "SHARDS": 2, "NODES": 2, "INFO": 2, "MYID": 2, "KEYSLOT": 3,
+	"LINKS": 2, "REPLICAS": 3, "SLAVES": 3, "COUNT-FAILURE-REPORTS": 3, "HELP": 2,
+}
+
+// clusterAdmin are the subcommands that change a cluster. sluice refuses
+// them rather than report an unknown subcommand: they are real, and the
+// operator who typed one at sluice meant a node of the cluster.
+var clusterAdmin = map[string]bool{
+	"ADDSLOTS": true, "ADDSLOTSRANGE": true, "BUMPEPOCH": true, "DELSLOTS": true,
+	"DELSLOTSRANGE": true, "FAILOVER": true, "FLUSHSLOTS": true, "FORGET": true,
+	"MEET": true, "REPLICATE": true, "RESET": true, "SAVECONFIG": true,
+	"SET-CONFIG-EPOCH": true, "SETSLOT": true,
+}
+
+// clusterKeys read the keys a node stores: sluice's buckets live on the
+// cluster's nodes (or in memory), not in a slot of this one-node view.
+var clusterKeys = map[string]bool{"COUNTKEYSINSLOT": true, "GETKEYSINSLOT": true}
+
+// clusterHelp is CLUSTER HELP for the subcommands sluice answers, in
+// Redis's wording.
+var clusterHelp = []string{
+	"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"COUNT-FAILURE-REPORTS <node-id>",
+	"    Return number of failure reports for <node-id>.",
+	"INFO",
+	"    Return information about the cluster.",
+	"KEYSLOT <key>",
+	"    Return the hash slot for <key>.",
+	"LINKS",
+	"    Return information about all network links between this node and its peers.",
+	"MYID",
+	"    Return the node id.",
+	"NODES",
+	"    Return cluster configuration seen by node. Output format:",
+	"    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+	"REPLICAS <node-id>",
+	"    Return <node-id> replicas.",
+	"SHARDS",
+	"    Return information about slot range mappings and the nodes associated with them.",
+	"SLOTS",
+	"    Return information about slots range mappings. Each range is made of:",
+	"    start, end, master and replicas IP addresses, ports and ids",
+	"HELP",
+	"    Prints this help.",
+	"sluice answers as a cluster of one node that owns every slot; administer the cluster on its nodes.",
+}
+
+// cmdClusterMode answers CLUSTER as that one-node cluster.
+func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
+	sub := strings.ToUpper(string(args[1]))
+	arity, ok := clusterArity[sub]
+	switch {
+	case clusterAdmin[sub]:
+		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s is cluster administration; run it on the cluster's nodes", sub))
+		return
+	case clusterKeys[sub]:
+		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s reads the keys of a node; run it on the cluster's nodes", sub))
+		return
+	case !ok:
+		// Redis 7.0 rejects these before running anything, MYSHARDID (7.2)
+		// among them.
+		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLUSTER HELP.", truncate(args[1])))
+		return
+	case len(args) != arity:
+		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub)))
+		return
+	}
+	switch sub {
+	case "HELP":
+		conn.WriteArray(len(clusterHelp))
+		for _, line := range clusterHelp {
+			conn.WriteString(line)
+		}
+		return
+	case "INFO":
+		conn.WriteBulkString(clusterInfo)
+		return
+	case "KEYSLOT":
+		conn.WriteInt(hashslot.Of(string(args[2])))
+		return
+	case "LINKS":
+		conn.WriteArray(0) // no bus, no peers
+		return
+	}
+
+	n, err := s.clusterNode()
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	switch sub {
+	case "MYID":
+		conn.WriteBulkString(n.id)
+	case "SLOTS":
+		conn.WriteArray(1)
+		conn.WriteArray(3)
+		conn.WriteInt(0)
+		conn.WriteInt(hashslot.Count - 1)
+		conn.WriteArray(4)
+		conn.WriteBulkString(n.host)
+		conn.WriteInt(n.port)
+		conn.WriteBulkString(n.id)
+		// Other endpoints, as a map: the host given is the only one.
+		conn.WriteArray(0)
+	case "SHARDS":
+		conn.WriteArray(1)
+		conn.WriteArray(4)
+		conn.WriteBulkString("slots")
+		conn.WriteArray(2)
+		conn.WriteInt(0)
+		conn.WriteInt(hashslot.Count - 1)
+		conn.WriteBulkString("nodes")
+		conn.WriteArray(1)
+		fields := 7
+		if n.hostname {
+			fields++
+		}
+		conn.WriteArray(2 * fields)
+		conn.WriteBulkString("id")
+		conn.WriteBulkString(n.id)
+		conn.WriteBulkString("port")
+		conn.WriteInt(n.port)
+		conn.WriteBulkString("ip")
+		conn.WriteBulkString(n.host)
+		conn.WriteBulkString("endpoint")
+		conn.WriteBulkString(n.host)
+		if n.hostname {
+			conn.WriteBulkString("hostname")
+			conn.WriteBulkString(n.host)
+		}
+		conn.WriteBulkString("role")
+		conn.WriteBulkString("master")
+		conn.WriteBulkString("replication-offset")
+		conn.WriteInt(0)
+		conn.WriteBulkString("health")
+		conn.WriteBulkString("online")
+	case "NODES":
+		conn.WriteBulkString(n.line())
+	case "REPLICAS", "SLAVES":
+		if string(args[2]) != n.id {
+			s.writeError(conn, fmt.Errorf("Unknown node %s", truncate(args[2])))
+			return
+		}
+		conn.WriteArray(0)
+	case "COUNT-FAILURE-REPORTS":
+		if string(args[2]) != n.id {
+			s.writeError(conn, fmt.Errorf("Unknown node %s", truncate(args[2])))
+			return
+		}
+		conn.WriteInt(0)
+	}
+}
+
+// clusterNode is the one node sluice presents to cluster-mode clients.
+type clusterNode struct {
+	id   string
+	host string
+	port int
+	// hostname: host is a name, not an address, as Redis reports a node's
+	// cluster-announce-hostname.
+	hostname bool
+}
+
+// line is the node's CLUSTER NODES line. Its bus port is 0: sluice has no
+// cluster bus, and port+10000 would name some other process's port (or no
+// port at all above 55535). Clients do not use the bus port.
+func (n clusterNode) line() string {
+	addr := n.host + ":" + strconv.Itoa(n.port) + "@0"
+	if n.hostname {
+		addr += "," + n.host
+	}
+	return n.id + " " + addr + " myself,master - 0 0 " + clusterEpoch + " connected 0-" + strconv.Itoa(hashslot.Count-1) + "\n"
+}
+
+// clusterNode is where clients should send every slot's commands:
+// Config.Announce, else the address being served, with an unspecified IP
+// (0.0.0.0, [::]) given as 127.0.0.1. The handler cannot see which local
+// address a client reached, and a listener on every address is reachable
+// on IPv4 loopback (Go's [::] listens on IPv4 too); clients elsewhere need
+// Announce. go-redis's cluster client puts the host it was given in place
+// of a loopback node address, so it works from afar even so.
+func (s *Server) clusterNode() (clusterNode, error) {
+	var n clusterNode
+	if s.cfg.Announce != "" {
+		host, port, err := net.SplitHostPort(s.cfg.Announce)
+		p, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || p <= 0 || p > 65535 || host == "" {
+			return n, fmt.Errorf("sluice: the announced address %q is not host:port", s.cfg.Announce)
+		}
+		n.host, n.port = host, p
+	} else {
+		a, ok := s.Addr().(*net.TCPAddr)
+		if !ok {
+			return n, errors.New("sluice: cluster clients need a TCP address and sluice is not serving one; announce one")
+		}
+		n.host, n.port = a.IP.String(), a.Port
+		if a.IP.IsUnspecified() {
+			n.host = "127.0.0.1"
+		}
+	}
+	n.hostname = net.ParseIP(n.host) == nil
+	n.id = nodeID(n.host, n.port, s.start.UnixNano())
+	return n, nil
+}
+
+// nodeID is a Redis node ID (40 lowercase hex digits) that lasts as long
+// as the Server: Server has no field to keep a random one in, so it is
+// made from what the Server does keep. Its start time differs between
+// runs, as a fresh Redis node's ID does, and the address tells apart
+// instances started at the same instant.
+func nodeID(host string, port int, startNanos int64) string {
+	sum := sha1.Sum([]byte(net.JoinHostPort(host, strconv.Itoa(port)) + " " + strconv.FormatInt(startNanos, 10)))
+	return hex.EncodeToString(sum[:])
+}
+
+// cmdReadonly answers READONLY and READWRITE, which cluster clients send
+// to read from replicas: sluice decides on primaries either way.
+func cmdReadonly(_ *Server, _ *client, conn respConn, _ [][]byte) {
+	conn.WriteString("OK")
+}
+
+// cmdAsking answers ASKING, which a client sends before following an ASK
+// redirect. sluice never redirects, but a client may still send it.
+func cmdAsking(_ *Server, _ *client, conn respConn, _ [][]byte) {
+	conn.WriteString("OK")
+}

@@ -1,0 +1,284 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/router"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
+	"github.com/sluice-rl/sluice/router/reply"
+	hashslot "github.com/sluice-rl/sluice/router/slot"
+)
+
+// Forwarder takes ordinary Redis commands to the cluster: the one sluice
+// runs in front of. router.Cluster is one.
+type Forwarder interface {
+	// Commands is the cluster's command table, nil until it is known.
+	Commands() map[string]*cmdspec.Spec
+	// Forward sends each command to the primary of its slot and stores
+	// the primary's reply, as sent, in replies; done reports them as the
+	// Decider's done reports results.
+	Forward(ctx context.Context, cmds []router.Forward, replies [][]byte, done func(idx []int))
+}
+
+// merge is how the replies of a command split across slots make the one
+// reply Redis would have given.
+type merge uint8
+
+const (
+	mergeNone  merge = iota // not split: the one part's reply
+	mergeArray              // MGET: each part's elements back in key order
+	mergeSum                // DEL, UNLINK, EXISTS, TOUCH: integers summed
+	mergeOK                 // MSET: +OK once every part is
+)
+
+// splits are the multi-key commands sluice splits per slot, as the
+// proxies users compare it with do; any other command whose keys span
+// slots is refused with CROSSSLOT, as Redis Cluster refuses it.
+var splits = map[string]struct {
+	how  merge
+	step int // arguments per key: MSET's values follow their keys
+}{
+	"mget":   {mergeArray, 1},
+	"del":    {mergeSum, 1},
+	"unlink": {mergeSum, 1},
+	"exists": {mergeSum, 1},
+	"touch":  {mergeSum, 1},
+	"mset":   {mergeOK, 2},
+}
+
+// fwdItem is one forwarded command of a client and its parts in the
+// round's fwd.
+type fwdItem struct {
+	to    target
+	how   merge
+	first int   // its parts are fwd[first : first+n]
+	n     int   //
+	left  int   // parts not yet answered
+	order []int // mergeArray: the keys' places, part after part
+}
+
+var (
+	errCrossSlot = errors.New("CROSSSLOT Keys in request don't hash to the same slot")
+	errNoTable   = errors.New("TRYAGAIN sluice has not read the cluster's command table yet")
+)
+
+// forward takes a command sluice does not answer itself into c's queue,
+// for the cluster, or returns why it cannot go there.
+func (s *Server) forward(c *client, r *round, args [][]byte) error {
+	specs := s.cfg.Forwarder.Commands()
+	if specs == nil {
+		return errNoTable
+	}
+	spec, err := cmdspec.Lookup(specs, args)
+	if err != nil {
+		return err
+	}
+	if err := refused(spec, args); err != nil {
+		return err
+	}
+	keys, err := spec.Keys(nil, args)
+	anyNode := keyless(spec)
+	switch {
+	case err == nil:
+	case errors.Is(err, cmdspec.ErrUnknownKeys) && (spec.Name == "sort" || spec.Name == "sort_ro"):
+		// BY and GET patterns name no key of their own; the node refuses
+		// the ones Redis Cluster refuses.
+		keys = sortKeys(args)
+	case errors.Is(err, cmdspec.ErrBadKeys):
+		// A line malformed where its keys should be: any node answers
+		// Redis's own error for it.
+		keys, anyNode = nil, true
+	default:
+		return fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
+	}
+	it := fwdItem{first: len(r.fwd), n: 1, left: 1}
+	switch {
+	case len(keys) == 0:
+		if !anyNode {
+			return fmt.Errorf("sluice does not forward '%s': it has no key to route by", spec.Name)
+		}
+		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args)})
+	default:
+		sl := hashslot.Of(string(args[keys[0]]))
+		one := true
+		for _, k := range keys[1:] {
+			if hashslot.Of(string(args[k])) != sl {
+				one = false
+				break
+			}
+		}
+		if one {
+			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args)})
+			break
+		}
+		sp, ok := splits[spec.Name]
+		if !ok {
+			return errCrossSlot
+		}
+		it.how = sp.how
+		it.n, it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
+		it.left = it.n
+	}
+	for range it.n {
+		r.partOf = append(r.partOf, len(r.items))
+	}
+	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
+	c.q = append(c.q, slot{state: slotWaiting})
+	r.items = append(r.items, it)
+	return nil
+}
+
+// sortKeys are SORT's key and its STORE destination.
+func sortKeys(args [][]byte) []int {
+	keys := []int{1}
+	for i := 2; i+1 < len(args); i++ {
+		if bytes.EqualFold(args[i], []byte("store")) {
+			keys = append(keys, i+1)
+			i++
+		} else if bytes.EqualFold(args[i], []byte("by")) || bytes.EqualFold(args[i], []byte("get")) {
+			i++
+		} else if bytes.EqualFold(args[i], []byte("limit")) {
+			i += 2
+		}
+	}
+	return keys
+}
+
+// splitBySlot adds to r.fwd one command per slot of keys, each with its
+// keys in their order (and, for step 2, each key's value), and returns
+// how many, with the keys' places part after part when order is asked.
+func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) (int, []int) {
+	bySlot := map[int][]int{} // slot: indexes into keys
+	var slots []int
+	for i, k := range keys {
+		sl := hashslot.Of(string(args[k]))
+		if _, ok := bySlot[sl]; !ok {
+			slots = append(slots, sl)
+		}
+		bySlot[sl] = append(bySlot[sl], i)
+	}
+	var places []int
+	for _, sl := range slots {
+		part := [][]byte{args[0]}
+		for _, i := range bySlot[sl] {
+			part = append(part, args[keys[i]:keys[i]+step]...)
+			if order {
+				places = append(places, i)
+			}
+		}
+		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, part)})
+	}
+	return len(slots), places
+}
+
+// refused says why sluice does not forward a command, or nil.
+func refused(spec *cmdspec.Spec, args [][]byte) error {
+	switch spec.Name {
+	case "multi", "exec", "discard", "watch", "unwatch":
+		return errors.New("sluice does not forward transactions yet")
+	case "wait", "waitaof":
+		return errors.New("sluice does not forward WAIT: it would wait on a connection shared by other clients")
+	case "auth":
+		return errors.New("sluice has no users or passwords yet: AUTH is not needed")
+	}
+	switch {
+	case spec.Has("admin"):
+		return fmt.Errorf("sluice does not forward administration commands ('%s')", spec.Name)
+	case spec.Has("blocking"):
+		return fmt.Errorf("sluice does not forward blocking commands yet ('%s')", spec.Name)
+	case spec.Has("pubsub"):
+		return fmt.Errorf("sluice does not forward pub/sub yet ('%s')", spec.Name)
+	}
+	return nil
+}
+
+// keyless reports whether a command without keys may go to any one
+// primary: a script or function that declares none, or a command any
+// node answers alike.
+func keyless(spec *cmdspec.Spec) bool {
+	switch spec.Name {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "time", "lolwut":
+		return true
+	}
+	return false
+}
+
+// deliverPart takes the reply to part j of r's forwarded commands; the
+// item's slot is decided once all its parts are in.
+func (r *round) deliverPart(j int, mark func(*client)) {
+	it := &r.items[r.partOf[j]]
+	it.left--
+	if it.left > 0 {
+		return
+	}
+	c := it.to.c
+	if c.gone {
+		return
+	}
+	sl := &c.q[it.to.seq-c.base]
+	sl.raw, sl.state = it.merged(r.replies[it.first:it.first+it.n]), slotDecided
+	mark(c)
+}
+
+// merged is the reply Redis would have given the whole command: the first
+// error of a part, else the parts' replies combined.
+func (it *fwdItem) merged(parts [][]byte) []byte {
+	if it.how == mergeNone {
+		return parts[0]
+	}
+	for _, p := range parts {
+		if len(p) > 0 && p[0] == '-' {
+			return p
+		}
+	}
+	switch it.how {
+	case mergeSum:
+		var n int64
+		for _, p := range parts {
+			v, err := strconv.ParseInt(string(bytes.TrimSpace(p[1:])), 10, 64)
+			if p[0] != ':' || err != nil {
+				return unexpected(p)
+			}
+			n += v
+		}
+		return append(strconv.AppendInt([]byte{':'}, n, 10), '\r', '\n')
+	case mergeOK:
+		return []byte("+OK\r\n")
+	}
+	// mergeArray: each part is an array of one element per key.
+	elems := make([][]byte, len(it.order))
+	at := 0
+	for _, p := range parts {
+		br := bufio.NewReader(bytes.NewReader(p))
+		head, err := br.ReadSlice('\n')
+		n, perr := strconv.Atoi(string(bytes.TrimSpace(head[1:])))
+		if err != nil || head[0] != '*' || perr != nil || at+n > len(elems) {
+			return unexpected(p)
+		}
+		for range n {
+			e, err := reply.Read(br, nil)
+			if err != nil {
+				return unexpected(p)
+			}
+			elems[it.order[at]] = e
+			at++
+		}
+	}
+	if at != len(elems) {
+		return unexpected(parts[0])
+	}
+	out := append(strconv.AppendInt([]byte{'*'}, int64(len(elems)), 10), '\r', '\n')
+	for _, e := range elems {
+		out = append(out, e...)
+	}
+	return out
+}
+
+func unexpected(p []byte) []byte {
+	return fmt.Appendf(nil, "-ERR sluice: unexpected reply from the cluster to a split command: %q\r\n", p[:min(len(p), 32)])
+}

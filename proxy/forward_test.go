@@ -1,0 +1,284 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/reply"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// rawConn speaks RESP byte for byte, so that replies can be compared
+// exactly.
+type rawConn struct {
+	t  testing.TB
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t testing.TB, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+// send writes the commands in one write: a pipeline.
+func (r *rawConn) send(cmds ...[]string) {
+	r.t.Helper()
+	var b []byte
+	for _, args := range cmds {
+		bs := make([][]byte, len(args))
+		for i, a := range args {
+			bs[i] = []byte(a)
+		}
+		b = router.AppendCommand(b, bs)
+	}
+	r.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := r.c.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rawConn) read() string {
+	r.t.Helper()
+	b, err := reply.Read(r.br, nil)
+	if err != nil {
+		r.t.Fatalf("reading a reply: %v", err)
+	}
+	return string(b)
+}
+
+func (r *rawConn) do(args ...string) string {
+	r.t.Helper()
+	r.send(args)
+	return r.read()
+}
+
+// newForwarding is a cluster router on c that has read the slot map and
+// the cluster's command table.
+func newForwarding(t *testing.T, c *clustertest.Cluster) *router.Cluster {
+	t.Helper()
+	r := newRouter(t, c)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.Commands() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the router did not read the cluster's command table")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return r
+}
+
+// direct sends a command to the primary that owns slot sl (any primary
+// for -1), as a cluster client would, and returns its raw reply.
+func direct(t *testing.T, c *clustertest.Cluster, sl int, args ...string) string {
+	t.Helper()
+	if sl < 0 {
+		sl = 0
+	}
+	n, err := c.Primary(context.Background(), sl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dialRaw(t, n.Addr).do(args...)
+}
+
+// TestPassthroughMatchesTheCluster sends ordinary commands through sluice
+// and the same commands straight to the primary that owns their keys: the
+// replies must be the same bytes.
+func TestPassthroughMatchesTheCluster(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		t.Run(map[int]string{0: "loops", -1: "goroutines"}[loops], func(t *testing.T) {
+			addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+			through := dialRaw(t, addr)
+			io := map[int]string{0: "l", -1: "g"}[loops]
+			// Each command runs twice, through sluice on keys of one prefix
+			// and straight to the cluster on keys of another, so that both
+			// see the same state; no reply names a key.
+			for _, cmd := range [][]string{
+				{"SET", "%a", "1"},
+				{"GET", "%a"},
+				{"GET", "%missing"},
+				{"INCR", "%n"},
+				{"INCRBY", "%n", "x"},
+				{"HSET", "%h", "f", "v", "g", "w"},
+				{"HGETALL", "%h"},
+				{"GET", "%h"},
+				{"RPUSH", "%l", "x", "y", "z"},
+				{"LRANGE", "%l", "0", "-1"},
+				{"LPOP", "%nolist"},
+				{"SADD", "%s", "m"},
+				{"SMEMBERS", "%s"},
+				{"ZADD", "%z", "1.5", "one", "2", "two"},
+				{"ZRANGE", "%z", "0", "-1", "WITHSCORES"},
+				{"ZSCORE", "%z", "one"},
+				{"EXPIRE", "%a", "100"},
+				{"TYPE", "%h"},
+				{"XADD", "%st", "1-1", "f", "v"},
+				{"XRANGE", "%st", "-", "+"},
+				{"EVAL", "return {ARGV[1], redis.call('GET', KEYS[1])}", "1", "%a", "v"},
+				{"EVAL", "return 7", "0"},
+				{"MSET", "{%t}x", "1", "{%t}y", "2"},
+				{"MGET", "{%t}x", "{%t}y"},
+				{"NOSUCHCOMMAND", "a"},
+				{"GET"},
+				{"OBJECT", "NOSUCH"},
+				{"OBJECT", "ENCODING", "%h"},
+				{"SET", "%a", "1", "EX", "-1"},
+				{"EVAL", "return 1", "3", "%a"},
+				{"ZUNIONSTORE", "%dst", "0", "%z"},
+				{"SORT", "%l", "ALPHA", "LIMIT", "0", "2"},
+			} {
+				on := func(prefix string) ([]string, int) {
+					args, sl := make([]string, len(cmd)), -1
+					for i, a := range cmd {
+						args[i] = strings.ReplaceAll(a, "%", prefix)
+						if a != args[i] && sl < 0 {
+							sl = slot.Of(args[i])
+						}
+					}
+					return args, sl
+				}
+				args, _ := on("pt:s" + io + ":")
+				got := through.do(args...)
+				args, sl := on("pt:d" + io + ":")
+				want := direct(t, c, sl, args...)
+				if got != want {
+					t.Errorf("%q: through sluice %q, from the cluster %q", cmd, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPassthroughSplitsMultiKeyCommands checks the commands split per slot
+// and merged in key order, and the ones refused as Redis Cluster refuses
+// them.
+func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	conn := dialRaw(t, addr)
+	keys := []string{"sp:a", "sp:b", "sp:c", "sp:d", "sp:e"}
+	slots := map[int]bool{}
+	for _, k := range keys {
+		slots[slot.Of(k)] = true
+	}
+	if len(slots) < 3 {
+		t.Fatalf("the keys hash to %d slots; the test needs several", len(slots))
+	}
+	for _, tc := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"MSET", "sp:a", "1", "sp:b", "2", "sp:c", "3", "sp:d", "4"}, "+OK\r\n"},
+		{[]string{"MGET", "sp:d", "sp:a", "sp:e", "sp:c", "sp:b", "sp:a"}, "*6\r\n$1\r\n4\r\n$1\r\n1\r\n$-1\r\n$1\r\n3\r\n$1\r\n2\r\n$1\r\n1\r\n"},
+		{[]string{"EXISTS", "sp:a", "sp:b", "sp:e", "sp:a"}, ":3\r\n"},
+		{[]string{"TOUCH", "sp:a", "sp:e"}, ":1\r\n"},
+		{[]string{"DEL", "sp:a", "sp:b", "sp:e"}, ":2\r\n"},
+		{[]string{"UNLINK", "sp:c", "sp:d"}, ":2\r\n"},
+		{[]string{"MGET", "sp:a", "sp:b", "sp:c"}, "*3\r\n$-1\r\n$-1\r\n$-1\r\n"},
+		{[]string{"MSETNX", "sp:a", "1", "sp:b", "2"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+		{[]string{"SUNIONSTORE", "sp:a", "sp:b", "sp:c"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+		{[]string{"EVAL", "return 1", "2", "sp:a", "sp:b"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+	} {
+		if got := conn.do(tc.cmd...); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.cmd, got, tc.want)
+		}
+	}
+	// Refused with a clear error, and the connection goes on.
+	for _, cmd := range [][]string{
+		{"BLPOP", "sp:l", "1"},
+		{"MULTI"},
+		{"FLUSHALL"},
+		{"SUBSCRIBE", "ch"},
+		{"DBSIZE"},
+	} {
+		if got := conn.do(cmd...); !strings.HasPrefix(got, "-ERR sluice does not forward") {
+			t.Errorf("%q: got %q, want an ERR saying sluice does not forward it", cmd, got)
+		}
+	}
+}
+
+// TestPassthroughInAPipeline mixes forwarded commands, bucket requests and
+// commands sluice answers itself in one write: the replies come in order.
+func TestPassthroughInAPipeline(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		conn := dialRaw(t, addr)
+		var cmds [][]string
+		var want []string
+		for i := range 50 {
+			k := "pp:" + string(rune('a'+i%26)) + string(rune('0'+i/26))
+			cmds = append(cmds,
+				[]string{"SET", k, k},
+				[]string{"THROTTLE", k, "10", "1", "1s"},
+				[]string{"GET", k},
+				[]string{"PING"},
+				[]string{"MGET", k, "pp:none", k},
+			)
+			bulk := "$" + strconv.Itoa(len(k)) + "\r\n" + k + "\r\n"
+			want = append(want, "+OK\r\n", "", bulk, "+PONG\r\n", "*3\r\n"+bulk+"$-1\r\n"+bulk)
+		}
+		conn.send(cmds...)
+		for i, w := range want {
+			got := conn.read()
+			if w == "" {
+				if !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+					t.Fatalf("loops %d, reply %d (%q): got %q, want THROTTLE's allowed reply", loops, i, cmds[i], got)
+				}
+				continue
+			}
+			if got != w {
+				t.Fatalf("loops %d, reply %d (%q): got %q, want %q", loops, i, cmds[i], got, w)
+			}
+		}
+	}
+}
+
+// TestPassthroughFollowsAMovedSlot moves a key's slot to another primary
+// behind sluice's back: the command is redirected and the caller never
+// sees MOVED.
+func TestPassthroughFollowsAMovedSlot(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	conn := dialRaw(t, addr)
+	key := "mv:key"
+	if got := conn.do("SET", key, "v"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	ctx := context.Background()
+	from, err := c.Primary(ctx, slot.Of(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Nodes[0]
+	if to == from {
+		to = c.Nodes[1]
+	}
+	if err := c.MoveSlot(ctx, slot.Of(key), to); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if got := conn.do("GET", key); got != "$1\r\nv\r\n" {
+			t.Fatalf("GET %d after the move: %q, want the value", i, got)
+		}
+	}
+}

@@ -1,0 +1,337 @@
+// Passthrough: ordinary Redis commands forwarded to the primary that owns
+// their slot, byte for byte, on connections of sluice's own.
+
+package router
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidwall/redcon"
+	"go.uber.org/zap"
+
+	"github.com/sluice-rl/sluice/router/command"
+	"github.com/sluice-rl/sluice/router/reply"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// Forward is an ordinary command for the cluster: its whole RESP encoding
+// and the slot its keys hash to, or AnySlot for a command without keys,
+// which any primary may answer.
+type Forward struct {
+	Slot int
+	Cmd  []byte
+}
+
+// AnySlot routes a keyless command to a primary of sluice's choosing.
+const AnySlot = -1
+
+// maxRedirects bounds how often one command follows MOVED or ASK, as
+// cluster clients bound it: a slot map that keeps moving is answered to
+// the caller rather than chased for ever.
+const maxRedirects = 5
+
+// Commands is the cluster's command table, as its COMMAND reply describes
+// it, or nil before it is read.
+func (c *Cluster) Commands() map[string]*command.Spec {
+	if p := c.commands.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// readCommands reads the cluster's command table, once per connection.
+func (c *Cluster) readCommands(ctx context.Context) {
+	client := *c.client.Load()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	msg, err := client.Do(ctx, client.B().Command().Build()).ToMessage()
+	var specs map[string]*command.Spec
+	if err == nil {
+		specs, err = command.Parse(msg)
+	}
+	if err != nil {
+		c.log.Debug("reading the cluster's commands", zap.Error(err))
+		return
+	}
+	c.commands.Store(&specs)
+}
+
+// Forward sends each cmds[i] to the primary that owns its slot and stores
+// its reply, exactly as the primary sent it, in replies[i]. It reports
+// replies through done as Submit reports results: done(idx) means
+// replies[i] is set for every i in idx, from any goroutine, each exactly
+// once. A redirect (the slot moved) is followed and never answered. A
+// command the cluster cannot take now (no slot map, a lost connection) is
+// answered a Redis error; a command may then have run or not, as with any
+// Redis client whose connection breaks.
+func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte, done func(idx []int)) {
+	topo := c.topo.Load()
+	for i := range cmds {
+		f := &forwarded{c: c, cmd: cmds[i].Cmd, done: func(r []byte) {
+			replies[i] = r
+			done([]int{i})
+		}}
+		addr := c.addrOf(topo, cmds[i].Slot)
+		if addr == "" {
+			f.answer(errReply("CLUSTERDOWN sluice has no slot map of the cluster yet"))
+			continue
+		}
+		c.backend(addr).send(f)
+	}
+}
+
+// addrOf is the primary that owns sl, "" without a slot map.
+func (c *Cluster) addrOf(t *topology, sl int) string {
+	if t == nil {
+		return ""
+	}
+	if sl == AnySlot {
+		// Spread keyless commands over the primaries by time: they are
+		// rare, and any primary answers them alike.
+		sl = int(time.Now().UnixNano() % slot.Count)
+	}
+	if s := t.owners[sl]; s != nil {
+		return s.addr
+	}
+	return ""
+}
+
+// backend is sluice's connection to the node at addr for forwarded
+// commands, made on first use and kept.
+func (c *Cluster) backend(addr string) *backend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.backends[addr]
+	if b == nil {
+		b = &backend{c: c, addr: addr}
+		c.backends[addr] = b
+	}
+	return b
+}
+
+// closeBackends closes every forwarding connection.
+func (c *Cluster) closeBackends() {
+	c.mu.Lock()
+	bs := c.backends
+	c.backends = map[string]*backend{}
+	c.mu.Unlock()
+	for _, b := range bs {
+		b.mu.Lock()
+		conn := b.conn
+		b.mu.Unlock()
+		if conn != nil {
+			b.broken(conn, errors.New("sluice is closing"))
+		}
+	}
+}
+
+// forwarded is one command on its way through a backend connection.
+type forwarded struct {
+	c         *Cluster
+	cmd       []byte
+	asking    bool // send ASKING first: the slot is being imported there
+	redirects int
+	done      func(reply []byte)
+}
+
+// answer hands the command's reply back, after following a redirect.
+func (f *forwarded) answer(r []byte) {
+	if moved, ask := isRedirectReply(r); (moved || ask) && f.redirects < maxRedirects {
+		if addr, ok := redirectAddr(r); ok {
+			f.redirects++
+			f.asking = ask
+			if moved {
+				f.c.stale.Store(true) // the slot map is behind
+			}
+			f.c.backend(addr).send(f)
+			return
+		}
+	}
+	f.done(r)
+}
+
+func isRedirectReply(r []byte) (moved, ask bool) {
+	return bytes.HasPrefix(r, []byte("-MOVED ")), bytes.HasPrefix(r, []byte("-ASK "))
+}
+
+// redirectAddr reads the node of "-MOVED 3999 127.0.0.1:6381\r\n".
+func redirectAddr(r []byte) (string, bool) {
+	line := string(r)
+	if len(line) < 2 || line[len(line)-2:] != "\r\n" {
+		return "", false
+	}
+	line = line[:len(line)-2]
+	sp := 0
+	for i := len(line) - 1; i >= 0; i-- {
+		if line[i] == ' ' {
+			sp = i
+			break
+		}
+	}
+	addr := line[sp+1:]
+	if _, _, err := net.SplitHostPort(addr); sp == 0 || err != nil {
+		return "", false
+	}
+	return addr, true
+}
+
+func errReply(msg string) []byte { return redcon.AppendError(nil, msg) }
+
+// backend is one pipelined connection to a node: commands are written in
+// the order they come, many per write, and replies, which Redis sends in
+// the same order, are matched to them first in, first out. A writer and a
+// reader goroutine run while there is a connection.
+type backend struct {
+	c    *Cluster
+	addr string
+
+	mu      sync.Mutex // guards the fields below
+	conn    net.Conn   // nil until dialled, and after it broke
+	queue   []*forwarded
+	sent    []*forwarded // written, waiting for their replies, in order
+	writing bool         // the writer goroutine runs
+	buf     []byte
+}
+
+// askingCmd precedes a command sent to a slot's importing node.
+var askingCmd = []byte("*1\r\n$6\r\nASKING\r\n")
+
+func (b *backend) send(f *forwarded) {
+	b.mu.Lock()
+	b.queue = append(b.queue, f)
+	start := !b.writing
+	b.writing = true
+	b.mu.Unlock()
+	if start {
+		go b.write()
+	}
+}
+
+// write sends what is queued, all of it in one write, until nothing is.
+func (b *backend) write() {
+	for {
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.writing = false
+			b.mu.Unlock()
+			return
+		}
+		if b.conn == nil {
+			b.mu.Unlock()
+			conn, err := net.DialTimeout("tcp", b.addr, time.Second)
+			b.mu.Lock()
+			if err != nil {
+				failed := b.queue
+				b.queue, b.writing = nil, false
+				b.mu.Unlock()
+				fail(failed, b.addr, err)
+				return
+			}
+			b.conn = conn
+			go b.read(conn)
+		}
+		conn, buf := b.conn, b.buf[:0]
+		for _, f := range b.queue {
+			if f.asking {
+				buf = append(buf, askingCmd...)
+			}
+			buf = append(buf, f.cmd...)
+		}
+		b.sent = append(b.sent, b.queue...)
+		clear(b.queue)
+		b.queue = b.queue[:0]
+		b.mu.Unlock()
+		_, err := conn.Write(buf)
+		b.mu.Lock()
+		if cap(buf) <= 64<<10 {
+			b.buf = buf
+		}
+		b.mu.Unlock()
+		if err != nil {
+			b.broken(conn, err)
+		}
+	}
+}
+
+// read matches replies to the commands sent, in order.
+func (b *backend) read(conn net.Conn) {
+	br := bufio.NewReaderSize(conn, 16<<10)
+	askingOK := false // the ASKING before the first sent command was answered
+	for {
+		r, err := reply.Read(br, nil)
+		if err != nil {
+			b.broken(conn, err)
+			return
+		}
+		b.mu.Lock()
+		if b.conn != conn || len(b.sent) == 0 {
+			b.mu.Unlock()
+			b.broken(conn, errors.New("a reply nothing asked for"))
+			return
+		}
+		f := b.sent[0]
+		if f.asking && !askingOK {
+			askingOK = true
+			b.mu.Unlock()
+			continue
+		}
+		askingOK = false
+		b.sent[0] = nil
+		b.sent = b.sent[1:]
+		b.mu.Unlock()
+		f.answer(r)
+	}
+}
+
+// broken closes conn and answers every command it carried an error: none
+// of them will get its reply now.
+func (b *backend) broken(conn net.Conn, err error) {
+	b.mu.Lock()
+	var lost []*forwarded
+	if b.conn == conn {
+		b.conn = nil
+		lost = b.sent
+		b.sent = nil
+	}
+	b.mu.Unlock()
+	conn.Close()
+	fail(lost, b.addr, err)
+}
+
+func fail(fs []*forwarded, addr string, err error) {
+	if len(fs) == 0 {
+		return
+	}
+	r := errReply("ERR sluice: connection to " + addr + " failed: " + oneLine(err.Error()))
+	for _, f := range fs {
+		f.done(r)
+	}
+}
+
+func oneLine(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
+}
+
+// AppendCommand appends args as one RESP command, as a client sends it.
+func AppendCommand(dst []byte, args [][]byte) []byte {
+	dst = append(dst, '*')
+	dst = strconv.AppendInt(dst, int64(len(args)), 10)
+	dst = append(dst, '\r', '\n')
+	for _, a := range args {
+		dst = redcon.AppendBulk(dst, a)
+	}
+	return dst
+}

@@ -1,0 +1,292 @@
+package reply
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+var valid = []struct{ name, in string }{
+	{"simple string", "+OK\r\n"},
+	{"empty simple string", "+\r\n"},
+	{"simple string with lone CR", "+a\rb\r\n"},
+	{"error", "-ERR unknown command 'foo'\r\n"},
+	{"integer", ":1000\r\n"},
+	{"negative integer", ":-42\r\n"},
+	{"plus integer", ":+7\r\n"},
+	{"min integer", ":-9223372036854775808\r\n"},
+	{"max integer", ":9223372036854775807\r\n"},
+	{"bulk", "$5\r\nhello\r\n"},
+	{"empty bulk", "$0\r\n\r\n"},
+	{"binary bulk", "$4\r\n\r\n\x00\n\r\n"},
+	{"null bulk", "$-1\r\n"},
+	{"array", "*2\r\n$3\r\nfoo\r\n:1\r\n"},
+	{"empty array", "*0\r\n"},
+	{"null array", "*-1\r\n"},
+	{"nested array", "*4\r\n*2\r\n:1\r\n*0\r\n$-1\r\n*1\r\n*1\r\n+x\r\n+y\r\n"},
+	{"array ending in nested", "*2\r\n:1\r\n*2\r\n:2\r\n*1\r\n:3\r\n"},
+	{"null", "_\r\n"},
+	{"double", ",3.14\r\n"},
+	{"double exponent", ",-1.5e+20\r\n"},
+	{"double integral", ",10\r\n"},
+	{"double inf", ",inf\r\n"},
+	{"double -inf", ",-inf\r\n"},
+	{"double nan", ",nan\r\n"},
+	{"true", "#t\r\n"},
+	{"false", "#f\r\n"},
+	{"blob error", "!21\r\nSYNTAX invalid syntax\r\n"},
+	{"verbatim", "=15\r\ntxt:Some string\r\n"},
+	{"verbatim empty text", "=4\r\nmkd:\r\n"},
+	{"big number", "(3492890328409238509324850943850943825024385\r\n"},
+	{"negative big number", "(-1\r\n"},
+	{"map", "%2\r\n+first\r\n:1\r\n+second\r\n*2\r\n:2\r\n:3\r\n"},
+	{"empty map", "%0\r\n"},
+	{"set", "~3\r\n+a\r\n+b\r\n_\r\n"},
+	{"empty set", "~0\r\n"},
+	{"push", ">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"},
+	{"attribute and reply", "|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.1923\r\n$1\r\nb\r\n,0.0012\r\n*2\r\n:2039123\r\n:9543892\r\n"},
+	{"empty attribute", "|0\r\n:1\r\n"},
+	{"attribute on attribute", "|1\r\n+a\r\n+b\r\n|1\r\n+c\r\n+d\r\n+reply\r\n"},
+	{"attribute on element", "*2\r\n:1\r\n|1\r\n+ttl\r\n:3600\r\n:2\r\n"},
+	{"attribute on aggregate element", "*2\r\n|1\r\n+a\r\n+b\r\n*1\r\n:1\r\n:2\r\n"},
+}
+
+func TestReadValid(t *testing.T) {
+	for _, tt := range valid {
+		t.Run(tt.name, func(t *testing.T) {
+			// The reply is followed by another, which must be left for
+			// the next call, and by the end of the stream.
+			r := bufio.NewReader(strings.NewReader(tt.in + "+next\r\n"))
+			got, err := Read(r, []byte("kept"))
+			if err != nil || string(got) != "kept"+tt.in {
+				t.Fatalf("got %q, %v, want %q", got, err, "kept"+tt.in)
+			}
+			if got, err := Read(r, got[:0]); err != nil || string(got) != "+next\r\n" {
+				t.Fatalf("second reply: got %q, %v, want %q", got, err, "+next\r\n")
+			}
+			if got, err := Read(r, nil); err != io.EOF || len(got) != 0 {
+				t.Fatalf("at the end: got %q, %v, want io.EOF", got, err)
+			}
+		})
+	}
+}
+
+// TestReadOneByteAtATime makes every line and body cross a read, and every
+// line overflow bufio's smallest buffer.
+func TestReadOneByteAtATime(t *testing.T) {
+	var all strings.Builder
+	for _, tt := range valid {
+		all.WriteString(tt.in)
+	}
+	long := "+" + strings.Repeat("x", 100) + "\r\n"
+	bulk := fmt.Sprintf("$%d\r\n%s\r\n", 3*chunk+5, strings.Repeat("y", 3*chunk+5))
+	all.WriteString(long + bulk)
+
+	r := bufio.NewReaderSize(iotest.OneByteReader(strings.NewReader(all.String())), 16)
+	for _, tt := range append(valid, struct{ name, in string }{"long line", long}, struct{ name, in string }{"big bulk", bulk}) {
+		got, err := Read(r, nil)
+		if err != nil || string(got) != tt.in {
+			t.Fatalf("%s: got %.80q, %v, want %.80q", tt.name, got, err, tt.in)
+		}
+	}
+	if _, err := Read(r, nil); err != io.EOF {
+		t.Fatalf("at the end: got %v, want io.EOF", err)
+	}
+}
+
+func TestReadInvalid(t *testing.T) {
+	for _, tt := range []struct {
+		name, in string
+		want     error
+	}{
+		{"empty input", "", io.EOF},
+		{"unknown type", "?x\r\n", ErrProtocol},
+		{"RESP3 chunk type", ";4\r\nabcd\r\n", ErrProtocol},
+		{"inline command", "PING\r\n", ErrProtocol},
+		{"empty line", "\r\n", ErrProtocol},
+		{"bare LF", "\n", ErrProtocol},
+		{"missing CR", "+OK\n", ErrProtocol},
+		{"CR not before LF", "+OK\r \n", ErrProtocol},
+		{"bad integer", ":12a\r\n", ErrProtocol},
+		{"empty integer", ":\r\n", ErrProtocol},
+		{"sign only integer", ":-\r\n", ErrProtocol},
+		{"integer overflow", ":9223372036854775808\r\n", ErrProtocol},
+		{"integer underflow", ":-9223372036854775809\r\n", ErrProtocol},
+		{"bad length", "$abc\r\nabc\r\n", ErrProtocol},
+		{"empty length", "$\r\n\r\n", ErrProtocol},
+		{"negative length", "$-2\r\n", ErrProtocol},
+		{"plus length", "$+1\r\nx\r\n", ErrProtocol},
+		{"huge length", "*99999999999999999999\r\n", ErrProtocol},
+		{"null map", "%-1\r\n", ErrProtocol},
+		{"null blob error", "!-1\r\n", ErrProtocol},
+		{"streamed bulk", "$?\r\n;4\r\nHell\r\n;0\r\n", ErrProtocol},
+		{"streamed array", "*?\r\n:1\r\n.\r\n", ErrProtocol},
+		{"bulk too long", "$3\r\nhello\r\n", ErrProtocol},
+		{"bulk without CRLF", "$5\r\nhello!!", ErrProtocol},
+		{"bad nested element", "*2\r\n:1\r\n:x\r\n", ErrProtocol},
+		{"bad boolean", "#x\r\n", ErrProtocol},
+		{"long boolean", "#tt\r\n", ErrProtocol},
+		{"null with text", "_x\r\n", ErrProtocol},
+		{"bad double", ",1.\r\n", ErrProtocol},
+		{"double without digits", ",.5\r\n", ErrProtocol},
+		{"double bad exponent", ",1e\r\n", ErrProtocol},
+		{"bad big number", "(12x\r\n", ErrProtocol},
+		{"verbatim without format", "=3\r\nabc\r\n", ErrProtocol},
+		{"verbatim without colon", "=5\r\ntxt-x\r\n", ErrProtocol},
+		{"truncated line", "+OK", io.ErrUnexpectedEOF},
+		{"truncated CRLF", "+OK\r", io.ErrUnexpectedEOF},
+		{"truncated bulk", "$5\r\nhel", io.ErrUnexpectedEOF},
+		{"bulk without its CRLF", "$5\r\nhello", io.ErrUnexpectedEOF},
+		{"truncated array", "*2\r\n:1\r\n", io.ErrUnexpectedEOF},
+		{"truncated map", "%1\r\n+k\r\n", io.ErrUnexpectedEOF},
+		{"attribute without reply", "|1\r\n+k\r\n+v\r\n", io.ErrUnexpectedEOF},
+		{"huge bulk, few bytes", "$999999999999\r\nabc", io.ErrUnexpectedEOF},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Read(bufio.NewReader(strings.NewReader(tt.in)), []byte("kept"))
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got error %v, want %v", err, tt.want)
+			}
+			if string(got) != "kept" {
+				t.Fatalf("got %q, want dst as passed", got)
+			}
+		})
+	}
+}
+
+func TestReadPassesReaderErrors(t *testing.T) {
+	boom := errors.New("connection reset")
+	for _, in := range []string{"", "*2\r\n:1\r\n", "$5\r\nhe", "+O"} {
+		r := bufio.NewReader(io.MultiReader(strings.NewReader(in), iotest.ErrReader(boom)))
+		if _, err := Read(r, nil); err != boom {
+			t.Errorf("after %q: got %v, want %v", in, err, boom)
+		}
+	}
+}
+
+func TestReadDepth(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("*1\r\n", n) + ":1\r\n" }
+	if got, err := Read(bufio.NewReader(strings.NewReader(deep(maxDepth))), nil); err != nil || string(got) != deep(maxDepth) {
+		t.Errorf("%d levels: got %v, want the reply", maxDepth, err)
+	}
+	if _, err := Read(bufio.NewReader(strings.NewReader(deep(maxDepth+1))), nil); !errors.Is(err, ErrProtocol) {
+		t.Errorf("%d levels: got %v, want ErrProtocol", maxDepth+1, err)
+	}
+	attrs := strings.Repeat("|0\r\n", maxDepth+1) + ":1\r\n"
+	if _, err := Read(bufio.NewReader(strings.NewReader(attrs)), nil); !errors.Is(err, ErrProtocol) {
+		t.Errorf("%d attributes: got %v, want ErrProtocol", maxDepth+1, err)
+	}
+}
+
+// TestReadAllocatesAsBytesArrive checks that declared lengths a server
+// never follows up on cost no memory.
+func TestReadAllocatesAsBytesArrive(t *testing.T) {
+	for _, in := range []string{
+		"$999999999999\r\n" + strings.Repeat("x", 100<<10),
+		"*999999999999\r\n" + strings.Repeat(":1\r\n", 1000),
+		"%999999999999\r\n" + strings.Repeat("$999999999999\r\nx", 1),
+	} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := Read(bufio.NewReader(strings.NewReader(in)), nil)
+		runtime.ReadMemStats(&after)
+		if err != io.ErrUnexpectedEOF {
+			t.Errorf("%.20q: got %v, want io.ErrUnexpectedEOF", in, err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > 4*uint64(len(in))+1<<20 {
+			t.Errorf("%.20q: allocated %d bytes for %d of input", in, n, len(in))
+		}
+	}
+}
+
+func ExampleRead() {
+	// A RESP3 server's reply to GET, then a pushed invalidation message.
+	conn := strings.NewReader("$5\r\nhello\r\n>2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nkey\r\n")
+	r := bufio.NewReader(conn)
+	var buf []byte
+	for {
+		var err error
+		if buf, err = Read(r, buf[:0]); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("forward %q\n", buf)
+	}
+	// Output:
+	// forward "$5\r\nhello\r\n"
+	// forward ">2\r\n$10\r\ninvalidate\r\n*1\r\n$3\r\nkey\r\n"
+	// EOF
+}
+
+func FuzzRead(f *testing.F) {
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := Read(bufio.NewReader(bytes.NewReader(in)), nil)
+		// The smallest buffer, filled a byte at a time, splits lines and
+		// bodies everywhere; that must change nothing.
+		small, serr := Read(bufio.NewReaderSize(iotest.OneByteReader(bytes.NewReader(in)), 16), []byte("kept"))
+		if fmt.Sprint(err) != fmt.Sprint(serr) || string(small) != "kept"+string(got) {
+			t.Fatalf("small buffer: got %q, %v, want %q, %v", small, serr, "kept"+string(got), err)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) && err != io.EOF && err != io.ErrUnexpectedEOF {
+				t.Fatalf("unexpected error %v", err)
+			}
+			if len(got) != 0 {
+				t.Fatalf("got %q with error %v", got, err)
+			}
+			return
+		}
+		if !bytes.HasPrefix(in, got) {
+			t.Fatalf("got %q, not a prefix of the input", got)
+		}
+		r := bufio.NewReader(bytes.NewReader(got))
+		if again, err := Read(r, nil); err != nil || !bytes.Equal(again, got) {
+			t.Fatalf("reading %q alone: got %q, %v", got, again, err)
+		}
+		if _, err := Read(r, nil); err != io.EOF {
+			t.Fatalf("after %q alone: got %v, want io.EOF", got, err)
+		}
+	})
+}
+
+// repeat reads b over and over, so a benchmark never runs out of replies.
+type repeat struct {
+	b []byte
+	i int
+}
+
+func (r *repeat) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.b[r.i:])
+		n += c
+		r.i = (r.i + c) % len(r.b)
+	}
+	return n, nil
+}
+
+func BenchmarkRead(b *testing.B) {
+	for _, bb := range []struct{ name, in string }{
+		{"bulk", "$5\r\nhello\r\n"},
+		{"array10", "*10\r\n" + strings.Repeat("$5\r\nhello\r\n", 10)},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			r := bufio.NewReader(&repeat{b: []byte(bb.in)})
+			dst := make([]byte, 0, 512)
+			b.SetBytes(int64(len(bb.in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if dst, err = Read(r, dst[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
