@@ -58,6 +58,10 @@ type ClusterConfig struct {
 	// HotCooldown is how long a hot key must stay under the threshold (a
 	// declared one: unasked) before it is one bucket again; 0 means 10s.
 	HotCooldown time.Duration
+	// ForwardTimeout bounds how long a node may hold an ordinary command
+	// forwarded to it; 0 means 10s. Past it the node's connection is
+	// closed and its commands answered an error.
+	ForwardTimeout time.Duration
 	// Logger receives one line per change of shard state and per key that
 	// becomes hot or cools down; nil means none.
 	Logger *zap.Logger

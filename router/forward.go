@@ -138,6 +138,7 @@ type forwarded struct {
 	cmd       []byte
 	asking    bool // send ASKING first: the slot is being imported there
 	redirects int
+	sentAt    time.Time
 	done      func(reply []byte)
 }
 
@@ -200,6 +201,19 @@ type backend struct {
 	buf     []byte
 }
 
+// A node that holds a forwarded command longer than forwardTimeout
+// (ClusterConfig.ForwardTimeout) is taken as hung: its connection is
+// closed and every command on it answered an error, rather than leaving
+// callers waiting for ever. No forwarded command waits at a node by
+// design (blocking commands are not forwarded), so only a hung node or a
+// very slow command reaches it.
+func (c *Cluster) forwardTimeout() time.Duration {
+	if c.cfg.ForwardTimeout > 0 {
+		return c.cfg.ForwardTimeout
+	}
+	return 10 * time.Second
+}
+
 // askingCmd precedes a command sent to a slot's importing node.
 var askingCmd = []byte("*1\r\n$6\r\nASKING\r\n")
 
@@ -244,6 +258,13 @@ func (b *backend) write() {
 			}
 			buf = append(buf, f.cmd...)
 		}
+		now := time.Now()
+		if len(b.sent) == 0 {
+			conn.SetReadDeadline(now.Add(b.c.forwardTimeout()))
+		}
+		for _, f := range b.queue {
+			f.sentAt = now
+		}
 		b.sent = append(b.sent, b.queue...)
 		clear(b.queue)
 		b.queue = b.queue[:0]
@@ -285,6 +306,11 @@ func (b *backend) read(conn net.Conn) {
 		askingOK = false
 		b.sent[0] = nil
 		b.sent = b.sent[1:]
+		if len(b.sent) > 0 {
+			conn.SetReadDeadline(b.sent[0].sentAt.Add(b.c.forwardTimeout()))
+		} else {
+			conn.SetReadDeadline(time.Time{})
+		}
 		b.mu.Unlock()
 		f.answer(r)
 	}
