@@ -23,6 +23,9 @@ type Forwarder interface {
 	// the primary's reply, as sent, in replies; done reports them as the
 	// Decider's done reports results.
 	Forward(ctx context.Context, cmds []router.Forward, replies [][]byte, done func(idx []int))
+	// Primaries are a slot of each primary, in an order that holds while
+	// the slot map does: a command sent to each reaches every primary once.
+	Primaries() []int
 }
 
 // merge is how the replies of a command split across slots make the one
@@ -34,6 +37,11 @@ const (
 	mergeArray              // MGET: each part's elements back in key order
 	mergeSum                // DEL, UNLINK, EXISTS, TOUCH: integers summed
 	mergeOK                 // MSET: +OK once every part is
+	mergeConcat             // KEYS: every primary's elements
+	mergeSame               // SCRIPT LOAD, FLUSHALL: the one reply all primaries gave
+	mergeAnd                // SCRIPT EXISTS: 1 where every primary says 1
+	mergeAnyValue           // RANDOMKEY: the first primary's that is not nil
+	mergeScan               // SCAN: one primary's page, its cursor made sluice's
 )
 
 // splits are the multi-key commands sluice splits per slot, as the
@@ -60,6 +68,8 @@ type fwdItem struct {
 	n     int   //
 	left  int   // parts not yet answered
 	order []int // mergeArray: the keys' places, part after part
+	// mergeScan: which primary the page is from, and how many there are.
+	node, nodes int
 }
 
 var (
@@ -77,6 +87,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	spec, err := cmdspec.Lookup(specs, args)
 	if err != nil {
 		return err
+	}
+	if fo, ok := fanOuts[spec.Name]; ok {
+		return s.fanOut(c, r, spec, args, fo)
 	}
 	if err := refused(spec, args); err != nil {
 		return err
@@ -249,34 +262,91 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		return append(strconv.AppendInt([]byte{':'}, n, 10), '\r', '\n')
 	case mergeOK:
 		return []byte("+OK\r\n")
+	case mergeSame:
+		for _, p := range parts[1:] {
+			if !bytes.Equal(p, parts[0]) {
+				return fmt.Appendf(nil, "-ERR sluice: the primaries answered differently: %q and %q\r\n",
+					parts[0][:min(len(parts[0]), 32)], p[:min(len(p), 32)])
+			}
+		}
+		return parts[0]
+	case mergeAnyValue:
+		for _, p := range parts {
+			if !bytes.Equal(p, []byte("$-1\r\n")) {
+				return p
+			}
+		}
+		return parts[0]
+	case mergeScan:
+		return it.scanReply(parts[0])
 	}
-	// mergeArray: each part is an array of one element per key.
-	elems := make([][]byte, len(it.order))
-	at := 0
+	var elems [][]byte
 	for _, p := range parts {
-		br := bufio.NewReader(bytes.NewReader(p))
-		head, err := br.ReadSlice('\n')
-		n, perr := strconv.Atoi(string(bytes.TrimSpace(head[1:])))
-		if err != nil || head[0] != '*' || perr != nil || at+n > len(elems) {
+		e, ok := elements(p)
+		if !ok {
 			return unexpected(p)
 		}
-		for range n {
-			e, err := reply.Read(br, nil)
-			if err != nil {
-				return unexpected(p)
-			}
-			elems[it.order[at]] = e
-			at++
+		elems = append(elems, e...)
+	}
+	switch it.how {
+	case mergeAnd:
+		// SCRIPT EXISTS: a script is there only if every primary has it,
+		// since EVALSHA may go to any of them.
+		n := len(elems) / len(parts)
+		if n*len(parts) != len(elems) {
+			return unexpected(parts[0])
 		}
+		out := appendArrayHeader(nil, n)
+		for i := range n {
+			v := ":1\r\n"
+			for j := range parts {
+				if string(elems[j*n+i]) != ":1\r\n" {
+					v = ":0\r\n"
+				}
+			}
+			out = append(out, v...)
+		}
+		return out
+	case mergeArray:
+		// MGET: the parts' elements back in the keys' order.
+		if len(elems) != len(it.order) {
+			return unexpected(parts[0])
+		}
+		ordered := make([][]byte, len(elems))
+		for k, e := range elems {
+			ordered[it.order[k]] = e
+		}
+		elems = ordered
 	}
-	if at != len(elems) {
-		return unexpected(parts[0])
-	}
-	out := append(strconv.AppendInt([]byte{'*'}, int64(len(elems)), 10), '\r', '\n')
+	out := appendArrayHeader(nil, len(elems))
 	for _, e := range elems {
 		out = append(out, e...)
 	}
 	return out
+}
+
+// elements are the raw elements of an array reply.
+func elements(p []byte) ([][]byte, bool) {
+	br := bufio.NewReader(bytes.NewReader(p))
+	head, err := br.ReadSlice('\n')
+	if err != nil || len(head) < 4 || head[0] != '*' {
+		return nil, false
+	}
+	n, err := strconv.Atoi(string(head[1 : len(head)-2]))
+	if err != nil || n < 0 {
+		return nil, false
+	}
+	elems := make([][]byte, n)
+	for i := range elems {
+		if elems[i], err = reply.Read(br, nil); err != nil {
+			return nil, false
+		}
+	}
+	return elems, true
+}
+
+func appendArrayHeader(b []byte, n int) []byte {
+	return append(strconv.AppendInt(append(b, '*'), int64(n), 10), '\r', '\n')
 }
 
 func unexpected(p []byte) []byte {

@@ -204,9 +204,9 @@ func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"BLPOP", "sp:l", "1"},
 		{"MULTI"},
-		{"FLUSHALL"},
+		{"MONITOR"},
+		{"DEBUG", "SLEEP", "0"},
 		{"SUBSCRIBE", "ch"},
-		{"DBSIZE"},
 	} {
 		if got := conn.do(cmd...); !strings.HasPrefix(got, "-ERR sluice does not forward") {
 			t.Errorf("%q: got %q, want an ERR saying sluice does not forward it", cmd, got)
@@ -280,5 +280,129 @@ func TestPassthroughFollowsAMovedSlot(t *testing.T) {
 		if got := conn.do("GET", key); got != "$1\r\nv\r\n" {
 			t.Fatalf("GET %d after the move: %q, want the value", i, got)
 		}
+	}
+}
+
+// TestPassthroughFansOut sends keyless commands that concern every
+// primary: their replies are what one Redis holding all the keys would
+// give.
+func TestPassthroughFansOut(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	admin := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, AllowAdmin: true}))
+	want := map[string]bool{}
+	owners := map[string]bool{}
+	for i := range 40 {
+		k := "fo:" + strconv.Itoa(i)
+		want[k] = true
+		n, err := c.Primary(context.Background(), slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[n.Addr] = true
+		if got := conn.do("SET", k, "v"); got != "+OK\r\n" {
+			t.Fatalf("SET %s: %q", k, got)
+		}
+	}
+	conn.do("RPUSH", "fo:list", "x")
+	if len(owners) < 3 {
+		t.Fatalf("the keys are on %d primaries; the test needs all 3", len(owners))
+	}
+	// sluice's own keys (its heartbeat) count too: sum the primaries'. The
+	// heartbeat may write between the two readings: try a few times.
+	dbsize := func() (got, want string) {
+		var total int
+		for _, n := range c.Nodes {
+			size, err := n.Do(context.Background(), "DBSIZE").AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += int(size)
+		}
+		if total < 41 {
+			t.Fatalf("the primaries hold %d keys, want at least 41", total)
+		}
+		return conn.do("DBSIZE"), ":" + strconv.Itoa(total) + "\r\n"
+	}
+	for i := 0; ; i++ {
+		got, want := dbsize()
+		if got == want {
+			break
+		}
+		if i == 3 {
+			t.Errorf("DBSIZE: %q, want %q, the primaries' sum", got, want)
+			break
+		}
+	}
+	keysOf := func(arr string) map[string]bool {
+		elems := map[string]bool{}
+		lines := strings.Split(arr, "\r\n")
+		for i := 1; i+1 < len(lines); i += 2 {
+			elems[lines[i+1]] = true
+		}
+		return elems
+	}
+	if got := keysOf(conn.do("KEYS", "fo:?")); len(got) != 10 {
+		t.Errorf("KEYS fo:?: %d keys (%v), want 10", len(got), got)
+	}
+	// SCAN visits every primary, then answers cursor 0.
+	seen := map[string]bool{}
+	cursor, pages := "0", 0
+	for {
+		got := conn.do("SCAN", cursor, "MATCH", "fo:*", "COUNT", "7", "TYPE", "string")
+		pages++
+		head, rest, ok := strings.Cut(strings.TrimPrefix(got, "*2\r\n"), "\r\n")
+		if !ok || !strings.HasPrefix(head, "$") {
+			t.Fatalf("SCAN %s: %q", cursor, got)
+		}
+		cursor, rest, _ = strings.Cut(rest, "\r\n")
+		for k := range keysOf(rest) {
+			seen[k] = true
+		}
+		if cursor == "0" || pages > 1000 {
+			break
+		}
+	}
+	if len(seen) != len(want) || seen["fo:list"] {
+		t.Errorf("SCAN saw %d keys in %d pages, want the %d strings", len(seen), pages, len(want))
+	}
+	if got := conn.do("SCAN", "255"); got != "-ERR invalid cursor\r\n" {
+		t.Errorf("SCAN of a cursor no primary has: %q", got)
+	}
+	if got := conn.do("RANDOMKEY"); !strings.HasPrefix(got, "$") || got == "$-1\r\n" {
+		t.Errorf("RANDOMKEY: %q, want a key", got)
+	}
+	// A script loaded through sluice runs by EVALSHA on every primary.
+	sha := conn.do("SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])")
+	if !strings.HasPrefix(sha, "$40\r\n") {
+		t.Fatalf("SCRIPT LOAD: %q", sha)
+	}
+	sha = strings.Split(sha, "\r\n")[1]
+	if got := conn.do("SCRIPT", "EXISTS", sha, "0000000000000000000000000000000000000000"); got != "*2\r\n:1\r\n:0\r\n" {
+		t.Errorf("SCRIPT EXISTS: %q", got)
+	}
+	for k := range want {
+		if got := conn.do("EVALSHA", sha, "1", k); got != "$1\r\nv\r\n" {
+			t.Errorf("EVALSHA on %s: %q", k, got)
+		}
+	}
+	// Commands that change every primary need --allow-admin.
+	if got := conn.do("FLUSHALL"); !strings.Contains(got, "only with --allow-admin") {
+		t.Errorf("FLUSHALL without --allow-admin: %q", got)
+	}
+	if got := admin.do("FLUSHALL"); got != "+OK\r\n" {
+		t.Errorf("FLUSHALL with --allow-admin: %q", got)
+	}
+	// (sluice's heartbeat may write its key again at any time: count ours.)
+	exists := []string{"EXISTS", "fo:list"}
+	for k := range want {
+		exists = append(exists, k)
+	}
+	if got := conn.do(exists...); got != ":0\r\n" {
+		t.Errorf("EXISTS of every key after FLUSHALL: %q", got)
+	}
+	if got := admin.do("CONFIG", "GET", "maxmemory-policy"); !strings.HasPrefix(got, "*2\r\n$16\r\nmaxmemory-policy\r\n") {
+		t.Errorf("CONFIG GET: %q", got)
 	}
 }

@@ -39,6 +39,9 @@ type Config struct {
 	// Forwarder takes every command sluice does not answer itself to the
 	// cluster; nil answers them as unknown (the embedded backend).
 	Forwarder Forwarder
+	// AllowAdmin forwards commands that change every primary (FLUSHALL,
+	// CONFIG SET, SCRIPT FLUSH, ...); without it they are refused.
+	AllowAdmin bool
 	// Backend names the decider in INFO ("embedded", "cluster").
 	Backend string
 	// Version is reported by INFO and HELLO; "" means "dev".

@@ -8,8 +8,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +88,27 @@ func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte,
 		}
 		c.backend(addr).send(f)
 	}
+}
+
+// Primaries are the first slot of each primary, ordered by the primaries'
+// addresses, so that the order holds while the slot map does.
+func (c *Cluster) Primaries() []int {
+	t := c.topo.Load()
+	if t == nil {
+		return nil
+	}
+	first := map[*shard]int{}
+	for sl, s := range t.owners {
+		if _, ok := first[s]; s != nil && !ok {
+			first[s] = sl
+		}
+	}
+	shards := slices.SortedFunc(maps.Keys(first), func(a, b *shard) int { return strings.Compare(a.addr, b.addr) })
+	slots := make([]int, len(shards))
+	for i, s := range shards {
+		slots[i] = first[s]
+	}
+	return slots
 }
 
 // addrOf is the primary that owns sl, "" without a slot map.

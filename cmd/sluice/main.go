@@ -46,6 +46,7 @@ type options struct {
 	logFormat string
 	pprof     string
 	announce  string
+	admin     bool
 	loops     int
 	// flushDelay lets the writer to each shard wait a moment after a write
 	// so that concurrent clients' commands share the next one.
@@ -80,6 +81,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets per hot key, at most 16; 0 means one per primary")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
 	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
+	fs.BoolVar(&o.admin, "allow-admin", false, "forward commands that change every primary (FLUSHALL, FLUSHDB, CONFIG SET|RESETSTAT|GET, SCRIPT FLUSH); refused without it")
 	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the listen address")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	var envErr error
@@ -222,7 +224,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return 1
 	}
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
-		Logger: log, Loops: o.loops, Announce: o.announce})
+		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),

@@ -1,0 +1,122 @@
+package proxy
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-rl/sluice/router"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
+)
+
+// fanOut is a command without keys that concerns every primary: sent to
+// each (or, for one, to any), its replies merged as one Redis would answer.
+type fanOut struct {
+	how   merge
+	admin bool // only with Config.AllowAdmin: it changes every primary
+	one   bool // any one primary answers for all
+}
+
+var fanOuts = map[string]fanOut{
+	"dbsize":           {how: mergeSum},
+	"keys":             {how: mergeConcat},
+	"randomkey":        {how: mergeAnyValue},
+	"scan":             {how: mergeScan},
+	"script|load":      {how: mergeSame},
+	"script|exists":    {how: mergeAnd},
+	"script|flush":     {how: mergeSame, admin: true},
+	"flushdb":          {how: mergeSame, admin: true},
+	"flushall":         {how: mergeSame, admin: true},
+	"config|set":       {how: mergeSame, admin: true},
+	"config|resetstat": {how: mergeSame, admin: true},
+	"config|get":       {how: mergeNone, admin: true, one: true},
+}
+
+var errNoPrimaries = errors.New("CLUSTERDOWN sluice has no slot map of the cluster yet")
+
+// fanOut queues a command for every primary.
+func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, fo fanOut) error {
+	if fo.admin && !s.cfg.AllowAdmin {
+		return errors.New("sluice forwards '" + strings.ToUpper(strings.ReplaceAll(spec.Name, "|", " ")) +
+			"' only with --allow-admin: it changes every primary")
+	}
+	primaries := s.cfg.Forwarder.Primaries()
+	if len(primaries) == 0 {
+		return errNoPrimaries
+	}
+	it := fwdItem{first: len(r.fwd), how: fo.how}
+	switch {
+	case fo.how == mergeScan:
+		cur, node, err := scanCursor(args[1], len(primaries))
+		if err != nil {
+			return err
+		}
+		part := append([][]byte{args[0], strconv.AppendUint(nil, cur, 10)}, args[2:]...)
+		r.fwd = append(r.fwd, router.Forward{Slot: primaries[node], Cmd: router.AppendCommand(nil, part)})
+		it.node, it.nodes = node, len(primaries)
+	case fo.one:
+		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args)})
+	default:
+		cmd := router.AppendCommand(nil, args)
+		for _, sl := range primaries {
+			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
+		}
+	}
+	it.n = len(r.fwd) - it.first
+	it.left = it.n
+	for range it.n {
+		r.partOf = append(r.partOf, len(r.items))
+	}
+	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
+	c.q = append(c.q, slot{state: slotWaiting})
+	r.items = append(r.items, it)
+	return nil
+}
+
+// A SCAN cursor of sluice's carries the primary being scanned in its low
+// scanNodeBits and that primary's own cursor above them. Cursor 0 starts
+// at the first primary; each primary's last page leads to the next one's
+// first. A slot map that changes during a scan may make it miss or repeat
+// keys (Redis's own guarantee holds per primary).
+const scanNodeBits = 8
+
+func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {
+	v, perr := strconv.ParseUint(string(b), 10, 64)
+	if perr != nil {
+		return 0, 0, errors.New("invalid cursor")
+	}
+	node = int(v & (1<<scanNodeBits - 1))
+	if node >= primaries {
+		return 0, 0, errors.New("invalid cursor")
+	}
+	return v >> scanNodeBits, node, nil
+}
+
+// scanReply makes a primary's SCAN page sluice's: the same keys, with a
+// cursor that says where to go on.
+func (it *fwdItem) scanReply(p []byte) []byte {
+	elems, ok := elements(p)
+	if !ok || len(elems) != 2 || len(elems[0]) < 4 || elems[0][0] != '$' {
+		return unexpected(p)
+	}
+	e := elems[0]
+	start := strings.IndexByte(string(e), '\n') + 1
+	cur, err := strconv.ParseUint(string(e[start:len(e)-2]), 10, 64)
+	if err != nil {
+		return unexpected(p)
+	}
+	var next uint64
+	switch {
+	case cur >= 1<<(64-scanNodeBits):
+		return []byte("-ERR sluice: a primary's SCAN cursor is too large to carry\r\n")
+	case cur != 0:
+		next = cur<<scanNodeBits | uint64(it.node)
+	case it.node+1 < it.nodes:
+		next = uint64(it.node + 1)
+	}
+	text := strconv.AppendUint(nil, next, 10)
+	out := appendArrayHeader(nil, 2)
+	out = append(strconv.AppendInt(append(out, '$'), int64(len(text)), 10), '\r', '\n')
+	out = append(append(out, text...), '\r', '\n')
+	return append(out, elems[1]...)
+}
