@@ -33,15 +33,15 @@ type Forwarder interface {
 type merge uint8
 
 const (
-	mergeNone  merge = iota // not split: the one part's reply
-	mergeArray              // MGET: each part's elements back in key order
-	mergeSum                // DEL, UNLINK, EXISTS, TOUCH: integers summed
-	mergeOK                 // MSET: +OK once every part is
-	mergeConcat             // KEYS: every primary's elements
-	mergeSame               // SCRIPT LOAD, FLUSHALL: the one reply all primaries gave
-	mergeAnd                // SCRIPT EXISTS: 1 where every primary says 1
-	mergeAnyValue           // RANDOMKEY: the first primary's that is not nil
-	mergeScan               // SCAN: one primary's page, its cursor made sluice's
+	mergeNone     merge = iota // not split: the one part's reply
+	mergeArray                 // MGET: each part's elements back in key order
+	mergeSum                   // DEL, UNLINK, EXISTS, TOUCH: integers summed
+	mergeOK                    // MSET: +OK once every part is
+	mergeConcat                // KEYS: every primary's elements
+	mergeSame                  // SCRIPT LOAD, FLUSHALL: the one reply all primaries gave
+	mergeAnd                   // SCRIPT EXISTS: 1 where every primary says 1
+	mergeAnyValue              // RANDOMKEY: the first primary's that is not nil
+	mergeScan                  // SCAN: one primary's page, its cursor made sluice's
 )
 
 // splits are the multi-key commands sluice splits per slot, as the
@@ -91,7 +91,10 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	if fo, ok := fanOuts[spec.Name]; ok {
 		return s.fanOut(c, r, spec, args, fo)
 	}
-	if err := refused(spec, args); err != nil {
+	if ok, err := s.transaction(c, r, spec.Name); ok {
+		return err
+	}
+	if err := refused(spec); err != nil {
 		return err
 	}
 	keys, err := spec.Keys(nil, args)
@@ -190,10 +193,17 @@ func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) (int
 }
 
 // refused says why sluice does not forward a command, or nil.
-func refused(spec *cmdspec.Spec, args [][]byte) error {
+func refused(spec *cmdspec.Spec) error {
+	if spec.Has("blocking") {
+		return fmt.Errorf("sluice does not forward blocking commands yet ('%s')", spec.Name)
+	}
+	return refusedInMulti(spec)
+}
+
+// refusedInMulti says why sluice does not forward a command, even in a
+// transaction (where blocking commands do not block), or nil.
+func refusedInMulti(spec *cmdspec.Spec) error {
 	switch spec.Name {
-	case "multi", "exec", "discard", "watch", "unwatch":
-		return errors.New("sluice does not forward transactions yet")
 	case "wait", "waitaof":
 		return errors.New("sluice does not forward WAIT: it would wait on a connection shared by other clients")
 	case "auth":
@@ -202,8 +212,6 @@ func refused(spec *cmdspec.Spec, args [][]byte) error {
 	switch {
 	case spec.Has("admin"):
 		return fmt.Errorf("sluice does not forward administration commands ('%s')", spec.Name)
-	case spec.Has("blocking"):
-		return fmt.Errorf("sluice does not forward blocking commands yet ('%s')", spec.Name)
 	case spec.Has("pubsub"):
 		return fmt.Errorf("sluice does not forward pub/sub yet ('%s')", spec.Name)
 	}

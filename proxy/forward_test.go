@@ -203,7 +203,7 @@ func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
 	// Refused with a clear error, and the connection goes on.
 	for _, cmd := range [][]string{
 		{"BLPOP", "sp:l", "1"},
-		{"MULTI"},
+		{"WATCH", "sp:a"},
 		{"MONITOR"},
 		{"DEBUG", "SLEEP", "0"},
 		{"SUBSCRIBE", "ch"},
@@ -276,6 +276,15 @@ func TestPassthroughFollowsAMovedSlot(t *testing.T) {
 	if err := c.MoveSlot(ctx, slot.Of(key), to); err != nil {
 		t.Fatal(err)
 	}
+	// A transaction sent to the old owner is discarded there (its
+	// commands answer MOVED) and runs on the new one.
+	conn.send([]string{"MULTI"}, []string{"GET", key}, []string{"APPEND", key, "w"}, []string{"EXEC"})
+	for i, want := range []string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "*2\r\n$1\r\nv\r\n:2\r\n"} {
+		if got := conn.read(); got != want {
+			t.Fatalf("transaction after the move, reply %d: %q, want %q", i, got, want)
+		}
+	}
+	conn.do("SET", key, "v")
 	for i := range 20 {
 		if got := conn.do("GET", key); got != "$1\r\nv\r\n" {
 			t.Fatalf("GET %d after the move: %q, want the value", i, got)
@@ -404,5 +413,76 @@ func TestPassthroughFansOut(t *testing.T) {
 	}
 	if got := admin.do("CONFIG", "GET", "maxmemory-policy"); !strings.HasPrefix(got, "*2\r\n$16\r\nmaxmemory-policy\r\n") {
 		t.Errorf("CONFIG GET: %q", got)
+	}
+}
+
+// TestPassthroughTransactions runs transactions through sluice and the
+// same ones on a connection to the primary that owns their slot: the
+// replies must be the same bytes, EXECABORT and errors included.
+func TestPassthroughTransactions(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		// The same commands on keys of the same length, another tag each.
+		tag, other := "{tx"+strconv.Itoa(-loops)+"}", "{ty"+strconv.Itoa(-loops)+"}"
+		node, err := c.Primary(context.Background(), slot.Of(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		straight := dialRaw(t, node.Addr)
+		for _, script := range [][][]string{
+			{{"MULTI"}, {"SET", "%a", "1"}, {"INCR", "%n"}, {"GET", "%a"}, {"PING"}, {"ECHO", "e"}, {"EXEC"}},
+			{{"MULTI"}, {"SET", "%a", "x"}, {"INCR", "%a"}, {"GET", "%a"}, {"EXEC"}},
+			{{"MULTI"}, {"SET", "%a", "1"}, {"NOSUCH"}, {"EXEC"}, {"GET", "%a"}},
+			{{"MULTI"}, {"GET"}, {"SET", "%a", "2"}, {"EXEC"}},
+			{{"MULTI"}, {"WATCH", "%a"}, {"EXEC"}},
+			{{"EXEC"}, {"DISCARD"}, {"MULTI"}, {"MULTI"}, {"SET", "%a", "3"}, {"DISCARD"}, {"GET", "%a"}},
+			{{"MULTI"}, {"EXEC"}},
+			{{"MULTI"}, {"BLPOP", "%l", "0"}, {"RPUSH", "%l", "v"}, {"EXEC"}},
+		} {
+			on := func(tag string) [][]string {
+				var cmds [][]string
+				for _, cmd := range script {
+					args := make([]string, len(cmd))
+					for i, a := range cmd {
+						args[i] = strings.ReplaceAll(a, "%", tag)
+					}
+					cmds = append(cmds, args)
+				}
+				return cmds
+			}
+			// Through sluice in one pipeline, straight one by one.
+			cmds, mirror := on(tag), on(other)
+			through.send(cmds...)
+			for i, cmd := range cmds {
+				got := through.read()
+				want := strings.ReplaceAll(straight.do(mirror[i]...), other, tag)
+				if got != want {
+					t.Errorf("loops %d, %q in %q: through sluice %q, from the node %q", loops, cmd, script, got, want)
+				}
+			}
+		}
+	}
+	// What a cluster refuses: keys of two slots, and sluice's own commands.
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	for _, step := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"SET", "{a}x", "1"}, "+QUEUED\r\n"},
+		{[]string{"SET", "{b}x", "1"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{[]string{"GET", "{a}x"}, "$-1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"THROTTLE", "k", "10", "1", "1s"}, "-ERR sluice cannot run 'throttle' inside a transaction\r\n"},
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{[]string{"WATCH", "k"}, "-ERR sluice does not forward WATCH yet: it would need a connection of the client's own\r\n"},
+		{[]string{"UNWATCH"}, "+OK\r\n"},
+	} {
+		if got := conn.do(step.cmd...); got != step.want {
+			t.Errorf("%q: got %q, want %q", step.cmd, got, step.want)
+		}
 	}
 }

@@ -220,6 +220,7 @@ type client struct {
 	closing bool     // after QUIT, a protocol error or EOF: nothing more is read
 	gone    bool     // closed: decisions still in flight are dropped
 	fd      *fdConn  // its socket's state when an event loop serves it
+	multi   *txn     // after MULTI: the commands queued for EXEC
 }
 
 // newClient counts a connection that has begun and names it.
@@ -351,7 +352,12 @@ func (r *round) reset() {
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	s.stats.commands.Add(1)
 	cmd, err := lookup(args)
-	if cmd == nil && s.cfg.Forwarder != nil {
+	if c.multi != nil && cmd != quitCommand {
+		if err = s.queue(c, r, cmd, args); err == nil {
+			return true
+		}
+		cmd = nil
+	} else if cmd == nil && s.cfg.Forwarder != nil {
 		err = s.forward(c, r, args)
 		if err == nil {
 			return true

@@ -30,6 +30,10 @@ import (
 type Forward struct {
 	Slot int
 	Cmd  []byte
+	// Replies is how many replies Cmd gets when it is several commands
+	// (a transaction: MULTI, its commands, EXEC); the last one is the
+	// answer. 0 means 1.
+	Replies int
 }
 
 // AnySlot routes a keyless command to a primary of sluice's choosing.
@@ -77,7 +81,7 @@ func (c *Cluster) readCommands(ctx context.Context) {
 func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	topo := c.topo.Load()
 	for i := range cmds {
-		f := &forwarded{c: c, cmd: cmds[i].Cmd, done: func(r []byte) {
+		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), done: func(r []byte) {
 			replies[i] = r
 			done([]int{i})
 		}}
@@ -162,12 +166,20 @@ type forwarded struct {
 	cmd       []byte
 	asking    bool // send ASKING first: the slot is being imported there
 	redirects int
+	replies   int    // how many replies cmd gets
+	expect    int    // replies still to come, ASKING's included
+	redirect  []byte // a MOVED or ASK among a transaction's replies
 	sentAt    time.Time
 	done      func(reply []byte)
 }
 
 // answer hands the command's reply back, after following a redirect.
 func (f *forwarded) answer(r []byte) {
+	if f.redirect != nil {
+		// A command of a transaction was redirected: the node discarded
+		// the whole transaction, which goes where that command went.
+		r, f.redirect = f.redirect, nil
+	}
 	if moved, ask := isRedirectReply(r); (moved || ask) && f.redirects < maxRedirects {
 		if addr, ok := redirectAddr(r); ok {
 			f.redirects++
@@ -288,6 +300,10 @@ func (b *backend) write() {
 		}
 		for _, f := range b.queue {
 			f.sentAt = now
+			f.expect = f.replies
+			if f.asking {
+				f.expect++
+			}
 		}
 		b.sent = append(b.sent, b.queue...)
 		clear(b.queue)
@@ -308,7 +324,6 @@ func (b *backend) write() {
 // read matches replies to the commands sent, in order.
 func (b *backend) read(conn net.Conn) {
 	br := bufio.NewReaderSize(conn, 16<<10)
-	askingOK := false // the ASKING before the first sent command was answered
 	for {
 		r, err := reply.Read(br, nil)
 		if err != nil {
@@ -322,12 +337,14 @@ func (b *backend) read(conn net.Conn) {
 			return
 		}
 		f := b.sent[0]
-		if f.asking && !askingOK {
-			askingOK = true
+		if f.expect--; f.expect > 0 {
+			// ASKING's +OK, or a transaction's +OK and +QUEUED.
+			if moved, ask := isRedirectReply(r); (moved || ask) && f.redirect == nil {
+				f.redirect = r
+			}
 			b.mu.Unlock()
 			continue
 		}
-		askingOK = false
 		b.sent[0] = nil
 		b.sent = b.sent[1:]
 		if len(b.sent) > 0 {

@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-rl/sluice/router"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
+	hashslot "github.com/sluice-rl/sluice/router/slot"
+)
+
+// A transaction (MULTI ... EXEC) is queued in sluice, checked as Redis
+// Cluster checks it (every key in one slot), and sent at EXEC as one
+// block, MULTI, the commands and EXEC, to the primary of that slot. The
+// node runs it atomically; the client gets EXEC's reply. No connection is
+// pinned to the client meanwhile, which is why WATCH, whose effect lasts
+// between a client's round trips, is not forwarded yet.
+type txn struct {
+	slot  int    // of its keys; router.AnySlot while none
+	cmds  []byte // the queued commands, encoded
+	n     int    // how many
+	dirty bool   // a command was refused: EXEC answers EXECABORT
+}
+
+// maxQueued bounds the bytes one client may queue in a transaction: they
+// are held in sluice until EXEC.
+const maxQueued = 64 << 20
+
+var (
+	errNested      = errors.New("ERR MULTI calls can not be nested")
+	errExecNoMulti = errors.New("ERR EXEC without MULTI")
+	errDiscard     = errors.New("ERR DISCARD without MULTI")
+	errWatchInside = errors.New("ERR WATCH inside MULTI is not allowed")
+	errExecAbort   = errors.New("EXECABORT Transaction discarded because of previous errors.")
+	errNoMulti     = errors.New("Command not allowed inside a transaction")
+	errWatch       = errors.New("sluice does not forward WATCH yet: it would need a connection of the client's own")
+)
+
+// transaction answers MULTI, EXEC, DISCARD, WATCH and UNWATCH outside a
+// transaction. It reports false for other commands.
+func (s *Server) transaction(c *client, r *round, name string) (bool, error) {
+	switch name {
+	case "multi":
+		c.multi = &txn{slot: router.AnySlot}
+		s.replyNow(c, "+OK\r\n")
+	case "exec":
+		return true, errExecNoMulti
+	case "discard":
+		return true, errDiscard
+	case "watch":
+		return true, errWatch
+	case "unwatch":
+		s.replyNow(c, "+OK\r\n") // nothing is watched
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// queue takes a command inside MULTI: EXEC and DISCARD end the
+// transaction, anything else is checked and queued, or refused (which
+// makes EXEC abort, as in Redis).
+func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
+	t := c.multi
+	name := lowerName(args[0])
+	switch name {
+	case "exec":
+		c.multi = nil
+		switch {
+		case t.dirty:
+			return errExecAbort
+		case t.n == 0:
+			s.replyNow(c, "*0\r\n")
+			return nil
+		}
+		block := append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
+		s.forwardOne(c, r, router.Forward{Slot: t.slot, Cmd: block, Replies: t.n + 2})
+		return nil
+	case "discard":
+		c.multi = nil
+		s.replyNow(c, "+OK\r\n")
+		return nil
+	case "multi":
+		return errNested // as in Redis, the transaction goes on
+	case "watch":
+		return errWatchInside
+	}
+	err := s.queueable(t, cmd, name, args)
+	if err == nil && len(t.cmds) > maxQueued {
+		err = fmt.Errorf("sluice: a transaction may queue at most %d MiB", maxQueued>>20)
+	}
+	if err != nil {
+		t.dirty = true
+		return err
+	}
+	t.cmds = router.AppendCommand(t.cmds, args)
+	t.n++
+	s.replyNow(c, "+QUEUED\r\n")
+	return nil
+}
+
+// queueable checks a command for t, and moves t to its keys' slot.
+func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) error {
+	if cmd != nil && name != "ping" && name != "echo" {
+		// sluice's own (THROTTLE, CLIENT, INFO, ...): not the node's to run.
+		return fmt.Errorf("sluice cannot run '%s' inside a transaction", name)
+	}
+	specs := s.cfg.Forwarder.Commands()
+	if specs == nil {
+		return errNoTable
+	}
+	spec, err := cmdspec.Lookup(specs, args)
+	if err != nil {
+		return err
+	}
+	if spec.Has("no_multi") {
+		return errNoMulti
+	}
+	if _, ok := fanOuts[spec.Name]; ok {
+		return fmt.Errorf("sluice cannot run '%s' inside a transaction: it concerns every primary", spec.Name)
+	}
+	if err := refusedInMulti(spec); err != nil {
+		return err
+	}
+	keys, err := spec.Keys(nil, args)
+	if err != nil {
+		return fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
+	}
+	for _, k := range keys {
+		sl := hashslot.Of(string(args[k]))
+		if t.slot == router.AnySlot {
+			t.slot = sl
+		} else if sl != t.slot {
+			return errCrossSlot
+		}
+	}
+	return nil
+}
+
+// forwardOne queues one forwarded command as the client's next reply.
+func (s *Server) forwardOne(c *client, r *round, f router.Forward) {
+	r.partOf = append(r.partOf, len(r.items))
+	r.items = append(r.items, fwdItem{to: target{c: c, seq: c.base + uint64(len(c.q))}, first: len(r.fwd), n: 1, left: 1})
+	r.fwd = append(r.fwd, f)
+	c.q = append(c.q, slot{state: slotWaiting})
+}
+
+// replyNow renders a reply sluice gives at once, in c's order.
+func (s *Server) replyNow(c *client, reply string) {
+	w := c.writer()
+	mark := len(w.b)
+	w.b = append(w.b, reply...)
+	c.wrote(w, mark)
+}
+
+func lowerName(b []byte) string {
+	if len(b) > 16 {
+		return ""
+	}
+	var buf [16]byte
+	for i, ch := range b {
+		if ch >= 'A' && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return string(buf[:len(b)])
+}
