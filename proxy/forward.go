@@ -129,7 +129,12 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 			}
 		}
 		if one {
-			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args)})
+			f := router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args)}
+			if spec.Has("blocking") {
+				f.Blocked = &router.Blocked{}
+				c.blocked = append(c.blocked, f.Blocked)
+			}
+			r.fwd = append(r.fwd, f)
 			break
 		}
 		sp, ok := splits[spec.Name]
@@ -194,15 +199,6 @@ func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) (int
 
 // refused says why sluice does not forward a command, or nil.
 func refused(spec *cmdspec.Spec) error {
-	if spec.Has("blocking") {
-		return fmt.Errorf("sluice does not forward blocking commands yet ('%s')", spec.Name)
-	}
-	return refusedInMulti(spec)
-}
-
-// refusedInMulti says why sluice does not forward a command, even in a
-// transaction (where blocking commands do not block), or nil.
-func refusedInMulti(spec *cmdspec.Spec) error {
 	switch spec.Name {
 	case "wait", "waitaof":
 		return errors.New("sluice does not forward WAIT: it would wait on a connection shared by other clients")

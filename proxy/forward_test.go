@@ -202,7 +202,6 @@ func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
 	}
 	// Refused with a clear error, and the connection goes on.
 	for _, cmd := range [][]string{
-		{"BLPOP", "sp:l", "1"},
 		{"WATCH", "sp:a"},
 		{"MONITOR"},
 		{"DEBUG", "SLEEP", "0"},
@@ -484,5 +483,81 @@ func TestPassthroughTransactions(t *testing.T) {
 		if got := conn.do(step.cmd...); got != step.want {
 			t.Errorf("%q: got %q, want %q", step.cmd, got, step.want)
 		}
+	}
+}
+
+// TestPassthroughBlockingCommands waits in BLPOP through sluice while
+// other clients go on, and a push through sluice wakes it; a client that
+// goes away stops its wait at the node; --max-blocking bounds the waits.
+func TestPassthroughBlockingCommands(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, MaxBlocking: 2})
+	t.Cleanup(r.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for r.Commands() == nil && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		list := "bl:" + strconv.Itoa(-loops)
+		waiter, other := dialRaw(t, addr), dialRaw(t, addr)
+		waiter.send([]string{"BLPOP", list, "0"})
+		// The wait holds up no one: the other client's commands, on the
+		// same node and others, are answered meanwhile.
+		for i := range 20 {
+			k := list + ":" + strconv.Itoa(i)
+			if got := other.do("SET", k, "v"); got != "+OK\r\n" {
+				t.Fatalf("SET while a BLPOP waits: %q", got)
+			}
+		}
+		if got := other.do("RPUSH", list, "x"); got != ":1\r\n" && got != ":0\r\n" {
+			t.Fatalf("RPUSH: %q", got)
+		}
+		want := "*2\r\n$" + strconv.Itoa(len(list)) + "\r\n" + list + "\r\n$1\r\nx\r\n"
+		if got := waiter.read(); got != want {
+			t.Errorf("loops %d: BLPOP: %q, want %q", loops, got, want)
+		}
+		// A timeout answers the null array the node sends.
+		if got := waiter.do("BLPOP", list, "0.05"); got != "*-1\r\n" {
+			t.Errorf("loops %d: BLPOP that times out: %q", loops, got)
+		}
+	}
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	node, err := c.Primary(ctx, slot.Of("bl:gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := func() int {
+		list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "cmd=blpop")
+	}
+	// Two waits fill --max-blocking 2: a third is refused at once.
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	a.send([]string{"BLPOP", "bl:gone", "0"})
+	b.send([]string{"BLPOP", "bl:gone", "0"})
+	for i := 0; blocked() < 2; i++ {
+		if i == 500 {
+			t.Fatalf("%d BLPOP waiting at the node, want 2", blocked())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := dialRaw(t, addr).do("BLPOP", "bl:gone", "0"); !strings.Contains(got, "--max-blocking") {
+		t.Errorf("a third BLPOP with --max-blocking 2: %q", got)
+	}
+	// Clients that go away stop waiting at the node.
+	a.c.Close()
+	b.c.Close()
+	for i := 0; blocked() > 0; i++ {
+		if i == 500 {
+			t.Fatalf("%d BLPOP still waiting at the node 5s after their clients left", blocked())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

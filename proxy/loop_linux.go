@@ -490,6 +490,7 @@ func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
 		return 0, false
 	case n == 0:
 		c.closing = true
+		c.cancelBlocked()
 		return 0, false
 	}
 	return n, true
@@ -607,6 +608,7 @@ func (l *loop) close(c *fdConn) {
 	}
 	delete(l.conns, c.id)
 	c.gone = true
+	c.cancelBlocked()
 	l.discard(c)
 }
 

@@ -119,7 +119,7 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) err
 	if _, ok := fanOuts[spec.Name]; ok {
 		return fmt.Errorf("sluice cannot run '%s' inside a transaction: it concerns every primary", spec.Name)
 	}
-	if err := refusedInMulti(spec); err != nil {
+	if err := refused(spec); err != nil {
 		return err
 	}
 	keys, err := spec.Keys(nil, args)

@@ -221,6 +221,9 @@ type client struct {
 	gone    bool     // closed: decisions still in flight are dropped
 	fd      *fdConn  // its socket's state when an event loop serves it
 	multi   *txn     // after MULTI: the commands queued for EXEC
+	// blocked are its blocking commands sent since its replies last
+	// caught up: cancelled if it goes away while they wait.
+	blocked []*router.Blocked
 }
 
 // newClient counts a connection that has begun and names it.
@@ -444,6 +447,16 @@ func (s *Server) drain(c *client) {
 	c.held.b, c.heldOff = c.held.b[:0], 0
 	if cap(c.held.b) > keepReplies {
 		c.held.b = nil
+	}
+	clear(c.blocked)
+	c.blocked = c.blocked[:0]
+}
+
+// cancelBlocked gives up the blocking commands c still waits for: it went
+// away, as Redis unblocks a client whose connection closes.
+func (c *client) cancelBlocked() {
+	for _, b := range c.blocked {
+		b.Cancel()
 	}
 }
 

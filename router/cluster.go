@@ -58,6 +58,9 @@ type ClusterConfig struct {
 	// HotCooldown is how long a hot key must stay under the threshold (a
 	// declared one: unasked) before it is one bucket again; 0 means 10s.
 	HotCooldown time.Duration
+	// MaxBlocking bounds the blocking commands (BLPOP, XREAD BLOCK, ...)
+	// waiting at once, each on a connection of its own; 0 means 1000.
+	MaxBlocking int
 	// ForwardTimeout bounds how long a node may hold an ordinary command
 	// forwarded to it; 0 means 10s. Past it the node's connection is
 	// closed and its commands answered an error.
@@ -90,9 +93,11 @@ type Cluster struct {
 	share  atomic.Uint64 // float64 bits of the local share in use
 	live   atomic.Int64  // sluice instances counted by the last heartbeat
 
-	mu       sync.Mutex          // guards shards and backends
-	shards   map[string]*shard   // by primary address, kept across topologies
-	backends map[string]*backend // forwarding connections, by node address
+	mu       sync.Mutex            // guards shards, backends and idle
+	shards   map[string]*shard     // by primary address, kept across topologies
+	backends map[string]*backend   // forwarding connections, by node address
+	idle     map[string][]idleConn // connections for blocking commands, between uses
+	blocking atomic.Int64          // blocking commands in flight
 
 	commands atomic.Pointer[map[string]*command.Spec] // the cluster's command table
 
@@ -140,6 +145,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		id:        newID(),
 		shards:    map[string]*shard{},
 		backends:  map[string]*backend{},
+		idle:      map[string][]idleConn{},
 		done:      make(chan struct{}),
 	}
 	if c.log == nil {

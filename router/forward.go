@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"slices"
@@ -34,6 +35,47 @@ type Forward struct {
 	// (a transaction: MULTI, its commands, EXEC); the last one is the
 	// answer. 0 means 1.
 	Replies int
+	// Blocked, when set, sends the command on a connection of its own: it
+	// may wait at the node (BLPOP, XREAD BLOCK, ...), which must not hold
+	// up the commands of other clients behind it.
+	Blocked *Blocked
+}
+
+// Blocked is a blocking command in flight on a connection of its own.
+// Cancel gives up on it (its caller went away): the connection is closed,
+// which ends the wait at the node, and the command is answered an error.
+type Blocked struct {
+	mu       sync.Mutex // guards conn and canceled
+	conn     net.Conn
+	canceled bool
+}
+
+// Cancel ends the blocking command's wait, if it is still waiting.
+func (b *Blocked) Cancel() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.canceled = true
+	if b.conn != nil {
+		b.conn.Close()
+	}
+}
+
+// use records the connection the command waits on; false if it was
+// cancelled already.
+func (b *Blocked) use(conn net.Conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.conn = conn
+	return !b.canceled
+}
+
+// release forgets the connection once the reply is in, and reports
+// whether the connection may serve another blocking command.
+func (b *Blocked) release() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.conn = nil
+	return !b.canceled
 }
 
 // AnySlot routes a keyless command to a primary of sluice's choosing.
@@ -81,7 +123,7 @@ func (c *Cluster) readCommands(ctx context.Context) {
 func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	topo := c.topo.Load()
 	for i := range cmds {
-		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), done: func(r []byte) {
+		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, done: func(r []byte) {
 			replies[i] = r
 			done([]int{i})
 		}}
@@ -90,8 +132,113 @@ func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte,
 			f.answer(errReply("CLUSTERDOWN sluice has no slot map of the cluster yet"))
 			continue
 		}
-		c.backend(addr).send(f)
+		c.sendTo(addr, f)
 	}
+}
+
+// sendTo sends f to the node at addr: on the node's shared connection, or
+// on one of its own when it may block.
+func (c *Cluster) sendTo(addr string, f *forwarded) {
+	if f.blocked != nil {
+		go c.sendBlocking(addr, f)
+		return
+	}
+	c.backend(addr).send(f)
+}
+
+// maxBlocking is ClusterConfig.MaxBlocking with its default.
+func (c *Cluster) maxBlocking() int64 {
+	if c.cfg.MaxBlocking > 0 {
+		return int64(c.cfg.MaxBlocking)
+	}
+	return 1000
+}
+
+// idleBlocking is how many connections for blocking commands a node keeps
+// between uses.
+const idleBlocking = 8
+
+// sendBlocking runs f on a connection of its own, from the node's idle
+// ones or a new one, and keeps the connection for the next blocking
+// command if it is still sound.
+func (c *Cluster) sendBlocking(addr string, f *forwarded) {
+	if c.blocking.Add(1) > c.maxBlocking() {
+		c.blocking.Add(-1)
+		f.done(errReply(fmt.Sprintf("ERR sluice: %d blocking commands are waiting already (--max-blocking)", c.maxBlocking())))
+		return
+	}
+	defer c.blocking.Add(-1)
+	conn, br := c.idleConn(addr)
+	if conn == nil {
+		var err error
+		if conn, err = net.DialTimeout("tcp", addr, time.Second); err != nil {
+			fail([]*forwarded{f}, addr, err)
+			return
+		}
+		br = bufio.NewReaderSize(conn, 4<<10)
+	}
+	if !f.blocked.use(conn) {
+		conn.Close()
+		f.done(errReply("ERR sluice: the client went away"))
+		return
+	}
+	cmd := f.cmd
+	if f.asking {
+		cmd = append(slices.Clip(askingCmd), f.cmd...)
+	}
+	var r []byte
+	_, err := conn.Write(cmd)
+	for n := f.replies + btoi(f.asking); err == nil && n > 0; n-- {
+		r, err = reply.Read(br, nil)
+	}
+	if !f.blocked.release() || err != nil {
+		conn.Close()
+		if err == nil {
+			err = errors.New("cancelled")
+		}
+		fail([]*forwarded{f}, addr, err)
+		return
+	}
+	c.keepConn(addr, conn, br)
+	f.answer(r)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// idleConn takes an idle blocking connection to addr, or nil.
+func (c *Cluster) idleConn(addr string) (net.Conn, *bufio.Reader) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	idle := c.idle[addr]
+	if len(idle) == 0 {
+		return nil, nil
+	}
+	ic := idle[len(idle)-1]
+	c.idle[addr] = idle[:len(idle)-1]
+	return ic.conn, ic.br
+}
+
+// keepConn keeps a blocking connection for reuse, or closes it.
+func (c *Cluster) keepConn(addr string, conn net.Conn, br *bufio.Reader) {
+	c.mu.Lock()
+	if len(c.idle[addr]) < idleBlocking && c.ctx.Err() == nil {
+		c.idle[addr] = append(c.idle[addr], idleConn{conn, br})
+		conn = nil
+	}
+	c.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
+}
+
+type idleConn struct {
+	conn net.Conn
+	br   *bufio.Reader
 }
 
 // Primaries are the first slot of each primary, ordered by the primaries'
@@ -147,9 +294,14 @@ func (c *Cluster) backend(addr string) *backend {
 // closeBackends closes every forwarding connection.
 func (c *Cluster) closeBackends() {
 	c.mu.Lock()
-	bs := c.backends
-	c.backends = map[string]*backend{}
+	bs, idle := c.backends, c.idle
+	c.backends, c.idle = map[string]*backend{}, map[string][]idleConn{}
 	c.mu.Unlock()
+	for _, conns := range idle {
+		for _, ic := range conns {
+			ic.conn.Close()
+		}
+	}
 	for _, b := range bs {
 		b.mu.Lock()
 		conn := b.conn
@@ -166,9 +318,10 @@ type forwarded struct {
 	cmd       []byte
 	asking    bool // send ASKING first: the slot is being imported there
 	redirects int
-	replies   int    // how many replies cmd gets
-	expect    int    // replies still to come, ASKING's included
-	redirect  []byte // a MOVED or ASK among a transaction's replies
+	blocked   *Blocked // a blocking command's own connection
+	replies   int      // how many replies cmd gets
+	expect    int      // replies still to come, ASKING's included
+	redirect  []byte   // a MOVED or ASK among a transaction's replies
 	sentAt    time.Time
 	done      func(reply []byte)
 }
@@ -187,7 +340,7 @@ func (f *forwarded) answer(r []byte) {
 			if moved {
 				f.c.stale.Store(true) // the slot map is behind
 			}
-			f.c.backend(addr).send(f)
+			f.c.sendTo(addr, f)
 			return
 		}
 	}

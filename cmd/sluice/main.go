@@ -53,6 +53,7 @@ type options struct {
 	flushDelay     time.Duration
 	backendTimeout time.Duration
 	forwardTimeout time.Duration
+	maxBlocking    int
 	fallback       string
 	fallbackShare  string
 	fallbackKeys   int
@@ -73,6 +74,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.flushDelay, "backend-flush-delay", 20*time.Microsecond, "pause after each write to a shard so that more clients' commands share the next write (fewer syscalls on both sides, a little latency); 0 disables")
 	fs.DurationVar(&o.backendTimeout, "backend-timeout", 25*time.Millisecond, "bound on each call to a shard; a shard that misses it is unhealthy until a probe answers")
 	fs.DurationVar(&o.forwardTimeout, "forward-timeout", 10*time.Second, "bound on an ordinary command forwarded to a node; past it the node is taken as hung: its connection is closed and its commands answered an error")
+	fs.IntVar(&o.maxBlocking, "max-blocking", 1000, "most blocking commands (BLPOP, XREAD BLOCK, ...) waiting at once, each on a connection of its own to its node")
 	fs.StringVar(&o.fallback, "fallback", "local", "`policy` for keys of an unhealthy shard: local (in-process bucket with a share of the limit), open (allow) or closed (deny)")
 	fs.StringVar(&o.fallbackShare, "fallback-share", "auto", "share of each limit a local fallback bucket grants: auto (1/number of live sluice instances) or a fraction such as 0.25")
 	fs.IntVar(&o.fallbackKeys, "fallback-max-keys", 100000, "most local fallback buckets held at once")
@@ -116,8 +118,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if _, err := router.ParsePolicy(o.fallback); err != nil {
 		return o, fmt.Errorf("--fallback must be local, open or closed, not %q", o.fallback)
 	}
-	if o.backendTimeout <= 0 || o.forwardTimeout <= 0 || o.fallbackKeys <= 0 || o.hotCooldown <= 0 {
-		return o, errors.New("--backend-timeout, --forward-timeout, --fallback-max-keys and --hot-cooldown must be positive")
+	if o.backendTimeout <= 0 || o.forwardTimeout <= 0 || o.fallbackKeys <= 0 || o.hotCooldown <= 0 || o.maxBlocking <= 0 {
+		return o, errors.New("--backend-timeout, --forward-timeout, --fallback-max-keys, --hot-cooldown and --max-blocking must be positive")
 	}
 	if o.hotThreshold < 0 || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
 		return o, fmt.Errorf("--hot-threshold must be >= 0 and --hot-split in [0, %d]", router.MaxSplit)
@@ -184,6 +186,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			Seeds:          strings.Split(o.cluster, ","),
 			Timeout:        o.backendTimeout,
 			ForwardTimeout: o.forwardTimeout,
+			MaxBlocking:    o.maxBlocking,
 			Fallback:       policy,
 			Share:          share,
 			MaxLocalKeys:   o.fallbackKeys,
