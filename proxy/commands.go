@@ -39,6 +39,8 @@ func init() {
 			request: parseThrottle, reply: replyThrottle, counts: true},
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseCellThrottle, reply: replyCellThrottle, counts: true},
+		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,
+			request: parseGCRA, reply: replyGCRA, counts: true},
 		{name: "throttle.reset", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseReset, reply: replyReset},
 		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, local: cmdPing},
