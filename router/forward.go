@@ -35,6 +35,9 @@ type Forward struct {
 	// (a transaction: MULTI, its commands, EXEC); the last one is the
 	// answer. 0 means 1.
 	Replies int
+	// RESP3 sends the command on a connection that speaks RESP3 (HELLO
+	// 3), so that its reply is in the protocol its client chose.
+	RESP3 bool
 	// Blocked, when set, sends the command on a connection of its own: it
 	// may wait at the node (BLPOP, XREAD BLOCK, ...), which must not hold
 	// up the commands of other clients behind it.
@@ -123,7 +126,7 @@ func (c *Cluster) readCommands(ctx context.Context) {
 func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	topo := c.topo.Load()
 	for i := range cmds {
-		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, done: func(r []byte) {
+		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, resp3: cmds[i].RESP3, done: func(r []byte) {
 			replies[i] = r
 			done([]int{i})
 		}}
@@ -143,7 +146,7 @@ func (c *Cluster) sendTo(addr string, f *forwarded) {
 		go c.sendBlocking(addr, f)
 		return
 	}
-	c.backend(addr).send(f)
+	c.backend(addr, f.resp3).send(f)
 }
 
 // maxBlocking is ClusterConfig.MaxBlocking with its default.
@@ -168,14 +171,14 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 		return
 	}
 	defer c.blocking.Add(-1)
-	conn, br := c.idleConn(addr)
+	pool := poolKey(addr, f.resp3)
+	conn, br := c.idleConn(pool)
 	if conn == nil {
 		var err error
-		if conn, err = net.DialTimeout("tcp", addr, time.Second); err != nil {
+		if conn, br, err = dial(addr, f.resp3, 4<<10); err != nil {
 			fail([]*forwarded{f}, addr, err)
 			return
 		}
-		br = bufio.NewReaderSize(conn, 4<<10)
 	}
 	if !f.blocked.use(conn) {
 		conn.Close()
@@ -199,7 +202,7 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 		fail([]*forwarded{f}, addr, err)
 		return
 	}
-	c.keepConn(addr, conn, br)
+	c.keepConn(pool, conn, br)
 	f.answer(r)
 }
 
@@ -210,24 +213,24 @@ func btoi(b bool) int {
 	return 0
 }
 
-// idleConn takes an idle blocking connection to addr, or nil.
-func (c *Cluster) idleConn(addr string) (net.Conn, *bufio.Reader) {
+// idleConn takes an idle blocking connection of pool, or nil.
+func (c *Cluster) idleConn(pool string) (net.Conn, *bufio.Reader) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idle := c.idle[addr]
+	idle := c.idle[pool]
 	if len(idle) == 0 {
 		return nil, nil
 	}
 	ic := idle[len(idle)-1]
-	c.idle[addr] = idle[:len(idle)-1]
+	c.idle[pool] = idle[:len(idle)-1]
 	return ic.conn, ic.br
 }
 
 // keepConn keeps a blocking connection for reuse, or closes it.
-func (c *Cluster) keepConn(addr string, conn net.Conn, br *bufio.Reader) {
+func (c *Cluster) keepConn(pool string, conn net.Conn, br *bufio.Reader) {
 	c.mu.Lock()
-	if len(c.idle[addr]) < idleBlocking && c.ctx.Err() == nil {
-		c.idle[addr] = append(c.idle[addr], idleConn{conn, br})
+	if len(c.idle[pool]) < idleBlocking && c.ctx.Err() == nil {
+		c.idle[pool] = append(c.idle[pool], idleConn{conn, br})
 		conn = nil
 	}
 	c.mu.Unlock()
@@ -280,15 +283,53 @@ func (c *Cluster) addrOf(t *topology, sl int) string {
 
 // backend is sluice's connection to the node at addr for forwarded
 // commands, made on first use and kept.
-func (c *Cluster) backend(addr string) *backend {
+func (c *Cluster) backend(addr string, resp3 bool) *backend {
+	key := poolKey(addr, resp3)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := c.backends[addr]
+	b := c.backends[key]
 	if b == nil {
-		b = &backend{c: c, addr: addr}
-		c.backends[addr] = b
+		b = &backend{c: c, addr: addr, resp3: resp3}
+		c.backends[key] = b
 	}
 	return b
+}
+
+// poolKey names a node's connections of one protocol.
+func poolKey(addr string, resp3 bool) string {
+	if resp3 {
+		return addr + " resp3"
+	}
+	return addr
+}
+
+// hello3 switches a connection to RESP3.
+var hello3 = []byte("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
+
+// dial connects to a node, in RESP3 when asked.
+func dial(addr string, resp3 bool, bufSize int) (net.Conn, *bufio.Reader, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(conn, bufSize)
+	if resp3 {
+		conn.SetDeadline(time.Now().Add(time.Second))
+		_, err := conn.Write(hello3)
+		var r []byte
+		if err == nil {
+			r, err = reply.Read(br, nil)
+		}
+		if err == nil && (len(r) == 0 || r[0] != '%') {
+			err = fmt.Errorf("HELLO 3 answered %q", r[:min(len(r), 64)])
+		}
+		if err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
+		conn.SetDeadline(time.Time{})
+	}
+	return conn, br, nil
 }
 
 // closeBackends closes every forwarding connection.
@@ -319,6 +360,7 @@ type forwarded struct {
 	asking    bool // send ASKING first: the slot is being imported there
 	redirects int
 	blocked   *Blocked // a blocking command's own connection
+	resp3     bool     // on a RESP3 connection
 	replies   int      // how many replies cmd gets
 	expect    int      // replies still to come, ASKING's included
 	redirect  []byte   // a MOVED or ASK among a transaction's replies
@@ -379,8 +421,9 @@ func errReply(msg string) []byte { return redcon.AppendError(nil, msg) }
 // the same order, are matched to them first in, first out. A writer and a
 // reader goroutine run while there is a connection.
 type backend struct {
-	c    *Cluster
-	addr string
+	c     *Cluster
+	addr  string
+	resp3 bool // its connection speaks RESP3
 
 	mu      sync.Mutex // guards the fields below
 	conn    net.Conn   // nil until dialled, and after it broke
@@ -428,7 +471,7 @@ func (b *backend) write() {
 		}
 		if b.conn == nil {
 			b.mu.Unlock()
-			conn, err := net.DialTimeout("tcp", b.addr, time.Second)
+			conn, br, err := dial(b.addr, b.resp3, 16<<10)
 			b.mu.Lock()
 			if err != nil {
 				failed := b.queue
@@ -438,7 +481,7 @@ func (b *backend) write() {
 				return
 			}
 			b.conn = conn
-			go b.read(conn)
+			go b.read(conn, br)
 		}
 		conn, buf := b.conn, b.buf[:0]
 		for _, f := range b.queue {
@@ -475,8 +518,7 @@ func (b *backend) write() {
 }
 
 // read matches replies to the commands sent, in order.
-func (b *backend) read(conn net.Conn) {
-	br := bufio.NewReaderSize(conn, 16<<10)
+func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 	for {
 		r, err := reply.Read(br, nil)
 		if err != nil {

@@ -14,6 +14,12 @@ import (
 // forward sends one command through r and waits for its reply.
 func forward(t *testing.T, r *router.Cluster, args ...string) string {
 	t.Helper()
+	return forwardIn(t, r, false, args...)
+}
+
+// forwardIn is forward in RESP3 or RESP2.
+func forwardIn(t *testing.T, r *router.Cluster, resp3 bool, args ...string) string {
+	t.Helper()
 	bs := make([][]byte, len(args))
 	for i, a := range args {
 		bs[i] = []byte(a)
@@ -24,7 +30,7 @@ func forward(t *testing.T, r *router.Cluster, args ...string) string {
 	}
 	replies := make([][]byte, 1)
 	got := make(chan struct{})
-	r.Forward(context.Background(), []router.Forward{{Slot: sl, Cmd: router.AppendCommand(nil, bs)}}, replies,
+	r.Forward(context.Background(), []router.Forward{{Slot: sl, Cmd: router.AppendCommand(nil, bs), RESP3: resp3}}, replies,
 		func([]int) { close(got) })
 	select {
 	case <-got:
@@ -85,5 +91,28 @@ func TestForwardToAHungNode(t *testing.T) {
 	}
 	if got := forward(t, r, "GET", keys[0]); got != "$1\r\nv\r\n" {
 		t.Errorf("GET once the node is back: %q", got)
+	}
+}
+
+// A command forwarded for a RESP3 client gets the node's RESP3 reply, on
+// the shared connections and on a blocking command's own alike.
+func TestForwardInRESP3(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, r)
+	forward(t, r, "HSET", "r3:h", "f", "v")
+	for _, tc := range []struct {
+		resp3 bool
+		args  []string
+		want  string
+	}{
+		{true, []string{"HGETALL", "r3:h"}, "%1\r\n$1\r\nf\r\n$1\r\nv\r\n"},
+		{false, []string{"HGETALL", "r3:h"}, "*2\r\n$1\r\nf\r\n$1\r\nv\r\n"},
+		{true, []string{"GET", "r3:none"}, "_\r\n"},
+		{false, []string{"GET", "r3:none"}, "$-1\r\n"},
+	} {
+		if got := forwardIn(t, r, tc.resp3, tc.args...); got != tc.want {
+			t.Errorf("RESP3 %v, %q: %q, want %q", tc.resp3, tc.args, got, tc.want)
+		}
 	}
 }
