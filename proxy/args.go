@@ -35,7 +35,13 @@ func parseInt(b []byte) (int64, bool) {
 	return int64(n), true
 }
 
+// maxKeyLen bounds a bucket's key. The framing lets an ordinary command
+// carry Redis's 512 MiB arguments; a bucket's name is sluice's to keep and
+// to send with every decision, and never needs that.
+const maxKeyLen = 1 << 20
+
 var (
+	errKeyLen      = errors.New("key must be at most 1 MiB")
 	errPeriod      = errors.New("period must be a positive duration like 60, 500ms or 1h")
 	errPeriodShort = errors.New("period must be at least 1ms")
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"strings"
 	"testing"
 
@@ -80,6 +81,25 @@ func FuzzParsePeriod(f *testing.F) {
 	})
 }
 
+// The framing lets ordinary commands carry 512 MiB arguments; a bucket's
+// key stays within 1 MiB.
+func TestBucketKeysAreBounded(t *testing.T) {
+	long := bytes.Repeat([]byte("k"), maxKeyLen+1)
+	for _, key := range [][]byte{long[:maxKeyLen], long} {
+		want := error(nil)
+		if len(key) > maxKeyLen {
+			want = errKeyLen
+		}
+		for name, parse := range map[string]func([][]byte) (router.Request, error){
+			"THROTTLE": parseThrottle, "CL.THROTTLE": parseCellThrottle, "THROTTLE.RESET": parseReset,
+		} {
+			if _, err := parse([][]byte{[]byte(name), key, []byte("5"), []byte("1"), []byte("1")}); err != want {
+				t.Errorf("%s with a key of %d bytes: got %v, want %v", name, len(key), err, want)
+			}
+		}
+	}
+}
+
 func FuzzParseThrottle(f *testing.F) {
 	f.Add([]byte("k"), []byte("5"), []byte("1"), []byte("1s"), []byte("1"), true)
 	f.Add([]byte("{tag}k"), []byte("1000000"), []byte("1000000"), []byte("1s"), []byte("0"), false)
@@ -129,12 +149,13 @@ func TestFramerIgnoresChunking(t *testing.T) {
 }
 
 func newTestFramer() *framer {
-	return &framer{maxBulk: defaultMaxBulkLen, maxArgs: defaultMaxArgs, maxInline: defaultMaxInline, maxCommand: defaultMaxCommand}
+	return &framer{maxBulk: defaultMaxBulkLen, maxArgs: defaultMaxArgs, maxQuery: defaultQueryBufferLimit}
 }
 
 // FuzzFramer checks that the framer never panics, that how a stream is cut
-// into reads does not change its verdict, and that redcon can read what it
-// lets through without panicking.
+// into reads does not change its verdict, and that both serving paths read
+// the same commands from it: an event loop's split, and redcon reading
+// through a framedConn. redcon must never refuse what a framedConn hands it.
 func FuzzFramer(f *testing.F) {
 	f.Add([]byte("*1\r\n$4\r\nPING\r\n"), uint8(3))
 	f.Add([]byte("PING\r\nTHROTTLE k 1 1 1\r\n"), uint8(1))
@@ -142,6 +163,8 @@ func FuzzFramer(f *testing.F) {
 	f.Add([]byte("*99999999999\r\n"), uint8(2))
 	f.Add([]byte("*1\r\n$9223372036854775807\r\n"), uint8(5))
 	f.Add([]byte("*2\r\n$4\r\nECHO\r\n$2\r\nhixx*1\r\n$4\r\nPING\r\n"), uint8(4))
+	f.Add([]byte("*0\r\n*-1\r\n*1\r\n$4\r\nPING\r\n*-0\r\nPING\r\n"), uint8(2))
+	f.Add([]byte("ECHO \"a\\tb\" 'c\\'d' \"\"\r\n  \t \r\nECHO x\"y\r\n"), uint8(6))
 	f.Fuzz(func(t *testing.T, stream []byte, cut uint8) {
 		a := newTestFramer()
 		na, ea := a.scan(stream)
@@ -169,47 +192,135 @@ func FuzzFramer(f *testing.F) {
 				t.Fatalf("a well-formed command was refused at %d: %v", n, err)
 			}
 		}
-		// Each whole command the framer passes splits as redcon reads it.
-		f := newTestFramer()
-		for start, pos := 0, 0; pos < len(stream); {
-			k, whole, err := f.next(stream[pos:])
-			pos += k
-			if err != nil {
-				break
-			}
-			if !whole {
-				continue
-			}
-			raw := stream[start:pos]
-			start = pos
-			if raw[0] != '*' {
-				continue
-			}
-			args, ok := splitArgs(nil, raw)
-			cmd, err := redcon.Parse(raw)
-			if ok != (err == nil) || (ok && fmt.Sprintf("%q", args) != fmt.Sprintf("%q", cmd.Args)) {
-				t.Fatalf("%q: split %q, %v; redcon %q, %v", raw, args, ok, cmd.Args, err)
-			}
-		}
-		if ea != nil {
-			return
-		}
-		// Accepted whole: redcon must be able to read it without growing
-		// past it (it may still reject what the framer lets through).
-		rd := redcon.NewReader(bytes.NewReader(stream))
-		for {
-			if _, err := rd.ReadCommands(); err != nil {
-				if err != io.EOF && !isProtocolErr(err) {
-					t.Fatalf("redcon: %v", err)
-				}
-				return
-			}
+		loopCmds, loopReply := loopCommands(t, stream)
+		goCmds, goReply := redconCommands(t, stream, step)
+		if strings.Join(loopCmds, " ") != strings.Join(goCmds, " ") || loopReply != goReply {
+			t.Fatalf("a loop reads %q then answers %q; redcon through a framedConn, in reads of %d, reads %q then answers %q",
+				loopCmds, loopReply, step, goCmds, goReply)
 		}
 	})
 }
 
-func isProtocolErr(err error) bool {
-	return strings.HasPrefix(err.Error(), "Protocol error")
+// loopCommands is what an event loop takes from stream, each command's
+// arguments quoted, and the protocol error it answers, if any. Each whole
+// command splits as redcon.Parse reads it.
+func loopCommands(t *testing.T, stream []byte) ([]string, string) {
+	var cmds []string
+	f := newTestFramer()
+	for start, pos := 0, 0; pos < len(stream); {
+		k, whole, err := f.next(stream[pos:])
+		pos += k
+		if err != nil {
+			return cmds, string(appendProtocolError(nil, err.Error()))
+		}
+		if !whole {
+			continue
+		}
+		raw := stream[start:pos]
+		start = pos
+		var args [][]byte
+		ok := true
+		switch {
+		case raw[0] == '*':
+			args = splitArgs(nil, raw)
+		case !blank(raw):
+			args, ok = splitInline(nil, raw)
+		}
+		if len(args) == 0 && ok {
+			continue // ignored
+		}
+		cmd, err := redcon.Parse(raw)
+		if ok != (err == nil) || (ok && fmt.Sprintf("%q", args) != fmt.Sprintf("%q", cmd.Args)) {
+			t.Fatalf("%q: split %q, %v; redcon %q, %v", raw, args, ok, cmd.Args, err)
+		}
+		if !ok {
+			return cmds, string(appendProtocolError(nil, errUnbalancedQuotes.Error()))
+		}
+		cmds = append(cmds, fmt.Sprintf("%q", args))
+	}
+	return cmds, ""
+}
+
+// redconCommands is what redcon reads from stream through a framedConn,
+// the stream arriving step bytes at a time, and what the framedConn
+// answers itself.
+func redconCommands(t *testing.T, stream []byte, step int) ([]string, string) {
+	sc := &stepConn{in: stream, step: step}
+	rd := redcon.NewReader(&framedConn{Conn: sc, f: *newTestFramer()})
+	var cmds []string
+	for {
+		got, err := rd.ReadCommands()
+		for _, cmd := range got {
+			cmds = append(cmds, fmt.Sprintf("%q", cmd.Args))
+		}
+		if err != nil {
+			if err != io.EOF && !errors.Is(err, errProtocolClosed) {
+				t.Fatalf("redcon: %v", err)
+			}
+			return cmds, sc.out.String()
+		}
+	}
+}
+
+// stepConn is a connection that gives the bytes of in, step at a time, and
+// keeps what is written to it.
+type stepConn struct {
+	net.Conn
+	in   []byte
+	step int
+	out  bytes.Buffer
+}
+
+func (c *stepConn) Read(p []byte) (int, error) {
+	if len(c.in) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.in[:min(c.step, len(c.in))])
+	c.in = c.in[n:]
+	return n, nil
+}
+
+func (c *stepConn) Write(p []byte) (int, error) { return c.out.Write(p) }
+
+func TestSplitInline(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want string // the arguments quoted, or "unbalanced"
+	}{
+		{"PING\r\n", `["PING"]`},
+		{"  ECHO   a  \n", `["ECHO" "a"]`},
+		{"ECHO \"a b\" 'c d'\r\n", `["ECHO" "a b" "c d"]`},
+		{"ECHO \"a\\n\\r\\t\\\"\\\\\\x\"\r\n", `["ECHO" "a\n\r\t\"\\x"]`},
+		{"ECHO 'it\\'s'\r\n", `["ECHO" "it's"]`},
+		{"ECHO \"\"\r\n", `["ECHO" ""]`},
+		{"ECHO a\tb\r\n", `["ECHO" "a\tb"]`},
+		{"ECHO a\rb\r\n", `["ECHO" "a\rb"]`},
+		{"ECHO \"a\r\n", "unbalanced"},
+		{"ECHO \"a\"b\r\n", "unbalanced"},
+		{"ECHO a\"b\"\r\n", "unbalanced"},
+		{"ECHO \"a\\\r\n", "unbalanced"},
+	} {
+		args, ok := splitInline(nil, []byte(tt.line))
+		got := fmt.Sprintf("%q", args)
+		if !ok {
+			got = "unbalanced"
+		}
+		if got != tt.want {
+			t.Errorf("%q: got %s, want %s", tt.line, got, tt.want)
+		}
+	}
+}
+
+// A 64 KiB inline line of one-letter arguments: redcon's own parser
+// allocates about 1 GiB for it.
+func BenchmarkSplitInline(b *testing.B) {
+	line := []byte(strings.Repeat("a ", maxInline/2-1) + "\r\n")
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	var argv [][]byte
+	for b.Loop() {
+		argv, _ = splitInline(argv[:0], line)
+	}
 }
 
 func BenchmarkParseAndReply(b *testing.B) {

@@ -3,24 +3,45 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"math"
 	"net"
+	"time"
 
 	"github.com/tidwall/redcon"
+	"go.uber.org/zap"
 )
 
-// Limits on what one client may send. redcon grows its buffer for whatever
-// a header announces (and indexes past it for lengths near 2^63), its
-// inline parser costs the square of the line, and it re-parses a partial
-// command on every read, so every connection is read through a framer that
-// enforces these before redcon sees the bytes. They fit sluice's commands,
-// which are small; passthrough of arbitrary commands will need them raised
-// (Config.MaxBulkLen and friends).
+// Limits on what one client may send: Redis's, since sluice forwards
+// ordinary commands to Redis. Every connection is read through a framer
+// that enforces them as the bytes arrive, so that nothing a header
+// announces is allocated: what a client costs is what it has sent.
 const (
-	defaultMaxBulkLen = 1 << 20 // one argument
-	defaultMaxArgs    = 1024    // arguments in one command
-	defaultMaxCommand = 4 << 20 // bytes of one command, headers included
-	defaultMaxInline  = 1 << 10 // an inline (telnet) command line
-	maxHeaderLine     = 32      // "*" or "$" plus digits and CRLF
+	// proto-max-bulk-len: the longest argument.
+	defaultMaxBulkLen = 512 << 20
+	// Redis 7 refuses a multibulk length over INT_MAX, and one over 10
+	// from a client that has yet to authenticate (processMultibulkBuffer);
+	// sluice has no AUTH, so every client is an authenticated one.
+	defaultMaxArgs = math.MaxInt32
+	// client-query-buffer-limit. Redis holds a command's arguments apart
+	// from its query buffer once they are parsed; sluice keeps a command's
+	// bytes until it is whole, so the limit bounds the whole command.
+	defaultQueryBufferLimit = 1 << 30
+	// PROTO_INLINE_MAX_SIZE: an inline (telnet) command line.
+	maxInline = 64 << 10
+	// "*" or "$", digits and CRLF: no header Redis accepts is longer.
+	maxHeaderLine = 32
+)
+
+// Framing errors, in Redis's words. Redis closes a client over its query
+// buffer limit without a reply, and logs it; sluice tells the client too,
+// in the words of that log line, since the client's command is lost.
+var (
+	errQueryBuffer      = errors.New("reached max query buffer length")
+	errInline           = errors.New("too big inline request")
+	errBulkLength       = errors.New("invalid bulk length")
+	errMultibulkLength  = errors.New("invalid multibulk length")
+	errUnbalancedQuotes = errors.New("unbalanced quotes in request")
 )
 
 type frameState uint8
@@ -34,10 +55,10 @@ const (
 	inBulkBody                   // the argument's bytes and its CRLF
 )
 
-// framer follows the RESP framing of a client's byte stream just enough to
-// enforce the limits; redcon still does the parsing.
+// framer follows the RESP framing of a client's byte stream to enforce
+// the limits and check what the parsers after it take for granted.
 type framer struct {
-	maxBulk, maxArgs, maxInline, maxCommand int64
+	maxBulk, maxArgs, maxQuery int64
 
 	state frameState
 	line  [maxHeaderLine]byte // header line so far
@@ -62,22 +83,23 @@ func (f *framer) scan(p []byte) (int, error) {
 }
 
 // next consumes p up to the end of the first command that ends in it, and
-// says whether one did; otherwise it is scan.
+// says whether one did; otherwise it is scan. A multibulk count of zero or
+// less is a whole command with no arguments, which Redis ignores.
 func (f *framer) next(p []byte) (n int, complete bool, err error) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if f.state == atCommand {
 			f.size = 0
 		}
-		if f.size++; f.size > f.maxCommand {
-			return i, false, errors.New("too big request")
+		if f.size++; f.size > f.maxQuery {
+			return i, false, errQueryBuffer
 		}
 		switch f.state {
 		case atCommand:
 			if c == '*' {
 				f.state, f.nline = inCount, 0
 			} else {
-				f.state, f.left = inInline, f.maxInline
+				f.state, f.left = inInline, maxInline
 				i-- // the byte is part of the line
 			}
 		case inInline:
@@ -85,7 +107,7 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 				f.state = atCommand
 				return i + 1, true, nil
 			} else if f.left--; f.left < 0 {
-				return i, false, errors.New("too big inline request")
+				return i, false, errInline
 			}
 		case inCount, inBulkLen:
 			if c != '\n' {
@@ -101,8 +123,12 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 				n, ok = parseInt(f.line[:f.nline-1])
 			}
 			if f.state == inCount {
-				if !ok || n <= 0 || n > f.maxArgs {
+				if !ok || n > f.maxArgs {
 					return i, false, f.headerErr()
+				}
+				if n <= 0 {
+					f.state = atCommand
+					return i + 1, true, nil
 				}
 				f.state, f.nargs = atBulk, n
 			} else {
@@ -113,17 +139,24 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 			}
 		case atBulk:
 			if c != '$' {
-				return i, false, errors.New("expected '$', got '" + string(c) + "'")
+				return i, false, fmt.Errorf("expected '$', got '%c'", c)
 			}
 			f.state, f.nline = inBulkLen, 0
 		case inBulkBody:
-			// Skip the body at once; its CRLF is checked by redcon.
-			skip := min(f.left, int64(len(p)-i))
-			if f.size += skip - 1; f.size > f.maxCommand {
-				return i, false, errors.New("too big request")
+			if f.left > 2 {
+				// Skip the body at once.
+				skip := min(f.left-2, int64(len(p)-i))
+				if f.size += skip - 1; f.size > f.maxQuery {
+					return i, false, errQueryBuffer
+				}
+				i += int(skip) - 1
+				f.left -= skip
+				continue
 			}
-			i += int(skip) - 1
-			if f.left -= skip; f.left == 0 {
+			if c != "\r\n"[2-f.left] {
+				return i, false, errBulkLength
+			}
+			if f.left--; f.left == 0 {
 				f.state = atBulk
 				if f.nargs--; f.nargs == 0 {
 					f.state = atCommand
@@ -135,10 +168,16 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 	return len(p), false, nil
 }
 
+func (f *framer) headerErr() error {
+	if f.state == inCount {
+		return errMultibulkLength
+	}
+	return errBulkLength
+}
+
 // splitArgs appends the arguments of raw, one whole multibulk command that
-// a framer passed, to argv, without copying them. It reports false when an
-// argument does not end in CRLF, the one thing the framer leaves unchecked.
-func splitArgs(argv [][]byte, raw []byte) ([][]byte, bool) {
+// a framer passed, to argv, without copying them.
+func splitArgs(argv [][]byte, raw []byte) [][]byte {
 	eol := bytes.IndexByte(raw, '\n')
 	n, _ := parseInt(raw[1 : eol-1])
 	pos := eol + 1
@@ -147,54 +186,237 @@ func splitArgs(argv [][]byte, raw []byte) ([][]byte, bool) {
 		size, _ := parseInt(raw[pos+1 : eol-1])
 		start := eol + 1
 		end := start + int(size)
-		if raw[end] != '\r' || raw[end+1] != '\n' {
-			return argv, false
-		}
 		argv = append(argv, raw[start:end:end])
 		pos = end + 2
+	}
+	return argv
+}
+
+// splitInline appends the arguments of raw, one whole inline command that
+// a framer passed, to argv, as redcon reads them: separated by spaces, each
+// bare or quoted ("..." or '...', with \n, \r, \t and \<any> escapes). It
+// takes time linear in the line, where redcon's parser allocates the
+// square of it, and reports false for unbalanced quotes. Bare arguments
+// are not copied.
+func splitInline(argv [][]byte, raw []byte) ([][]byte, bool) {
+	line := raw[:len(raw)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	for i := 0; i < len(line); {
+		switch q := line[i]; q {
+		case ' ':
+			i++
+		case '"', '\'':
+			arg := []byte{}
+			for i++; ; i++ {
+				if i == len(line) {
+					return argv, false
+				}
+				c := line[i]
+				if c == q {
+					break
+				}
+				if c == '\\' {
+					if i++; i == len(line) {
+						return argv, false
+					}
+					switch c = line[i]; c {
+					case 'n':
+						c = '\n'
+					case 'r':
+						c = '\r'
+					case 't':
+						c = '\t'
+					}
+				}
+				arg = append(arg, c)
+			}
+			// A closing quote ends its argument.
+			if i++; i < len(line) && line[i] != ' ' {
+				return argv, false
+			}
+			argv = append(argv, arg)
+		default:
+			j := i
+			for ; j < len(line) && line[j] != ' '; j++ {
+				if line[j] == '"' || line[j] == '\'' {
+					return argv, false
+				}
+			}
+			argv = append(argv, line[i:j:j])
+			i = j
+		}
 	}
 	return argv, true
 }
 
-func (f *framer) headerErr() error {
-	if f.state == inCount {
-		return errors.New("invalid multibulk length")
+// blank reports an inline line with nothing in it, which Redis ignores.
+func blank(b []byte) bool {
+	for _, c := range b {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return false
+		}
 	}
-	return errors.New("invalid bulk length")
+	return true
 }
 
-// framedConn is a client connection read through a framer. On a framing
-// error it hands redcon the well-framed bytes before it; at the next read,
-// once redcon has answered those, it answers the client
+// lingerTime bounds how long a client closed after QUIT or a protocol
+// error has its input read and discarded: closing a socket with input
+// unread sends a TCP reset, which can drop the replies before it. The
+// write side is shut first, so the client sees its replies and then EOF.
+const lingerTime = time.Second
+
+// framedReadSize is the most a framedConn reads from its socket at once.
+const framedReadSize = 16 << 10
+
+// framedConn is a client connection read through a framer, for redcon. It
+// hands redcon only well-formed multibulk commands: an inline command
+// rewritten as one (split here, in linear time), and no empty multibulk,
+// which Redis ignores and redcon refuses. It holds back only what it may
+// rewrite or drop, an inline line or a count; the rest goes on as it
+// arrives. redcon grows its buffer as bytes arrive, never for what a
+// header announces (doubling it, so it holds up to twice what arrived, and
+// keeping the largest until it next grows it, idle or not), but parses a
+// partial command again from its start on every read: so while a command
+// is unfinished a Read fills redcon's buffer before it returns, and a long
+// command is parsed a logarithmic number of times as that buffer doubles.
+//
+// On a framing error it hands redcon the well-framed bytes before it; at
+// the next read, once redcon has answered those, it answers the client
 // "-ERR Protocol error: ..." itself and fails the read, which closes the
-// connection. Nothing a header announces is ever allocated.
+// connection.
 type framedConn struct {
 	net.Conn
-	f    framer
-	ferr error // the framing error to report at the next Read
+	f       framer
+	buf     []byte   // what the socket gave
+	held    []byte   // an inline command or a multibulk count not yet whole
+	argv    [][]byte // an inline command's arguments
+	out     []byte   // framed bytes for redcon; out[off:] are not yet handed on
+	off     int      //
+	lastEnd int      // where in out the last whole command ends, or 0
+	ferr    error    // the framing error to report once out is handed on
+	rerr    error    // the socket's error, likewise
 }
 
 func (c *framedConn) Read(p []byte) (int, error) {
+	n, whole := 0, false
+	for n < len(p) {
+		if c.off < len(c.out) {
+			k := copy(p[n:], c.out[c.off:])
+			whole = whole || (c.lastEnd > c.off && c.lastEnd <= c.off+k)
+			c.off += k
+			n += k
+			continue
+		}
+		if (n > 0 && whole) || c.ferr != nil || c.rerr != nil {
+			break
+		}
+		c.out, c.off, c.lastEnd = c.out[:0], 0, 0
+		if cap(c.out) > 4*framedReadSize {
+			c.out = nil // an inline command's rewrite: do not keep it
+		}
+		if c.buf == nil {
+			c.buf = make([]byte, framedReadSize)
+		}
+		m, err := c.Conn.Read(c.buf)
+		c.rerr = err
+		c.ferr = c.frame(c.buf[:m])
+	}
+	if n > 0 {
+		return n, nil
+	}
 	if c.ferr != nil {
 		return 0, c.fail()
 	}
-	n, err := c.Conn.Read(p)
-	good, ferr := c.f.scan(p[:n])
-	if ferr == nil {
-		return n, err
+	return 0, c.rerr
+}
+
+// frame moves d to out as the framer passes it, up to a framing error.
+func (c *framedConn) frame(d []byte) error {
+	for len(d) > 0 {
+		var k int
+		var whole bool
+		var err error
+		switch c.f.state {
+		case atCommand, inInline, inCount:
+			end := len(d)
+			if i := bytes.IndexByte(d, '\n'); i >= 0 {
+				end = i + 1
+			}
+			k, whole, err = c.f.next(d[:end])
+			c.held = append(c.held, d[:k]...)
+			if err == nil && (whole || c.f.state == atBulk) {
+				err = c.release(whole)
+			}
+		default:
+			k, whole, err = c.f.next(d)
+			c.out = append(c.out, d[:k]...)
+			if whole {
+				c.lastEnd = len(c.out)
+			}
+		}
+		d = d[k:]
+		if err != nil {
+			return err
+		}
 	}
-	c.ferr = ferr
-	if good == 0 {
-		return 0, c.fail()
+	return nil
+}
+
+// release hands on what was held back: a multibulk count as it came, or a
+// whole inline command as a multibulk one; an empty multibulk not at all.
+func (c *framedConn) release(whole bool) error {
+	held := c.held
+	c.held = c.held[:0]
+	if cap(c.held) > 1<<10 {
+		c.held = nil // a long inline line's: do not keep it
 	}
-	return good, nil
+	switch {
+	case !whole:
+		c.out = append(c.out, held...)
+		return nil
+	case held[0] == '*' || blank(held):
+		return nil
+	}
+	var ok bool
+	if c.argv, ok = splitInline(c.argv[:0], held); !ok {
+		return errUnbalancedQuotes
+	}
+	c.out = redcon.AppendArray(c.out, len(c.argv))
+	for _, a := range c.argv {
+		c.out = redcon.AppendBulk(c.out, a)
+	}
+	clear(c.argv)
+	c.lastEnd = len(c.out)
+	return nil
 }
 
 func (c *framedConn) fail() error {
 	// redcon's writes happen between its reads, on this goroutine, so this
 	// reply cannot interleave with one of them.
 	c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))
-	return errProtocolClosed
+	c.linger()
+	return fmt.Errorf("%w: %w", errProtocolClosed, c.ferr)
+}
+
+// linger shuts the write side, after the replies, and discards the
+// client's input until it closes, for at most lingerTime; a Close from
+// another goroutine ends it at once.
+func (c *framedConn) linger() {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	c.Conn.SetReadDeadline(time.Now().Add(lingerTime))
+	if c.buf == nil {
+		c.buf = make([]byte, framedReadSize)
+	}
+	for {
+		if _, err := c.Conn.Read(c.buf); err != nil {
+			return
+		}
+	}
 }
 
 // appendProtocolError is the one reply to bytes that are not RESP; the
@@ -204,6 +426,13 @@ func appendProtocolError(b []byte, msg string) []byte {
 }
 
 var errProtocolClosed = errors.New("proxy: protocol error")
+
+// logQueryBuffer reports a client closed for its query buffer, as Redis
+// logs it: the limit is the operator's to raise.
+func logQueryBuffer(log *zap.Logger, addr string, limit int64) {
+	log.Warn("closing client that reached max query buffer length",
+		zap.String("addr", addr), zap.Int64("client_query_buffer_limit", limit))
+}
 
 // framedListener wraps every accepted connection in a framer.
 type framedListener struct {

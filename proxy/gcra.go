@@ -114,6 +114,9 @@ func parseGCRA(args [][]byte) (router.Request, error) {
 	if err != nil {
 		return router.Request{}, errGCRARange
 	}
+	if len(args[1]) > maxKeyLen {
+		return router.Request{}, errKeyLen // after Redis's own checks, which come first
+	}
 	return router.Request{Op: router.Take, Key: string(args[1]), Interval: iv, Cost: count}, nil
 }
 

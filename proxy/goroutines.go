@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"strings"
 	"sync"
 
@@ -55,7 +56,10 @@ func (c *goClient) wait() {
 
 func (s *Server) closedConn(conn redcon.Conn, err error) {
 	s.stats.connected.Add(-1)
-	if err != nil && err != errProtocolClosed && !isClosedConn(err) {
+	switch {
+	case errors.Is(err, errQueryBuffer):
+		logQueryBuffer(s.log, conn.RemoteAddr(), orDefault(s.cfg.QueryBufferLimit, defaultQueryBufferLimit))
+	case err != nil && !errors.Is(err, errProtocolClosed) && !isClosedConn(err):
 		s.log.Debug("client connection ended", zap.String("addr", conn.RemoteAddr()), zap.Error(err))
 	}
 }
@@ -90,6 +94,12 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		c.out.b = nil
 	}
 	if c.closing {
+		// After QUIT: the replies go out before the close, and the input
+		// left is discarded rather than reset away.
+		if fc, ok := conn.NetConn().(*framedConn); ok {
+			redcon.BaseWriter(conn).Flush()
+			fc.linger()
+		}
 		conn.Close()
 	}
 }

@@ -6,12 +6,10 @@ import (
 	"net"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
 )
 
@@ -151,11 +149,14 @@ type fdConn struct {
 	id uint64 // the loop's name for it in epoll events; fds are reused
 	f  framer
 
-	pend    []byte // the start of a command not yet whole, already framed
-	pendOff int    // bytes of pend whose commands are taken: dropped at the next read
-	sent    int    // bytes of out the socket has taken
-	mask    uint32 // what epoll watches it for
-	dirty   bool   // in the loop's dirty list
+	pend  []byte // the start of a command not yet whole, already framed
+	sent  int    // bytes of out the socket has taken
+	mask  uint32 // what epoll watches it for
+	dirty bool   // in the loop's dirty list
+	eof   bool   // the client sent all it will
+	// lingerEnd is when a client whose replies are all written, and whose
+	// input is discarded since (see lingerTime), is closed at the latest.
+	lingerEnd time.Time
 }
 
 type loop struct {
@@ -185,6 +186,9 @@ type loop struct {
 	back   []decision // taken from decided, to deliver
 	dirty  []*fdConn
 	markFn func(*client)
+	// lingering are the clients closing after QUIT or a protocol error, in
+	// the order they began to linger, so by their lingerEnd.
+	lingering []*fdConn
 }
 
 // A loop keeps up to keepRounds idle rounds of at most keepRoundSize
@@ -273,11 +277,16 @@ func (l *loop) run() {
 		}
 		l.submit()
 		l.endRound()
+		l.closeLingering()
 	}
 }
 
 // event handles what epoll reported of c.
 func (l *loop) event(c *fdConn, events uint32) {
+	if !c.lingerEnd.IsZero() {
+		l.discardInput(c)
+		return
+	}
 	switch {
 	case c.mask&syscall.EPOLLIN != 0 && events&(readable|syscall.EPOLLERR|syscall.EPOLLHUP) != 0:
 		l.read(c) // finds an error or EOF itself
@@ -374,9 +383,9 @@ func (l *loop) submit() {
 	l.mu.Unlock()
 }
 
-// sleep is how long the next epoll_wait may block: not at all when
-// results came back meanwhile (they are taken now), else until an event,
-// the loop then being idle.
+// sleep is how long the next epoll_wait may block, in ms: not at all when
+// results came back meanwhile (they are taken now), else until an event
+// or the first lingering client's end, the loop then being idle.
 func (l *loop) sleep() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -385,7 +394,10 @@ func (l *loop) sleep() int {
 		return 0
 	}
 	l.idle = true
-	return -1
+	if len(l.lingering) == 0 {
+		return -1
+	}
+	return int(max(time.Until(l.lingering[0].lingerEnd)+time.Millisecond-1, 0) / time.Millisecond)
 }
 
 // takeDecided moves the results that came back to l.back; l.mu is held.
@@ -435,16 +447,6 @@ func (l *loop) mark(cl *client) {
 // whole commands in it.
 func (l *loop) read(c *fdConn) {
 	l.mark(&c.client)
-	if c.pendOff > 0 {
-		// The whole commands before it are taken: drop them.
-		rest := c.pend[c.pendOff:]
-		if cap(c.pend) > 4*readSize && len(rest) < readSize {
-			c.pend = append([]byte(nil), rest...) // do not keep a long command's buffer
-		} else {
-			c.pend = c.pend[:copy(c.pend, rest)]
-		}
-		c.pendOff = 0
-	}
 	if len(c.pend) >= readSize {
 		l.readLong(c)
 		return
@@ -474,7 +476,11 @@ func (l *loop) readLong(c *fdConn) {
 		return
 	}
 	c.pend = c.pend[:framed+n]
-	c.pendOff = l.frame(c, c.pend, framed)
+	if cmdStart := l.frame(c, c.pend, framed); cmdStart > 0 {
+		// The long command is taken: keep what follows it (less than a
+		// read), not its buffer, which an idle client would hold on to.
+		c.pend = append([]byte(nil), c.pend[cmdStart:]...)
+	}
 }
 
 // readFD reads into p. It reports false when there was nothing to frame.
@@ -489,7 +495,7 @@ func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
 		l.close(c)
 		return 0, false
 	case n == 0:
-		c.closing = true
+		c.closing, c.eof = true, true
 		c.cancelBlocked()
 		return 0, false
 	}
@@ -504,6 +510,9 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
 		if ferr != nil {
+			if ferr == errQueryBuffer {
+				logQueryBuffer(l.s.log, c.addr, c.f.maxQuery)
+			}
 			c.protocolError(ferr.Error())
 			break
 		}
@@ -517,42 +526,33 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 }
 
 // take parses one whole command, as framed, and takes it into c's queue.
+// Redis ignores a blank inline line and a multibulk of no arguments.
 func (l *loop) take(c *fdConn, raw []byte) {
-	var args [][]byte
+	ok := true
 	if raw[0] == '*' {
-		var ok bool
-		if l.argv, ok = splitArgs(l.argv[:0], raw); !ok {
-			c.protocolError("invalid bulk length")
-			return
-		}
-		args = l.argv
+		l.argv = splitArgs(l.argv[:0], raw)
+	} else if blank(raw) {
+		l.argv = l.argv[:0]
 	} else {
-		if blank(raw) {
-			return // Redis ignores empty inline lines
-		}
-		cmd, err := redcon.Parse(raw) // quotes and escapes, as redcon reads them
-		if err != nil {
-			c.protocolError(strings.TrimPrefix(err.Error(), "Protocol error: "))
-			return
-		}
-		args = cmd.Args
+		l.argv, ok = splitInline(l.argv[:0], raw)
 	}
-	l.s.take(&c.client, l.round(), args)
-}
-
-func blank(b []byte) bool {
-	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
-			return false
-		}
+	switch {
+	case !ok:
+		c.protocolError(errUnbalancedQuotes.Error())
+	case len(l.argv) > 0:
+		l.s.take(&c.client, l.round(), l.argv)
 	}
-	return true
+	clear(l.argv) // they point into the client's input
 }
 
 // flush writes c's replies as far as the socket takes them, then sets what
 // epoll watches c for: input while c is under its bounds, room to write
-// while replies wait. A closing client is closed once all is written.
+// while replies wait. A closing client is closed once all is written: at
+// once after its EOF, else after it lingers.
 func (l *loop) flush(c *fdConn) {
+	if !c.lingerEnd.IsZero() {
+		return
+	}
 	for c.sent < len(c.out.b) {
 		n, err := syscall.Write(c.fd, c.out.b[c.sent:])
 		if err == syscall.EINTR {
@@ -574,7 +574,11 @@ func (l *loop) flush(c *fdConn) {
 			c.out.b = nil
 		}
 		if c.closing && c.inFlight() == 0 {
-			l.close(c)
+			if c.eof {
+				l.close(c)
+			} else {
+				l.linger(c)
+			}
 			return
 		}
 	}
@@ -591,6 +595,48 @@ func (l *loop) flush(c *fdConn) {
 			l.close(c)
 		}
 	}
+}
+
+// linger shuts c's write side, its replies written, and watches it for
+// input to discard until it closes or lingerTime passes.
+func (l *loop) linger(c *fdConn) {
+	c.pend = nil // a command over the query buffer limit, say
+	c.mask = readable
+	if syscall.Shutdown(c.fd, syscall.SHUT_WR) != nil ||
+		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, c.event(readable)) != nil {
+		l.close(c)
+		return
+	}
+	c.lingerEnd = time.Now().Add(lingerTime)
+	l.lingering = append(l.lingering, c)
+}
+
+// discardInput reads what a lingering client sent, and closes it at EOF.
+func (l *loop) discardInput(c *fdConn) {
+	l.in = append(l.in[:0], make([]byte, readSize)...)
+	n, err := syscall.Read(c.fd, l.in)
+	if err == syscall.EAGAIN || err == syscall.EINTR || (err == nil && n > 0) {
+		return
+	}
+	l.close(c)
+}
+
+// closeLingering closes the lingering clients whose time is up.
+func (l *loop) closeLingering() {
+	if len(l.lingering) == 0 {
+		return
+	}
+	now, k := time.Now(), 0
+	for _, c := range l.lingering {
+		if !c.gone && now.Before(c.lingerEnd) {
+			break
+		}
+		l.close(c)
+		k++
+	}
+	n := copy(l.lingering, l.lingering[k:])
+	clear(l.lingering[n:])
+	l.lingering = l.lingering[:n]
 }
 
 // readable is what a client under its bounds is watched for.

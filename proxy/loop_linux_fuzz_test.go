@@ -25,6 +25,7 @@ func FuzzLoopRead(f *testing.F) {
 	f.Add([]byte("*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPINGxx"), uint16(2))
 	f.Add([]byte("PING\r\nQUIT\r\nPING\r\n"), uint16(7))
 	f.Add([]byte("ECHO \"a b\r\n\r\n  \r\n*1\r\n$-2\r\n"), uint16(1))
+	f.Add([]byte("*0\r\n*-1\r\nPING\r\nECHO \"a b\" 'c'\r\n*1\r\n$4\r\nPING\r\n"), uint16(2))
 	f.Fuzz(func(t *testing.T, stream []byte, cut uint16) {
 		whole := loopAnswers(t, stream, len(stream)+1)
 		// At most about 2000 reads, so that long inputs stay quick.

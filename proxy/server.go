@@ -48,12 +48,17 @@ type Config struct {
 	Version string
 	// Logger receives connection-level problems; nil means none.
 	Logger *zap.Logger
-	// MaxBulkLen is the longest argument a client may send; 0 means 1 MiB.
+	// MaxBulkLen is the longest argument a client may send, as Redis's
+	// proto-max-bulk-len; 0 means 512 MiB, Redis's default.
 	MaxBulkLen int64
-	// MaxArgs is the most arguments in one command; 0 means 1024.
+	// MaxArgs is the most arguments in one command; 0 means Redis's bound,
+	// 2^31-1.
 	MaxArgs int64
-	// MaxCommand is the most bytes of one command; 0 means 4 MiB.
-	MaxCommand int64
+	// QueryBufferLimit is the most bytes of one command, as Redis's
+	// client-query-buffer-limit bounds what a client has sent and Redis has
+	// yet to run; a client past it is closed. 0 means 1 GiB, Redis's
+	// default.
+	QueryBufferLimit int64
 	// Announce is the host:port sluice gives cluster-mode clients as the
 	// one node that owns every slot; "" means the address being served.
 	Announce string
@@ -143,10 +148,9 @@ func (s *Server) Serve(ln net.Listener) error {
 
 func (s *Server) newFramer() framer {
 	return framer{
-		maxBulk:    orDefault(s.cfg.MaxBulkLen, defaultMaxBulkLen),
-		maxArgs:    orDefault(s.cfg.MaxArgs, defaultMaxArgs),
-		maxCommand: orDefault(s.cfg.MaxCommand, defaultMaxCommand),
-		maxInline:  defaultMaxInline,
+		maxBulk:  orDefault(s.cfg.MaxBulkLen, defaultMaxBulkLen),
+		maxArgs:  orDefault(s.cfg.MaxArgs, defaultMaxArgs),
+		maxQuery: orDefault(s.cfg.QueryBufferLimit, defaultQueryBufferLimit),
 	}
 }
 

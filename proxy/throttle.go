@@ -77,6 +77,9 @@ func parseCellThrottle(args [][]byte) (router.Request, error) {
 }
 
 func takeRequest(key []byte, l bucket.Limit, cost int64) (router.Request, error) {
+	if len(key) > maxKeyLen {
+		return router.Request{}, errKeyLen
+	}
 	iv, err := l.Interval()
 	if err != nil {
 		return router.Request{}, errRange
@@ -85,6 +88,9 @@ func takeRequest(key []byte, l bucket.Limit, cost int64) (router.Request, error)
 }
 
 func parseReset(args [][]byte) (router.Request, error) {
+	if len(args[1]) > maxKeyLen {
+		return router.Request{}, errKeyLen
+	}
 	return router.Request{Op: router.Reset, Key: string(args[1])}, nil
 }
 

@@ -48,6 +48,9 @@ type options struct {
 	announce  string
 	admin     bool
 	loops     int
+	// The framing limits, Redis's own.
+	protoMaxBulkLen  byteSize
+	queryBufferLimit byteSize
 	// flushDelay lets the writer to each shard wait a moment after a write
 	// so that concurrent clients' commands share the next one.
 	flushDelay     time.Duration
@@ -83,6 +86,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets per hot key, at most 16; 0 means one per primary")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
 	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
+	o.protoMaxBulkLen, o.queryBufferLimit = 512<<20, 1<<30
+	fs.Var(&o.protoMaxBulkLen, "proto-max-bulk-len", "longest argument a client may send, as Redis's proto-max-bulk-len (`bytes`, or with b, k, kb, m, mb, g, gb)")
+	fs.Var(&o.queryBufferLimit, "client-query-buffer-limit", "most `bytes` of one command, as Redis's client-query-buffer-limit: a client past it is closed")
 	fs.BoolVar(&o.admin, "allow-admin", false, "forward commands that change every primary (FLUSHALL, FLUSHDB, CONFIG SET|RESETSTAT|GET, SCRIPT FLUSH); refused without it")
 	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the listen address")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
@@ -126,6 +132,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.loops < -1 || o.loops > maxLoops {
 		return o, fmt.Errorf("--io-loops must be -1, 0 or up to %d", maxLoops)
+	}
+	if o.protoMaxBulkLen < 1<<20 || o.queryBufferLimit < 1<<20 {
+		return o, errors.New("--proto-max-bulk-len and --client-query-buffer-limit must be at least 1mb, as in Redis")
 	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
@@ -227,7 +236,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return 1
 	}
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
-		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin})
+		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin,
+		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),

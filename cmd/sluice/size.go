@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// byteSize is a flag of bytes in Redis's memory syntax (memtoull): a plain
+// number of bytes, or one with a unit, case-insensitive: b, k (1000),
+// kb (1024), m, mb, g, gb. So a value can be copied from redis.conf.
+type byteSize int64
+
+var sizeUnits = []struct {
+	suffix string
+	mul    int64
+}{ // two-letter units first, so that "kb" is not read as "k"
+	{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30},
+	{"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1},
+}
+
+var errSize = errors.New("want bytes, or a number with b, k, kb, m, mb, g or gb (as in redis.conf)")
+
+func (s *byteSize) Set(v string) error {
+	digits, mul := strings.ToLower(v), int64(1)
+	for _, u := range sizeUnits {
+		if d, ok := strings.CutSuffix(digits, u.suffix); ok {
+			digits, mul = d, u.mul
+			break
+		}
+	}
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return errSize
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > math.MaxInt64/mul {
+		return errSize
+	}
+	*s = byteSize(n * mul)
+	return nil
+}
+
+// String is the value in the largest binary unit that divides it.
+func (s *byteSize) String() string {
+	n := int64(*s)
+	for i := 2; i >= 0 && n != 0; i-- {
+		if u := sizeUnits[i]; n%u.mul == 0 {
+			return strconv.FormatInt(n/u.mul, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"io"
+	"testing"
+)
+
+func TestByteSize(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1048576", 1 << 20, true}, {"512mb", 512 << 20, true}, {"512MB", 512 << 20, true},
+		{"1gb", 1 << 30, true}, {"1Gb", 1 << 30, true}, {"64kb", 64 << 10, true}, {"2k", 2000, true},
+		{"3m", 3e6, true}, {"1g", 1e9, true}, {"100b", 100, true}, {"0", 0, true},
+		{"", 0, false}, {"mb", 0, false}, {"-1mb", 0, false}, {"+1mb", 0, false}, {"1 mb", 0, false},
+		{"1.5gb", 0, false}, {"1tb", 0, false}, {"9223372036854775807", 1<<63 - 1, true},
+		{"9223372036854775807kb", 0, false}, {"99999999999999999999", 0, false},
+	} {
+		var s byteSize
+		err := s.Set(tt.in)
+		if (err == nil) != tt.ok || int64(s) != tt.want {
+			t.Errorf("%q: got %d, %v, want %d (ok %v)", tt.in, s, err, tt.want, tt.ok)
+		}
+	}
+	for n, want := range map[byteSize]string{512 << 20: "512mb", 1 << 30: "1gb", 3 << 10: "3kb", 1000: "1000", 0: "0", 1536 << 20: "1536mb"} {
+		if got := n.String(); got != want {
+			t.Errorf("%d: got %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestFramingFlags(t *testing.T) {
+	o, err := parseFlags(nil, func(string) string { return "" }, io.Discard)
+	if err != nil || o.protoMaxBulkLen != 512<<20 || o.queryBufferLimit != 1<<30 {
+		t.Fatalf("defaults: %d, %d, %v; want Redis's 512mb and 1gb", o.protoMaxBulkLen, o.queryBufferLimit, err)
+	}
+	env := map[string]string{"SLUICE_PROTO_MAX_BULK_LEN": "2mb", "SLUICE_CLIENT_QUERY_BUFFER_LIMIT": "4MB"}
+	o, err = parseFlags([]string{"--proto-max-bulk-len", "3mb"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil || o.protoMaxBulkLen != 3<<20 || o.queryBufferLimit != 4<<20 {
+		t.Fatalf("flag over environment: %d, %d, %v; want 3 MiB and 4 MiB", o.protoMaxBulkLen, o.queryBufferLimit, err)
+	}
+	for _, args := range [][]string{{"--proto-max-bulk-len", "512kb"}, {"--client-query-buffer-limit", "lots"}} {
+		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}
