@@ -117,7 +117,7 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 		}
 		return
 	case "INFO":
-		conn.WriteBulkString(clusterInfo)
+		conn.WriteVerbatim(clusterInfo)
 		return
 	case "KEYSLOT":
 		conn.WriteInt(hashslot.Of(string(args[2])))
@@ -148,7 +148,7 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 		conn.WriteArray(0)
 	case "SHARDS":
 		conn.WriteArray(1)
-		conn.WriteArray(4)
+		conn.WriteMap(2)
 		conn.WriteBulkString("slots")
 		conn.WriteArray(2)
 		conn.WriteInt(0)
@@ -159,7 +159,7 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 		if n.hostname {
 			fields++
 		}
-		conn.WriteArray(2 * fields)
+		conn.WriteMap(fields)
 		conn.WriteBulkString("id")
 		conn.WriteBulkString(n.id)
 		conn.WriteBulkString("port")
@@ -179,7 +179,7 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 		conn.WriteBulkString("health")
 		conn.WriteBulkString("online")
 	case "NODES":
-		conn.WriteBulkString(n.line())
+		conn.WriteVerbatim(n.line())
 	case "REPLICAS", "SLAVES":
 		if string(args[2]) != n.id {
 			s.writeError(conn, fmt.Errorf("Unknown node %s", truncate(args[2])))

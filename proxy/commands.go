@@ -138,8 +138,8 @@ func cmdSelect(s *Server, _ *client, conn respConn, args [][]byte) {
 	}
 }
 
-// cmdHello speaks RESP2 only, for now. HELLO 3 answers as a Redis that has
-// no HELLO, so that clients which try RESP3 first fall back to RESP2.
+// cmdHello switches the connection to RESP2 or RESP3: the replies after
+// it, HELLO's own included, are in that protocol.
 func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	if len(args) > 1 {
 		v, ok := parseInt(args[1])
@@ -147,10 +147,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 		case !ok:
 			s.writeError(conn, errors.New("Protocol version is not an integer or out of range"))
 			return
-		case v == 3:
-			s.writeError(conn, errors.New("unknown command 'HELLO' (sluice speaks RESP2 only: use HELLO 2)"))
-			return
-		case v != 2:
+		case v != 2 && v != 3:
 			s.writeError(conn, errors.New("NOPROTO unsupported protocol version"))
 			return
 		}
@@ -179,13 +176,21 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 	}
 	c.name = name
-	conn.WriteArray(14)
+	if len(args) > 1 {
+		c.resp3 = args[1][0] == '3'
+		c.out.resp3, c.held.resp3 = c.resp3, c.resp3
+	}
+	proto := 2
+	if c.resp3 {
+		proto = 3
+	}
+	conn.WriteMap(7)
 	conn.WriteBulkString("server")
 	conn.WriteBulkString("sluice")
 	conn.WriteBulkString("version")
 	conn.WriteBulkString(s.cfg.Version)
 	conn.WriteBulkString("proto")
-	conn.WriteInt(2)
+	conn.WriteInt(proto)
 	conn.WriteBulkString("id")
 	conn.WriteInt64(c.id)
 	conn.WriteBulkString("mode")
@@ -262,7 +267,7 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 		conn.WriteString("OK")
 	case "INFO":
-		conn.WriteBulkString(c.info())
+		conn.WriteVerbatim(c.info())
 	default:
 		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLIENT HELP.", truncate(args[1])))
 	}
@@ -303,7 +308,7 @@ func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 		}
 	case "DOCS":
 		// No documentation yet; an empty map keeps redis-cli content.
-		conn.WriteArray(0)
+		conn.WriteMap(0)
 	default:
 		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", truncate(args[1])))
 	}
@@ -313,15 +318,15 @@ func writeCommandInfo(conn respConn, cmd *command) {
 	conn.WriteArray(10)
 	conn.WriteBulkString(cmd.name)
 	conn.WriteInt(cmd.arity)
-	conn.WriteArray(len(cmd.flags))
+	conn.WriteSet(len(cmd.flags))
 	for _, f := range cmd.flags {
 		conn.WriteString(f)
 	}
 	conn.WriteInt(cmd.firstKey)
 	conn.WriteInt(cmd.lastKey)
 	conn.WriteInt(cmd.step)
-	conn.WriteArray(0) // ACL categories
-	conn.WriteArray(0) // tips
-	conn.WriteArray(0) // key specs
-	conn.WriteArray(0) // subcommands
+	conn.WriteSet(0) // ACL categories
+	conn.WriteSet(0) // tips
+	conn.WriteSet(0) // key specs: a set in Redis 7.0's RESP3, as are the others
+	conn.WriteSet(0) // subcommands
 }

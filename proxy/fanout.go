@@ -64,8 +64,9 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 	}
 	it.n = len(r.fwd) - it.first
 	it.left = it.n
-	for range it.n {
+	for k := range it.n {
 		r.partOf = append(r.partOf, len(r.items))
+		r.fwd[it.first+k].RESP3 = c.resp3
 	}
 	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
 	c.q = append(c.q, slot{state: slotWaiting})

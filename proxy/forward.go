@@ -145,8 +145,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 		it.n, it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
 		it.left = it.n
 	}
-	for range it.n {
+	for k := range it.n {
 		r.partOf = append(r.partOf, len(r.items))
+		r.fwd[it.first+k].RESP3 = c.resp3
 	}
 	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
 	c.q = append(c.q, slot{state: slotWaiting})
@@ -276,7 +277,7 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		return parts[0]
 	case mergeAnyValue:
 		for _, p := range parts {
-			if !bytes.Equal(p, []byte("$-1\r\n")) {
+			if !bytes.Equal(p, []byte("$-1\r\n")) && !bytes.Equal(p, []byte("_\r\n")) {
 				return p
 			}
 		}

@@ -85,6 +85,12 @@ func newForwarding(t *testing.T, c *clustertest.Cluster) *router.Cluster {
 // for -1), as a cluster client would, and returns its raw reply.
 func direct(t *testing.T, c *clustertest.Cluster, sl int, args ...string) string {
 	t.Helper()
+	return directIn(t, c, false, sl, args...)
+}
+
+// directIn is direct in RESP3 (HELLO 3 first) or RESP2.
+func directIn(t *testing.T, c *clustertest.Cluster, resp3 bool, sl int, args ...string) string {
+	t.Helper()
 	if sl < 0 {
 		sl = 0
 	}
@@ -92,7 +98,11 @@ func direct(t *testing.T, c *clustertest.Cluster, sl int, args ...string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dialRaw(t, n.Addr).do(args...)
+	conn := dialRaw(t, n.Addr)
+	if resp3 {
+		conn.do("HELLO", "3")
+	}
+	return conn.do(args...)
 }
 
 // TestPassthroughMatchesTheCluster sends ordinary commands through sluice
@@ -101,11 +111,21 @@ func direct(t *testing.T, c *clustertest.Cluster, sl int, args ...string) string
 func TestPassthroughMatchesTheCluster(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	for _, loops := range []int{0, -1} {
-		t.Run(map[int]string{0: "loops", -1: "goroutines"}[loops], func(t *testing.T) {
+	for _, tc := range []struct {
+		loops int
+		resp3 bool
+	}{{0, false}, {-1, false}, {0, true}, {-1, true}} {
+		loops, resp3 := tc.loops, tc.resp3
+		name := map[int]string{0: "loops", -1: "goroutines"}[loops] + map[bool]string{false: "/RESP2", true: "/RESP3"}[resp3]
+		t.Run(name, func(t *testing.T) {
 			addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 			through := dialRaw(t, addr)
-			io := map[int]string{0: "l", -1: "g"}[loops]
+			if resp3 {
+				if got := through.do("HELLO", "3"); !strings.HasPrefix(got, "%7\r\n") {
+					t.Fatalf("HELLO 3: %q, want a map", got)
+				}
+			}
+			io := map[int]string{0: "l", -1: "g"}[loops] + map[bool]string{false: "2", true: "3"}[resp3]
 			// Each command runs twice, through sluice on keys of one prefix
 			// and straight to the cluster on keys of another, so that both
 			// see the same state; no reply names a key.
@@ -142,6 +162,9 @@ func TestPassthroughMatchesTheCluster(t *testing.T) {
 				{"EVAL", "return 1", "3", "%a"},
 				{"ZUNIONSTORE", "%dst", "0", "%z"},
 				{"SORT", "%l", "ALPHA", "LIMIT", "0", "2"},
+				{"ZSCORE", "%z", "one"},
+				{"HRANDFIELD", "%nohash"},
+				{"MGET", "{%t}x", "{%t}none"},
 			} {
 				on := func(prefix string) ([]string, int) {
 					args, sl := make([]string, len(cmd)), -1
@@ -156,7 +179,7 @@ func TestPassthroughMatchesTheCluster(t *testing.T) {
 				args, _ := on("pt:s" + io + ":")
 				got := through.do(args...)
 				args, sl := on("pt:d" + io + ":")
-				want := direct(t, c, sl, args...)
+				want := directIn(t, c, resp3, sl, args...)
 				if got != want {
 					t.Errorf("%q: through sluice %q, from the cluster %q", cmd, got, want)
 				}
@@ -421,15 +444,20 @@ func TestPassthroughFansOut(t *testing.T) {
 func TestPassthroughTransactions(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	for _, loops := range []int{0, -1} {
-		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+	for _, loops := range []int{0, -1, 3} {
+		resp3 := loops == 3 // RESP3, on the loops
+		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops % 3}))
 		// The same commands on keys of the same length, another tag each.
-		tag, other := "{tx"+strconv.Itoa(-loops)+"}", "{ty"+strconv.Itoa(-loops)+"}"
+		tag, other := "{tx"+strconv.Itoa(loops+1)+"}", "{ty"+strconv.Itoa(loops+1)+"}"
 		node, err := c.Primary(context.Background(), slot.Of(other))
 		if err != nil {
 			t.Fatal(err)
 		}
 		straight := dialRaw(t, node.Addr)
+		if resp3 {
+			through.do("HELLO", "3")
+			straight.do("HELLO", "3")
+		}
 		for _, script := range [][][]string{
 			{{"MULTI"}, {"SET", "%a", "1"}, {"INCR", "%n"}, {"GET", "%a"}, {"PING"}, {"ECHO", "e"}, {"EXEC"}},
 			{{"MULTI"}, {"SET", "%a", "x"}, {"INCR", "%a"}, {"GET", "%a"}, {"EXEC"}},
@@ -439,6 +467,7 @@ func TestPassthroughTransactions(t *testing.T) {
 			{{"EXEC"}, {"DISCARD"}, {"MULTI"}, {"MULTI"}, {"SET", "%a", "3"}, {"DISCARD"}, {"GET", "%a"}},
 			{{"MULTI"}, {"EXEC"}},
 			{{"MULTI"}, {"BLPOP", "%l", "0"}, {"RPUSH", "%l", "v"}, {"EXEC"}},
+			{{"HSET", "%h", "f", "1.5"}, {"MULTI"}, {"HGETALL", "%h"}, {"HINCRBYFLOAT", "%h", "f", "1"}, {"GET", "%none"}, {"EXEC"}},
 		} {
 			on := func(tag string) [][]string {
 				var cmds [][]string

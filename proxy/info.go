@@ -44,7 +44,7 @@ func cmdInfo(s *Server, _ *client, conn respConn, args [][]byte) {
 		fmt.Fprintf(&b, "# %s\r\n", sec.title)
 		sec.write(s, &b)
 	}
-	conn.WriteBulkString(b.String())
+	conn.WriteVerbatim(b.String())
 }
 
 func (s *Server) infoServer(b *strings.Builder) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,6 +226,7 @@ type client struct {
 	gone    bool     // closed: decisions still in flight are dropped
 	fd      *fdConn  // its socket's state when an event loop serves it
 	multi   *txn     // after MULTI: the commands queued for EXEC
+	resp3   bool     // after HELLO 3
 	// blocked are its blocking commands sent since its replies last
 	// caught up: cancelled if it goes away while they wait.
 	blocked []*router.Blocked
@@ -509,6 +511,9 @@ type respConn interface {
 	WriteBulk(b []byte)
 	WriteBulkString(s string)
 	WriteNull()
+	WriteMap(n int)
+	WriteSet(n int)
+	WriteVerbatim(text string)
 	// Close closes the connection once the replies so far are written.
 	Close() error
 }
@@ -541,8 +546,9 @@ func hasErrorCode(msg string) bool {
 // replyBuf is where a client's replies are rendered, with redcon's
 // encoding.
 type replyBuf struct {
-	b    []byte
-	quit bool
+	b     []byte
+	quit  bool
+	resp3 bool // its client chose RESP3 (HELLO 3)
 }
 
 func (r *replyBuf) WriteArray(n int)         { r.b = redcon.AppendArray(r.b, n) }
@@ -552,5 +558,43 @@ func (r *replyBuf) WriteError(msg string)    { r.b = redcon.AppendError(r.b, msg
 func (r *replyBuf) WriteString(s string)     { r.b = redcon.AppendString(r.b, s) }
 func (r *replyBuf) WriteBulk(b []byte)       { r.b = redcon.AppendBulk(r.b, b) }
 func (r *replyBuf) WriteBulkString(s string) { r.b = redcon.AppendBulkString(r.b, s) }
-func (r *replyBuf) WriteNull()               { r.b = redcon.AppendNull(r.b) }
-func (r *replyBuf) Close() error             { r.quit = true; return nil }
+
+// WriteNull writes RESP3's null, or RESP2's null bulk string.
+func (r *replyBuf) WriteNull() {
+	if r.resp3 {
+		r.b = append(r.b, "_\r\n"...)
+	} else {
+		r.b = redcon.AppendNull(r.b)
+	}
+}
+
+// WriteMap begins a map of n pairs: in RESP2, the flat array of 2n
+// elements Redis sends instead.
+func (r *replyBuf) WriteMap(n int) {
+	if r.resp3 {
+		r.b = append(strconv.AppendInt(append(r.b, '%'), int64(n), 10), '\r', '\n')
+	} else {
+		r.b = redcon.AppendArray(r.b, 2*n)
+	}
+}
+
+// WriteSet begins a set of n elements (RESP2: an array).
+func (r *replyBuf) WriteSet(n int) {
+	if r.resp3 {
+		r.b = append(strconv.AppendInt(append(r.b, '~'), int64(n), 10), '\r', '\n')
+	} else {
+		r.b = redcon.AppendArray(r.b, n)
+	}
+}
+
+// WriteVerbatim writes text as RESP3's verbatim string of format txt, as
+// Redis answers INFO and CLIENT INFO (RESP2: a bulk string).
+func (r *replyBuf) WriteVerbatim(text string) {
+	if !r.resp3 {
+		r.b = redcon.AppendBulkString(r.b, text)
+		return
+	}
+	r.b = append(strconv.AppendInt(append(r.b, '='), int64(len(text)+4), 10), '\r', '\n')
+	r.b = append(append(append(r.b, "txt:"...), text...), '\r', '\n')
+}
+func (r *replyBuf) Close() error { r.quit = true; return nil }

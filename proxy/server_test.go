@@ -315,7 +315,7 @@ func testBehaviour(t *testing.T, b backend) {
 			{[]any{"CLIENT", "NOPE"}, "ERR unknown subcommand 'NOPE'. Try CLIENT HELP."},
 			{[]any{"CLIENT", "SETNAME", "a b"}, "ERR Client names cannot contain spaces, newlines or special characters."},
 			{[]any{"HELLO", "4"}, "NOPROTO unsupported protocol version"},
-			{[]any{"HELLO", "3"}, "ERR unknown command 'HELLO'"},
+			{[]any{"HELLO", "3", "AUTH", "nobody", "x"}, "WRONGPASS"},
 			{[]any{"ECHO"}, "ERR wrong number of arguments for 'echo' command"},
 			{[]any{"CLUSTER", "MEET", "a", "1"}, "ERR sluice: CLUSTER MEET is cluster administration"},
 		} {
