@@ -33,6 +33,9 @@ var commands map[string]*command
 // quitCommand ends a pipeline: nothing after it runs.
 var quitCommand *command
 
+// resetCommand runs at once, even in a transaction, as in Redis.
+var resetCommand *command
+
 func init() {
 	table := []*command{
 		{name: "throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
@@ -54,6 +57,8 @@ func init() {
 		{name: "cluster", arity: -2, flags: []string{"stale"}, local: cmdClusterMode},
 		{name: "readonly", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly},
 		{name: "readwrite", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly},
+		{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
+			local: cmdReset},
 		{name: "asking", arity: 1, flags: []string{"fast"}, local: cmdAsking},
 	}
 	commands = make(map[string]*command, len(table))
@@ -61,6 +66,7 @@ func init() {
 		commands[c.name] = c
 	}
 	quitCommand = commands["quit"]
+	resetCommand = commands["reset"]
 }
 
 // lookup finds args' command and checks its arity.

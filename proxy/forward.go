@@ -26,6 +26,9 @@ type Forwarder interface {
 	// Primaries are a slot of each primary, in an order that holds while
 	// the slot map does: a command sent to each reaches every primary once.
 	Primaries() []int
+	// Tunnel opens a subscriber's own connection to the primary of a
+	// slot (router.AnySlot: any).
+	Tunnel(slot int, resp3 bool, onData func([]byte), onEnd func(error)) *router.Tunnel
 }
 
 // merge is how the replies of a command split across slots make the one
@@ -94,12 +97,18 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	if ok, err := s.transaction(c, r, spec.Name); ok {
 		return err
 	}
+	if subscribing[spec.Name] {
+		return s.subscribe(c, spec.Name, args)
+	}
 	if err := refused(spec); err != nil {
 		return err
 	}
 	keys, err := spec.Keys(nil, args)
 	anyNode := keyless(spec)
 	switch {
+	case err == nil && spec.Name == "spublish":
+		// Its channel is no key (not_key), but its slot says where it goes.
+		keys = []int{1}
 	case err == nil:
 	case errors.Is(err, cmdspec.ErrUnknownKeys) && (spec.Name == "sort" || spec.Name == "sort_ro"):
 		// BY and GET patterns name no key of their own; the node refuses
@@ -209,8 +218,8 @@ func refused(spec *cmdspec.Spec) error {
 	switch {
 	case spec.Has("admin"):
 		return fmt.Errorf("sluice does not forward administration commands ('%s')", spec.Name)
-	case spec.Has("pubsub"):
-		return fmt.Errorf("sluice does not forward pub/sub yet ('%s')", spec.Name)
+	case spec.Has("pubsub") && spec.Name != "publish" && spec.Name != "spublish":
+		return fmt.Errorf("sluice does not forward '%s' yet", spec.Name)
 	}
 	return nil
 }
@@ -220,7 +229,7 @@ func refused(spec *cmdspec.Spec) error {
 // node answers alike.
 func keyless(spec *cmdspec.Spec) bool {
 	switch spec.Name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "time", "lolwut":
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "time", "lolwut", "publish":
 		return true
 	}
 	return false

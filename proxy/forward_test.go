@@ -228,7 +228,7 @@ func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
 		{"WATCH", "sp:a"},
 		{"MONITOR"},
 		{"DEBUG", "SLEEP", "0"},
-		{"SUBSCRIBE", "ch"},
+		{"PUBSUB", "CHANNELS"},
 	} {
 		if got := conn.do(cmd...); !strings.HasPrefix(got, "-ERR sluice does not forward") {
 			t.Errorf("%q: got %q, want an ERR saying sluice does not forward it", cmd, got)
@@ -588,5 +588,120 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 			t.Fatalf("%d BLPOP still waiting at the node 5s after their clients left", blocked())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestPassthroughPubSub subscribes through sluice and publishes through
+// sluice: messages arrive, in RESP2 and RESP3, and a subscriber that goes
+// away leaves no subscription behind on the cluster.
+func TestPassthroughPubSub(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	pub := dialRaw(t, addr)
+	msg := func(kind, channel, payload string) string {
+		b := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+		return "*3\r\n" + b(kind) + b(channel) + b(payload)
+	}
+
+	// RESP2: subscribed mode.
+	sub := dialRaw(t, addr)
+	sub.send([]string{"SUBSCRIBE", "ch1", "ch2"})
+	for i, ch := range []string{"ch1", "ch2"} {
+		want := "*3\r\n$9\r\nsubscribe\r\n$3\r\n" + ch + "\r\n:" + strconv.Itoa(i+1) + "\r\n"
+		if got := sub.read(); got != want {
+			t.Fatalf("SUBSCRIBE confirmation %d: %q, want %q", i, got, want)
+		}
+	}
+	pub.do("PUBLISH", "ch1", "hello")
+	if got, want := sub.read(), msg("message", "ch1", "hello"); got != want {
+		t.Errorf("message: %q, want %q", got, want)
+	}
+	if got := sub.do("GET", "k"); !strings.HasPrefix(got, "-ERR Can't execute 'get'") {
+		t.Errorf("GET while subscribed (RESP2): %q, want Redis's refusal", got)
+	}
+	if got := sub.do("PING"); got != "*2\r\n$4\r\npong\r\n$0\r\n\r\n" {
+		t.Errorf("PING while subscribed: %q", got)
+	}
+	sub.send([]string{"PSUBSCRIBE", "p*"})
+	sub.read()
+	pub.do("PUBLISH", "px", "m")
+	if got, want := sub.read(), "*4\r\n$8\r\npmessage\r\n$2\r\np*\r\n$2\r\npx\r\n$1\r\nm\r\n"; got != want {
+		t.Errorf("pmessage: %q, want %q", got, want)
+	}
+	sub.send([]string{"UNSUBSCRIBE"}, []string{"PUNSUBSCRIBE"})
+	for range 3 {
+		sub.read()
+	}
+	// Out of subscribed mode, its commands are routed again.
+	pub.do("SET", "ps:k", "v")
+	if got := sub.do("GET", "ps:k"); got != "$1\r\nv\r\n" {
+		t.Errorf("GET after the last unsubscription: %q", got)
+	}
+
+	// Shard channels go to their slot's primary.
+	ssub := dialRaw(t, addr)
+	ssub.send([]string{"SSUBSCRIBE", "{s}ch"})
+	ssub.read()
+	pub.do("SPUBLISH", "{s}ch", "x")
+	if got, want := ssub.read(), msg("smessage", "{s}ch", "x"); got != want {
+		t.Errorf("smessage: %q, want %q", got, want)
+	}
+	// RESET ends subscribed mode and the subscriptions.
+	if got := ssub.do("RESET"); got != "+RESET\r\n" {
+		t.Errorf("RESET while subscribed: %q", got)
+	}
+	if got := ssub.do("GET", "ps:k"); got != "$1\r\nv\r\n" {
+		t.Errorf("GET after RESET: %q", got)
+	}
+
+	// RESP3: pushes, and ordinary commands go on meanwhile.
+	sub3 := dialRaw(t, addr)
+	sub3.do("HELLO", "3")
+	sub3.send([]string{"SUBSCRIBE", "ch3"})
+	if got := sub3.read(); got != ">3\r\n$9\r\nsubscribe\r\n$3\r\nch3\r\n:1\r\n" {
+		t.Errorf("RESP3 SUBSCRIBE: %q", got)
+	}
+	if got := sub3.do("GET", "ps:k"); got != "$1\r\nv\r\n" {
+		t.Errorf("RESP3 GET while subscribed: %q", got)
+	}
+	pub.do("PUBLISH", "ch3", "hi")
+	if got := sub3.read(); got != ">3\r\n$7\r\nmessage\r\n$3\r\nch3\r\n$2\r\nhi\r\n" {
+		t.Errorf("RESP3 message: %q", got)
+	}
+
+	// Subscribers that go away leave no subscription on any primary.
+	sub3.c.Close()
+	ssub.c.Close()
+	numsub := func() string {
+		var all []string
+		for _, n := range c.Nodes {
+			v, err := n.Do(context.Background(), "PUBSUB", "NUMSUB", "ch3").ToArray()
+			if err != nil || len(v) != 2 {
+				t.Fatalf("PUBSUB NUMSUB on %s: %v", n.Addr, err)
+			}
+			cnt, _ := v[1].AsInt64()
+			shard, err := n.Do(context.Background(), "PUBSUB", "SHARDNUMSUB", "{s}ch").ToArray()
+			if err != nil || len(shard) != 2 {
+				t.Fatalf("PUBSUB SHARDNUMSUB on %s: %v", n.Addr, err)
+			}
+			scnt, _ := shard[1].AsInt64()
+			if cnt+scnt > 0 {
+				all = append(all, n.Addr)
+			}
+		}
+		return strings.Join(all, ",")
+	}
+	for i := 0; numsub() != ""; i++ {
+		if i == 500 {
+			t.Fatalf("subscriptions still on %s 5s after their clients left", numsub())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// The goroutine path refuses clearly.
+	gaddr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1})
+	if got := dialRaw(t, gaddr).do("SUBSCRIBE", "ch"); !strings.Contains(got, "event loops only") {
+		t.Errorf("SUBSCRIBE with --io-loops -1: %q", got)
 	}
 }

@@ -145,9 +145,10 @@ func takeSocket(nc net.Conn) (int, error) {
 // fdConn is a client served by a loop.
 type fdConn struct {
 	client
-	fd int
-	id uint64 // the loop's name for it in epoll events; fds are reused
-	f  framer
+	fd   int
+	id   uint64 // the loop's name for it in epoll events; fds are reused
+	loop *loop  // the loop that serves it
+	f    framer
 
 	pend  []byte // the start of a command not yet whole, already framed
 	sent  int    // bytes of out the socket has taken
@@ -342,6 +343,7 @@ func (l *loop) wakeUp() bool {
 			l.discard(c)
 			continue
 		}
+		c.loop = l
 		l.conns[c.id] = c
 	}
 	return !stopping
@@ -366,6 +368,11 @@ func (l *loop) round() *round {
 type decision struct {
 	r   *round
 	idx []int
+	// Or what a subscriber's tunnel sent it, or that the tunnel ended.
+	sub   *fdConn
+	gen   int // of sub's tunnel
+	data  []byte
+	ended bool
 }
 
 // submit sends the requests read since the last submit to the Decider.
@@ -414,7 +421,29 @@ func (l *loop) decided1(r *round, idx []int) {
 	if l.stopping {
 		return // its clients are closed
 	}
-	l.decided = append(l.decided, decision{r, idx})
+	l.decided = append(l.decided, decision{r: r, idx: idx})
+	if l.idle {
+		l.idle = false
+		l.poke()
+	}
+}
+
+// tunnelCallbacks are what c's tunnel calls with each reply or message,
+// and when it ends: c is then closed, as a client of a Redis node that
+// went away would be.
+func (c *fdConn) tunnelCallbacks(gen int) (onData func([]byte), onEnd func(error)) {
+	l := c.loop
+	return func(data []byte) { l.fromTunnel(decision{sub: c, gen: gen, data: data}) },
+		func(error) { l.fromTunnel(decision{sub: c, gen: gen, ended: true}) }
+}
+
+func (l *loop) fromTunnel(d decision) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		return
+	}
+	l.decided = append(l.decided, d)
 	if l.idle {
 		l.idle = false
 		l.poke()
@@ -424,6 +453,18 @@ func (l *loop) decided1(r *round, idx []int) {
 // deliver hands results to their clients, and keeps their round for reuse
 // once it has delivered them all.
 func (l *loop) deliver(d decision) {
+	if c := d.sub; c != nil {
+		switch {
+		case c.gone || d.gen != c.tunnelGen:
+			// Gone, or a tunnel it reset: nothing to deliver.
+		case d.ended:
+			l.close(c)
+		default:
+			c.pushData(d.data)
+			l.mark(&c.client)
+		}
+		return
+	}
 	r := d.r
 	if !r.deliver(d.idx, l.markFn) {
 		return
@@ -655,6 +696,9 @@ func (l *loop) close(c *fdConn) {
 	delete(l.conns, c.id)
 	c.gone = true
 	c.cancelBlocked()
+	if c.tunnel != nil {
+		c.tunnel.Close()
+	}
 	l.discard(c)
 }
 

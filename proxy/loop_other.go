@@ -18,3 +18,6 @@ func (s *Server) serveLoops(net.Listener) error { panic("unreachable") }
 
 // fdConn is a loop's client; there are none here.
 type fdConn struct{}
+
+// tunnelCallbacks serve a loop's subscriber; there are none here.
+func (*fdConn) tunnelCallbacks(int) (func([]byte), func(error)) { panic("unreachable") }

@@ -227,6 +227,12 @@ type client struct {
 	fd      *fdConn  // its socket's state when an event loop serves it
 	multi   *txn     // after MULTI: the commands queued for EXEC
 	resp3   bool     // after HELLO 3
+	// tunnel is its own connection to a node once it subscribes; while
+	// subscribed is set (RESP2), every command it sends goes there.
+	tunnel     *router.Tunnel
+	subscribed bool
+	tunnelGen  int    // counts its tunnels: what an old one sends is dropped
+	pushed     []byte // what the tunnel sent, behind replies not yet out
 	// blocked are its blocking commands sent since its replies last
 	// caught up: cancelled if it goes away while they wait.
 	blocked []*router.Blocked
@@ -361,7 +367,12 @@ func (r *round) reset() {
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	s.stats.commands.Add(1)
 	cmd, err := lookup(args)
-	if c.multi != nil && cmd != quitCommand {
+	if c.subscribed && cmd != quitCommand {
+		if err = s.subscribedCommand(c, args); err == nil {
+			return true
+		}
+		cmd = nil
+	} else if c.multi != nil && cmd != quitCommand && cmd != resetCommand {
 		if err = s.queue(c, r, cmd, args); err == nil {
 			return true
 		}
@@ -456,6 +467,28 @@ func (s *Server) drain(c *client) {
 	}
 	clear(c.blocked)
 	c.blocked = c.blocked[:0]
+	if len(c.pushed) > 0 {
+		c.out.b = append(c.out.b, c.pushed...)
+		c.pushed = nil
+	}
+}
+
+// reset makes c a new connection again, as Redis's RESET: out of a
+// transaction and of its subscriptions, back to RESP2, without a name.
+func (c *client) reset() {
+	c.multi = nil
+	if c.tunnel != nil {
+		c.tunnel.Close()
+		c.tunnel, c.subscribed = nil, false
+		c.tunnelGen++ // what it still sends, and its end, are dropped
+	}
+	c.resp3, c.out.resp3, c.held.resp3 = false, false, false
+	c.name, c.lib, c.ver = "", "", ""
+}
+
+func cmdReset(_ *Server, c *client, conn respConn, _ [][]byte) {
+	c.reset()
+	conn.WriteString("RESET")
 }
 
 // cancelBlocked gives up the blocking commands c still waits for: it went

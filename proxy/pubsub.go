@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/sluice-rl/sluice/router"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
+	hashslot "github.com/sluice-rl/sluice/router/slot"
+)
+
+// A subscriber gets a tunnel of its own to one node (router.Tunnel): its
+// subscribe commands go there as they are, and what the node sends back,
+// confirmations and messages, goes to the client as it comes, after the
+// replies to what the client sent before. PUBLISH reaches every node of a
+// cluster by itself, so any node serves a channel; a shard channel is
+// served by the primary of its slot, which the tunnel goes to when the
+// client's first subscription is SSUBSCRIBE. In RESP2, a subscribed
+// client's commands all go through the tunnel, as Redis allows only
+// subscription commands, PING, QUIT and RESET then; in RESP3 only the
+// subscription commands do.
+
+// subscribing are the commands that go through a client's tunnel.
+var subscribing = map[string]bool{
+	"subscribe": true, "psubscribe": true, "ssubscribe": true,
+	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
+}
+
+var errPubSubGoroutines = errors.New("sluice serves pub/sub on its event loops only, not with --io-loops -1")
+
+// subscribe sends a subscription command through c's tunnel, opening it.
+func (s *Server) subscribe(c *client, name string, args [][]byte) error {
+	if c.fd == nil {
+		return errPubSubGoroutines
+	}
+	if c.tunnel == nil {
+		sl := router.AnySlot
+		if name == "ssubscribe" || name == "sunsubscribe" {
+			if len(args) > 1 {
+				sl = hashslot.Of(string(args[1]))
+			}
+		}
+		c.tunnelGen++
+		onData, onEnd := c.fd.tunnelCallbacks(c.tunnelGen)
+		c.tunnel = s.cfg.Forwarder.Tunnel(sl, c.resp3, onData, onEnd)
+	}
+	if !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe") {
+		c.subscribed = true
+	}
+	return s.toTunnel(c, args)
+}
+
+// subscribedCommand takes a command of a RESP2 client in subscribed
+// mode: a subscription command or PING goes through its tunnel; anything
+// else is refused as Redis refuses it (sent to the node, it could answer
+// MOVED instead).
+func (s *Server) subscribedCommand(c *client, args [][]byte) error {
+	name := lowerName(args[0])
+	if name == "reset" {
+		c.reset()
+		s.replyNow(c, "+RESET\r\n")
+		return nil
+	}
+	if subscribing[name] || name == "ping" {
+		return s.toTunnel(c, args)
+	}
+	if specs := s.cfg.Forwarder.Commands(); specs != nil {
+		spec, err := cmdspec.Lookup(specs, args)
+		if err != nil {
+			return err
+		}
+		name = spec.Name
+	}
+	return fmt.Errorf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name)
+}
+
+// toTunnel sends a command through c's tunnel: its answer comes back as
+// tunnel data, not in a slot.
+func (s *Server) toTunnel(c *client, args [][]byte) error {
+	if err := c.tunnel.Send(router.AppendCommand(nil, args)); err != nil {
+		return errors.New("sluice: the subscription's connection to the cluster failed: " + err.Error())
+	}
+	return nil
+}
+
+// pushData puts what a client's tunnel sent in its output, behind the
+// replies to what it sent before; it notices a RESP2 client leaving
+// subscribed mode (an unsubscription that leaves 0).
+func (c *client) pushData(data []byte) {
+	if c.subscribed && leftNoSubscription(data) {
+		c.subscribed = false
+	}
+	if c.inFlight() == 0 {
+		c.out.b = append(c.out.b, data...)
+	} else {
+		c.pushed = append(c.pushed, data...)
+	}
+}
+
+// leftNoSubscription reports an unsubscribe confirmation with a count of
+// 0: ["unsubscribe", channel, 0].
+func leftNoSubscription(data []byte) bool {
+	elems, ok := elements(data)
+	if !ok || len(elems) != 3 || !bytes.Equal(elems[2], []byte(":0\r\n")) {
+		return false
+	}
+	e := elems[0]
+	return bytes.HasSuffix(e, []byte("\r\nunsubscribe\r\n")) || bytes.HasSuffix(e, []byte("\r\npunsubscribe\r\n")) ||
+		bytes.HasSuffix(e, []byte("\r\nsunsubscribe\r\n"))
+}
