@@ -13,6 +13,13 @@ deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
 		echo "installing redis-server and redis-tools"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools; }
+	@command -v node >/dev/null 2>&1 || { \
+		echo "installing nodejs and npm"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	@/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || { \
+		echo "installing python3-redis"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-redis; }
+	@[ -d proxy/testdata/compat/node_modules ] || npm ci --no-audit --no-fund --prefix proxy/testdata/compat
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -36,6 +36,9 @@ var quitCommand *command
 // resetCommand runs at once, even in a transaction, as in Redis.
 var resetCommand *command
 
+// commandCommand is answered from the cluster's table when there is one.
+var commandCommand *command
+
 func init() {
 	table := []*command{
 		{name: "throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
@@ -67,6 +70,7 @@ func init() {
 	}
 	quitCommand = commands["quit"]
 	resetCommand = commands["reset"]
+	commandCommand = commands["command"]
 }
 
 // lookup finds args' command and checks its arity.
@@ -200,7 +204,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	conn.WriteBulkString("id")
 	conn.WriteInt64(c.id)
 	conn.WriteBulkString("mode")
-	conn.WriteBulkString("standalone")
+	conn.WriteBulkString("cluster") // as its CLUSTER replies say
 	conn.WriteBulkString("role")
 	conn.WriteBulkString("master")
 	conn.WriteBulkString("modules")

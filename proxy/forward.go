@@ -73,6 +73,9 @@ type fwdItem struct {
 	order []int // mergeArray: the keys' places, part after part
 	// mergeScan: which primary the page is from, and how many there are.
 	node, nodes int
+	// post, when set, makes the merged reply sluice's (COMMAND's, with
+	// sluice's own commands added); errors pass as they are.
+	post func([]byte) []byte
 }
 
 var (
@@ -248,7 +251,11 @@ func (r *round) deliverPart(j int, mark func(*client)) {
 		return
 	}
 	sl := &c.q[it.to.seq-c.base]
-	sl.raw, sl.state = it.merged(r.replies[it.first:it.first+it.n]), slotDecided
+	raw := it.merged(r.replies[it.first : it.first+it.n])
+	if it.post != nil && len(raw) > 0 && raw[0] != '-' {
+		raw = it.post(raw)
+	}
+	sl.raw, sl.state = raw, slotDecided
 	mark(c)
 }
 

@@ -500,9 +500,12 @@ func TestPassthroughTransactions(t *testing.T) {
 	}{
 		{[]string{"MULTI"}, "+OK\r\n"},
 		{[]string{"SET", "{a}x", "1"}, "+QUEUED\r\n"},
-		{[]string{"SET", "{b}x", "1"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
-		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
+		{[]string{"SET", "{b}x", "1"}, "+QUEUED\r\n"},
+		{[]string{"EXEC"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
 		{[]string{"GET", "{a}x"}, "$-1\r\n"},
+		{[]string{"MULTI"}, "+OK\r\n"},
+		{[]string{"MSET", "{a}x", "1", "{b}x", "1"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
 		{[]string{"MULTI"}, "+OK\r\n"},
 		{[]string{"THROTTLE", "k", "10", "1", "1s"}, "-ERR sluice cannot run 'throttle' inside a transaction\r\n"},
 		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
@@ -703,5 +706,43 @@ func TestPassthroughPubSub(t *testing.T) {
 	gaddr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1})
 	if got := dialRaw(t, gaddr).do("SUBSCRIBE", "ch"); !strings.Contains(got, "event loops only") {
 		t.Errorf("SUBSCRIBE with --io-loops -1: %q", got)
+	}
+}
+
+// TestPassthroughCommandTable: COMMAND answers the cluster's table with
+// sluice's own commands added, as cluster clients look commands up in it.
+func TestPassthroughCommandTable(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, resp3 := range []bool{false, true} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+		if resp3 {
+			conn.do("HELLO", "3")
+		}
+		count := func(reply string) int {
+			n, err := strconv.Atoi(strings.TrimSuffix(reply[1:], "\r\n"))
+			if err != nil {
+				t.Fatalf("COMMAND COUNT: %q", reply)
+			}
+			return n
+		}
+		direct := count(directIn(t, c, resp3, 0, "COMMAND", "COUNT"))
+		through := count(conn.do("COMMAND", "COUNT"))
+		if through != direct+4 {
+			t.Errorf("COMMAND COUNT through sluice %d, want the cluster's %d and sluice's 4", through, direct)
+		}
+		if all := conn.do("COMMAND"); !strings.HasPrefix(all, "*"+strconv.Itoa(through)+"\r\n") || !strings.Contains(all, "\r\n$4\r\ngcra\r\n") {
+			t.Errorf("COMMAND: %d entries, want %d with gcra (%q...)", len(all), through, all[:20])
+		}
+		get := directIn(t, c, resp3, 0, "COMMAND", "INFO", "get")
+		set := directIn(t, c, resp3, 0, "COMMAND", "INFO", "set")
+		got := conn.do("COMMAND", "INFO", "get", "THROTTLE", "set")
+		want := "*3\r\n" + strings.TrimPrefix(get, "*1\r\n")
+		if !strings.HasPrefix(got, want+"*10\r\n$8\r\nthrottle\r\n") || !strings.HasSuffix(got, strings.TrimPrefix(set, "*1\r\n")) {
+			t.Errorf("RESP3 %v: COMMAND INFO get THROTTLE set: %q", resp3, got)
+		}
+	}
+	if got := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r})).do("INFO", "cluster"); !strings.Contains(got, "cluster_enabled:1\r\n") {
+		t.Errorf("INFO cluster: %q", got)
 	}
 }

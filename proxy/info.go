@@ -25,6 +25,14 @@ var infoSections = []struct {
 	{"memory", "Memory", (*Server).infoMemory},
 	{"backend", "Backend", (*Server).infoBackend},
 	{"cpu", "CPU", (*Server).infoCPU},
+	{"cluster", "Cluster", (*Server).infoCluster},
+}
+
+// infoCluster says sluice is a cluster node, as its CLUSTER replies do
+// (a one-node cluster that owns every slot): cluster clients such as
+// redis-py's RedisCluster check it before they start.
+func (s *Server) infoCluster(b *strings.Builder) {
+	b.WriteString("cluster_enabled:1\r\n")
 }
 
 func cmdInfo(s *Server, _ *client, conn respConn, args [][]byte) {
@@ -57,7 +65,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 	// Clients gate features on redis_version; sluice speaks Redis 7's
 	// protocol for the commands it has.
 	fmt.Fprintf(b, "redis_version:7.0.0\r\n")
-	fmt.Fprintf(b, "redis_mode:standalone\r\n")
+	fmt.Fprintf(b, "redis_mode:cluster\r\n")
 	fmt.Fprintf(b, "backend:%s\r\n", s.cfg.Backend)
 	fmt.Fprintf(b, "go_version:%s\r\n", runtime.Version())
 	fmt.Fprintf(b, "process_id:%d\r\n", os.Getpid())

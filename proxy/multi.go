@@ -10,7 +10,8 @@ import (
 )
 
 // A transaction (MULTI ... EXEC) is queued in sluice, checked as Redis
-// Cluster checks it (every key in one slot), and sent at EXEC as one
+// Cluster checks it (each command's keys in one slot when it is queued,
+// all the transaction's keys in one slot at EXEC), and sent at EXEC as one
 // block, MULTI, the commands and EXEC, to the primary of that slot. The
 // node runs it atomically; the client gets EXEC's reply. No connection is
 // pinned to the client meanwhile, which is why WATCH, whose effect lasts
@@ -20,6 +21,7 @@ type txn struct {
 	cmds  []byte // the queued commands, encoded
 	n     int    // how many
 	dirty bool   // a command was refused: EXEC answers EXECABORT
+	cross bool   // its commands' keys are in several slots: EXEC answers CROSSSLOT
 }
 
 // maxQueued bounds the bytes one client may queue in a transaction: they
@@ -69,6 +71,8 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		switch {
 		case t.dirty:
 			return errExecAbort
+		case t.cross:
+			return errCrossSlot
 		case t.n == 0:
 			s.replyNow(c, "*0\r\n")
 			return nil
@@ -126,13 +130,19 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) err
 	if err != nil {
 		return fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
 	}
-	for _, k := range keys {
-		sl := hashslot.Of(string(args[k]))
-		if t.slot == router.AnySlot {
-			t.slot = sl
-		} else if sl != t.slot {
+	if len(keys) == 0 {
+		return nil
+	}
+	sl := hashslot.Of(string(args[keys[0]]))
+	for _, k := range keys[1:] {
+		if hashslot.Of(string(args[k])) != sl {
 			return errCrossSlot
 		}
+	}
+	if t.slot == router.AnySlot {
+		t.slot = sl
+	} else if sl != t.slot {
+		t.cross = true
 	}
 	return nil
 }

@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"bytes"
+	"sort"
+	"strconv"
+
+	"github.com/sluice-rl/sluice/router"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
+)
+
+// With a cluster behind it, COMMAND answers from the cluster's own table,
+// with sluice's commands the cluster has not (THROTTLE, GCRA, ...) added:
+// cluster clients (redis-py's RedisCluster, go-redis's ClusterClient) look
+// up every command they send in it.
+
+// ownCommands are sluice's commands the cluster's table lacks, by name.
+func ownCommands(specs map[string]*cmdspec.Spec) []*command {
+	var own []*command
+	for name, cmd := range commands {
+		if _, ok := specs[name]; !ok {
+			own = append(own, cmd)
+		}
+	}
+	sort.Slice(own, func(i, j int) bool { return own[i].name < own[j].name })
+	return own
+}
+
+// forwardCommand queues COMMAND for the cluster, with what sluice adds to
+// its reply. It reports false when sluice answers it alone: without the
+// cluster's table, or for subcommands it passes through as they are.
+func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
+	specs := s.cfg.Forwarder.Commands()
+	if specs == nil {
+		return false
+	}
+	own := ownCommands(specs)
+	sub := ""
+	if len(args) > 1 {
+		sub = lowerName(args[1])
+	}
+	var post func([]byte) []byte
+	switch {
+	case sub == "" || (sub == "info" && len(args) == 2):
+		post = func(p []byte) []byte { return appendOwn(p, own, c.resp3) }
+	case sub == "count":
+		post = func(p []byte) []byte {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(p[1:])))
+			if p[0] != ':' || err != nil {
+				return unexpected(p)
+			}
+			return append(strconv.AppendInt([]byte{':'}, int64(n+len(own)), 10), '\r', '\n')
+		}
+	case sub == "list" && len(args) == 2:
+		post = func(p []byte) []byte {
+			var w replyBuf
+			for _, cmd := range own {
+				w.WriteBulkString(cmd.name)
+			}
+			return appendElements(p, len(own), w.b)
+		}
+	case sub == "info":
+		// The cluster answers for its names, sluice for its own, in the
+		// order asked.
+		mine := map[int]*command{}
+		asked := [][]byte{args[0], args[1]}
+		for i, a := range args[2:] {
+			if cmd := ownByName(own, a); cmd != nil {
+				mine[i] = cmd
+			} else {
+				asked = append(asked, a)
+			}
+		}
+		if len(mine) > 0 {
+			args = asked
+			resp3 := c.resp3
+			post = func(p []byte) []byte { return spliceInfo(p, mine, resp3) }
+		}
+	}
+	s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args)})
+	r.items[len(r.items)-1].post = post
+	return true
+}
+
+func ownByName(own []*command, name []byte) *command {
+	for _, cmd := range own {
+		if string(bytes.ToLower(name)) == cmd.name {
+			return cmd
+		}
+	}
+	return nil
+}
+
+// appendOwn adds sluice's entries to the cluster's COMMAND reply.
+func appendOwn(p []byte, own []*command, resp3 bool) []byte {
+	w := replyBuf{resp3: resp3}
+	for _, cmd := range own {
+		writeCommandInfo(&w, cmd)
+	}
+	return appendElements(p, len(own), w.b)
+}
+
+// appendElements adds n elements, encoded in more, to the array p.
+func appendElements(p []byte, n int, more []byte) []byte {
+	elems, ok := elements(p)
+	if !ok {
+		return unexpected(p)
+	}
+	out := appendArrayHeader(nil, len(elems)+n)
+	for _, e := range elems {
+		out = append(out, e...)
+	}
+	return append(out, more...)
+}
+
+// spliceInfo puts sluice's entries for COMMAND INFO where they were asked.
+func spliceInfo(p []byte, mine map[int]*command, resp3 bool) []byte {
+	elems, ok := elements(p)
+	if !ok {
+		return unexpected(p)
+	}
+	n := len(elems) + len(mine)
+	out := appendArrayHeader(nil, n)
+	for i := range n {
+		if cmd := mine[i]; cmd != nil {
+			w := replyBuf{resp3: resp3}
+			writeCommandInfo(&w, cmd)
+			out = append(out, w.b...)
+			continue
+		}
+		out = append(out, elems[0]...)
+		elems = elems[1:]
+	}
+	return out
+}
