@@ -78,7 +78,7 @@ func lookup(args [][]byte) (*command, error) {
 	var buf [32]byte
 	name := args[0]
 	if len(name) > len(buf) {
-		return nil, unknownCommand(args)
+		return nil, errUnknownCommand
 	}
 	lower := buf[:len(name)]
 	for i, c := range name {
@@ -89,13 +89,18 @@ func lookup(args [][]byte) (*command, error) {
 	}
 	cmd, ok := commands[string(lower)]
 	if !ok {
-		return nil, unknownCommand(args)
+		return nil, errUnknownCommand
 	}
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
 		return cmd, fmt.Errorf("wrong number of arguments for '%s' command", cmd.name)
 	}
 	return cmd, nil
 }
+
+// errUnknownCommand is lookup's answer for a command sluice does not
+// have: most go to the cluster, so the message, which costs a formatting,
+// is written only for those answered unknown (unknownCommand).
+var errUnknownCommand = errors.New("unknown command")
 
 // unknownCommand is Redis 7's message, which clients match on (rueidis
 // and go-redis fall back to RESP2 when HELLO is unknown).

@@ -397,6 +397,9 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	}
 	w := c.writer()
 	mark := len(w.b)
+	if err == errUnknownCommand {
+		err = unknownCommand(args)
+	}
 	if err != nil {
 		s.writeError(w, err)
 	} else {
