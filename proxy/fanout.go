@@ -40,6 +40,9 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		return errors.New("sluice forwards '" + strings.ToUpper(strings.ReplaceAll(spec.Name, "|", " ")) +
 			"' only with --allow-admin: it changes every primary")
 	}
+	if spec.Name == "script|load" && len(args) == 3 {
+		s.cfg.Forwarder.RememberScript(args[2])
+	}
 	primaries := s.cfg.Forwarder.Primaries()
 	if len(primaries) == 0 {
 		return errNoPrimaries

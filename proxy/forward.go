@@ -26,6 +26,9 @@ type Forwarder interface {
 	// Primaries are a slot of each primary, in an order that holds while
 	// the slot map does: a command sent to each reaches every primary once.
 	Primaries() []int
+	// RememberScript keeps a script loaded through sluice, to replay an
+	// EVALSHA of it as EVAL on a node that lost it.
+	RememberScript(body []byte)
 	// Tunnel opens a subscriber's own connection to the primary of a
 	// slot (router.AnySlot: any).
 	Tunnel(slot int, resp3 bool, onData func([]byte), onEnd func(error)) *router.Tunnel

@@ -418,6 +418,22 @@ func TestPassthroughFansOut(t *testing.T) {
 			t.Errorf("EVALSHA on %s: %q", k, got)
 		}
 	}
+	// A node that lost the script (SCRIPT FLUSH, a promoted replica) runs
+	// it all the same: sluice replays it as EVAL. One it never saw loaded
+	// answers the node's NOSCRIPT.
+	for _, n := range c.Nodes {
+		if err := n.Do(context.Background(), "SCRIPT", "FLUSH").Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range want {
+		if got := conn.do("EVALSHA", sha, "1", k); got != "$1\r\nv\r\n" {
+			t.Errorf("EVALSHA on %s after SCRIPT FLUSH on the nodes: %q", k, got)
+		}
+	}
+	if got := conn.do("EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"); !strings.HasPrefix(got, "-NOSCRIPT") {
+		t.Errorf("EVALSHA of a script never loaded: %q", got)
+	}
 	// Commands that change every primary need --allow-admin.
 	if got := conn.do("FLUSHALL"); !strings.Contains(got, "only with --allow-admin") {
 		t.Errorf("FLUSHALL without --allow-admin: %q", got)

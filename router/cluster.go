@@ -93,10 +93,11 @@ type Cluster struct {
 	share  atomic.Uint64 // float64 bits of the local share in use
 	live   atomic.Int64  // sluice instances counted by the last heartbeat
 
-	mu       sync.Mutex            // guards shards, backends and idle
+	mu       sync.Mutex            // guards shards, backends, idle and scripts
 	shards   map[string]*shard     // by primary address, kept across topologies
 	backends map[string]*backend   // forwarding connections, by node address
 	idle     map[string][]idleConn // connections for blocking commands, between uses
+	scripts  map[string][]byte     // scripts loaded through sluice, by SHA1
 	blocking atomic.Int64          // blocking commands in flight
 
 	commands atomic.Pointer[map[string]*command.Spec] // the cluster's command table
@@ -146,6 +147,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		shards:    map[string]*shard{},
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
+		scripts:   map[string][]byte{},
 		done:      make(chan struct{}),
 	}
 	if c.log == nil {

@@ -7,6 +7,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -142,6 +144,7 @@ func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte,
 // sendTo sends f to the node at addr: on the node's shared connection, or
 // on one of its own when it may block.
 func (c *Cluster) sendTo(addr string, f *forwarded) {
+	f.addr = addr
 	if f.blocked != nil {
 		go c.sendBlocking(addr, f)
 		return
@@ -364,6 +367,8 @@ type forwarded struct {
 	replies   int      // how many replies cmd gets
 	expect    int      // replies still to come, ASKING's included
 	redirect  []byte   // a MOVED or ASK among a transaction's replies
+	replayed  bool     // an EVALSHA sent again as EVAL after NOSCRIPT
+	addr      string   // the node it was sent to
 	sentAt    time.Time
 	done      func(reply []byte)
 }
@@ -386,7 +391,65 @@ func (f *forwarded) answer(r []byte) {
 			return
 		}
 	}
+	if bytes.HasPrefix(r, []byte("-NOSCRIPT")) && !f.replayed {
+		if cmd, ok := f.c.evalFor(f.cmd); ok {
+			// A node that lost the script (a promoted replica, a restart,
+			// SCRIPT FLUSH): run it from its text, which sluice saw loaded.
+			f.cmd, f.replayed = cmd, true
+			f.c.sendTo(f.addr, f)
+			return
+		}
+	}
 	f.done(r)
+}
+
+// maxScripts bounds the scripts sluice remembers for NOSCRIPT replay.
+const maxScripts = 10_000
+
+// RememberScript keeps a script loaded through sluice (SCRIPT LOAD), so
+// that an EVALSHA of it that meets a node without it is replayed as EVAL,
+// as rueidis does for its own scripts.
+func (c *Cluster) RememberScript(body []byte) {
+	sum := sha1.Sum(body)
+	sha := hex.EncodeToString(sum[:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.scripts[sha]; ok || len(c.scripts) >= maxScripts {
+		return
+	}
+	c.scripts[sha] = bytes.Clone(body)
+}
+
+// evalFor rewrites an EVALSHA (or EVALSHA_RO) of a remembered script,
+// encoded as AppendCommand encodes it, as the EVAL of its text.
+func (c *Cluster) evalFor(cmd []byte) ([]byte, bool) {
+	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
+	if !ok {
+		return nil, false
+	}
+	header := cmd[:len(cmd)-len(rest)]
+	var eval string
+	switch {
+	case len(rest) > 13 && bytes.EqualFold(rest[:13], []byte("$7\r\nEVALSHA\r\n")):
+		eval, rest = "EVAL", rest[13:]
+	case len(rest) > 17 && bytes.EqualFold(rest[:17], []byte("$10\r\nEVALSHA_RO\r\n")):
+		eval, rest = "EVAL_RO", rest[17:]
+	default:
+		return nil, false
+	}
+	if len(rest) < 47 || string(rest[:5]) != "$40\r\n" || string(rest[45:47]) != "\r\n" {
+		return nil, false
+	}
+	sha := strings.ToLower(string(rest[5:45]))
+	c.mu.Lock()
+	body, ok := c.scripts[sha]
+	c.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	out := append(bytes.Clone(header), redcon.AppendBulkString(nil, eval)...)
+	out = redcon.AppendBulk(out, body)
+	return append(out, rest[47:]...), true
 }
 
 func isRedirectReply(r []byte) (moved, ask bool) {
