@@ -30,6 +30,12 @@ var fanOuts = map[string]fanOut{
 	"config|set":       {how: mergeSame, admin: true},
 	"config|resetstat": {how: mergeSame, admin: true},
 	"config|get":       {how: mergeNone, admin: true, one: true},
+	// A subscriber through sluice is on one primary: each counts its own.
+	"pubsub|channels":      {how: mergeUnion},
+	"pubsub|shardchannels": {how: mergeUnion},
+	"pubsub|numpat":        {how: mergeSum},
+	"pubsub|numsub":        {how: mergePairSum},
+	"pubsub|shardnumsub":   {how: mergePairSum},
 }
 
 var errNoPrimaries = errors.New("CLUSTERDOWN sluice has no slot map of the cluster yet")

@@ -48,6 +48,8 @@ const (
 	mergeAnd                   // SCRIPT EXISTS: 1 where every primary says 1
 	mergeAnyValue              // RANDOMKEY: the first primary's that is not nil
 	mergeScan                  // SCAN: one primary's page, its cursor made sluice's
+	mergeUnion                 // PUBSUB CHANNELS: every primary's elements, once each
+	mergePairSum               // PUBSUB NUMSUB: [name, count, ...] with counts summed
 )
 
 // splits are the multi-key commands sluice splits per slot, as the
@@ -313,6 +315,37 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		elems = append(elems, e...)
 	}
 	switch it.how {
+	case mergeUnion:
+		seen := map[string]bool{}
+		var union [][]byte
+		for _, e := range elems {
+			if !seen[string(e)] {
+				seen[string(e)] = true
+				union = append(union, e)
+			}
+		}
+		elems = union
+	case mergePairSum:
+		// Every primary answers the same names in the same order.
+		n := len(elems) / len(parts)
+		if n*len(parts) != len(elems) || n%2 != 0 {
+			return unexpected(parts[0])
+		}
+		out := appendArrayHeader(nil, n)
+		for i := 0; i < n; i += 2 {
+			var sum int64
+			for j := range parts {
+				e := elems[j*n+i+1]
+				v, err := strconv.ParseInt(string(bytes.TrimSpace(e[1:])), 10, 64)
+				if e[0] != ':' || err != nil {
+					return unexpected(parts[j])
+				}
+				sum += v
+			}
+			out = append(out, elems[i]...)
+			out = append(strconv.AppendInt(append(out, ':'), sum, 10), '\r', '\n')
+		}
+		return out
 	case mergeAnd:
 		// SCRIPT EXISTS: a script is there only if every primary has it,
 		// since EVALSHA may go to any of them.

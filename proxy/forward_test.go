@@ -228,7 +228,7 @@ func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
 		{"WATCH", "sp:a"},
 		{"MONITOR"},
 		{"DEBUG", "SLEEP", "0"},
-		{"PUBSUB", "CHANNELS"},
+		{"PUBSUB", "HELP"},
 	} {
 		if got := conn.do(cmd...); !strings.HasPrefix(got, "-ERR sluice does not forward") {
 			t.Errorf("%q: got %q, want an ERR saying sluice does not forward it", cmd, got)
@@ -647,6 +647,16 @@ func TestPassthroughPubSub(t *testing.T) {
 	pub.do("PUBLISH", "px", "m")
 	if got, want := sub.read(), "*4\r\n$8\r\npmessage\r\n$2\r\np*\r\n$2\r\npx\r\n$1\r\nm\r\n"; got != want {
 		t.Errorf("pmessage: %q, want %q", got, want)
+	}
+	// PUBSUB counts the subscribers of every primary.
+	if got := pub.do("PUBSUB", "NUMSUB", "ch1", "none"); got != "*4\r\n$3\r\nch1\r\n:1\r\n$4\r\nnone\r\n:0\r\n" {
+		t.Errorf("PUBSUB NUMSUB: %q", got)
+	}
+	if got := pub.do("PUBSUB", "NUMPAT"); got != ":1\r\n" {
+		t.Errorf("PUBSUB NUMPAT: %q", got)
+	}
+	if got := pub.do("PUBSUB", "CHANNELS", "ch*"); got != "*2\r\n$3\r\nch1\r\n$3\r\nch2\r\n" && got != "*2\r\n$3\r\nch2\r\n$3\r\nch1\r\n" {
+		t.Errorf("PUBSUB CHANNELS: %q", got)
 	}
 	sub.send([]string{"UNSUBSCRIBE"}, []string{"PUNSUBSCRIBE"})
 	for range 3 {
