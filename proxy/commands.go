@@ -36,8 +36,9 @@ var quitCommand *command
 // resetCommand runs at once, even in a transaction, as in Redis.
 var resetCommand *command
 
-// commandCommand is answered from the cluster's table when there is one.
-var commandCommand *command
+// commandCommand and infoCommand are answered with the cluster's help
+// when there is one.
+var commandCommand, infoCommand *command
 
 func init() {
 	table := []*command{
@@ -71,6 +72,7 @@ func init() {
 	quitCommand = commands["quit"]
 	resetCommand = commands["reset"]
 	commandCommand = commands["command"]
+	infoCommand = commands["info"]
 }
 
 // lookup finds args' command and checks its arity.

@@ -50,6 +50,7 @@ const (
 	mergeScan                  // SCAN: one primary's page, its cursor made sluice's
 	mergeUnion                 // PUBSUB CHANNELS: every primary's elements, once each
 	mergePairSum               // PUBSUB NUMSUB: [name, count, ...] with counts summed
+	mergeKeyspace              // INFO: sluice's sections and the primaries' keyspace summed
 )
 
 // splits are the multi-key commands sluice splits per slot, as the
@@ -78,6 +79,9 @@ type fwdItem struct {
 	order []int // mergeArray: the keys' places, part after part
 	// mergeScan: which primary the page is from, and how many there are.
 	node, nodes int
+	// mergeKeyspace: sluice's own INFO text, and the client's protocol.
+	info  string
+	resp3 bool
 	// post, when set, makes the merged reply sluice's (COMMAND's, with
 	// sluice's own commands added); errors pass as they are.
 	post func([]byte) []byte
@@ -305,6 +309,8 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		return parts[0]
 	case mergeScan:
 		return it.scanReply(parts[0])
+	case mergeKeyspace:
+		return it.keyspace(parts)
 	}
 	var elems [][]byte
 	for _, p := range parts {

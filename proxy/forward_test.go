@@ -366,6 +366,18 @@ func TestPassthroughFansOut(t *testing.T) {
 			break
 		}
 	}
+	// INFO's Keyspace section sums the primaries', after sluice's sections.
+	for i := 0; ; i++ {
+		info, size := conn.do("INFO"), conn.do("DBSIZE")
+		want := "# Keyspace\r\ndb0:keys=" + strings.Trim(size, ":\r\n") + ","
+		if strings.HasPrefix(info, "$") && strings.Contains(info, "# Server\r\n") && strings.Contains(info, want) {
+			break
+		}
+		if i == 3 {
+			t.Errorf("INFO: want sluice's sections and %q (DBSIZE %q), got %q", want, size, info)
+			break
+		}
+	}
 	keysOf := func(arr string) map[string]bool {
 		elems := map[string]bool{}
 		lines := strings.Split(arr, "\r\n")

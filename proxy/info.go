@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,11 +37,21 @@ func (s *Server) infoCluster(b *strings.Builder) {
 }
 
 func cmdInfo(s *Server, _ *client, conn respConn, args [][]byte) {
+	conn.WriteVerbatim(s.infoText(args))
+}
+
+// infoWants reports which sections INFO args ask for, and whether all.
+func infoWants(args [][]byte) (map[string]bool, bool) {
 	want := map[string]bool{}
 	for _, a := range args[1:] {
 		want[strings.ToLower(string(a))] = true
 	}
-	all := len(want) == 0 || want["all"] || want["default"] || want["everything"]
+	return want, len(want) == 0 || want["all"] || want["default"] || want["everything"]
+}
+
+// infoText is sluice's own sections of INFO args.
+func (s *Server) infoText(args [][]byte) string {
+	want, all := infoWants(args)
 	var b strings.Builder
 	for _, sec := range infoSections {
 		if !all && !want[sec.name] {
@@ -52,7 +63,7 @@ func cmdInfo(s *Server, _ *client, conn respConn, args [][]byte) {
 		fmt.Fprintf(&b, "# %s\r\n", sec.title)
 		sec.write(s, &b)
 	}
-	conn.WriteVerbatim(b.String())
+	return b.String()
 }
 
 func (s *Server) infoServer(b *strings.Builder) {
@@ -192,4 +203,89 @@ func (s *Server) infoCPU(b *strings.Builder) {
 
 func seconds(tv syscall.Timeval) float64 {
 	return float64(tv.Sec) + float64(tv.Usec)/1e6
+}
+
+// With a cluster behind it, INFO's Keyspace section sums the primaries'
+// (each asked INFO keyspace), after sluice's own sections.
+
+// forwardInfo queues INFO for every primary when it asks for the
+// keyspace; it reports false when sluice answers it alone.
+func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
+	want, all := infoWants(args)
+	primaries := s.cfg.Forwarder.Primaries()
+	if (!all && !want["keyspace"]) || len(primaries) == 0 {
+		return false
+	}
+	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3}
+	cmd := []byte("*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")
+	for _, sl := range primaries {
+		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd, RESP3: c.resp3})
+		r.partOf = append(r.partOf, len(r.items))
+	}
+	it.n, it.left = len(primaries), len(primaries)
+	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
+	c.q = append(c.q, slot{state: slotWaiting})
+	r.items = append(r.items, it)
+	return true
+}
+
+// keyspace sums the primaries' INFO keyspace replies into one section
+// after sluice's own text, in the client's protocol.
+func (it *fwdItem) keyspace(parts [][]byte) []byte {
+	type db struct{ keys, expires, ttlSum int64 }
+	dbs := map[string]*db{}
+	var names []string
+	for _, p := range parts {
+		_, body, ok := strings.Cut(string(p), "\r\n")
+		if !ok {
+			return unexpected(p)
+		}
+		body = strings.TrimPrefix(body, "txt:")
+		for _, line := range strings.Split(body, "\r\n") {
+			name, fields, ok := strings.Cut(line, ":")
+			if !ok || !strings.HasPrefix(name, "db") {
+				continue
+			}
+			var keys, expires, ttl int64
+			for _, f := range strings.Split(fields, ",") {
+				k, v, _ := strings.Cut(f, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "keys":
+					keys = n
+				case "expires":
+					expires = n
+				case "avg_ttl":
+					ttl = n
+				}
+			}
+			d := dbs[name]
+			if d == nil {
+				d = &db{}
+				dbs[name] = d
+				names = append(names, name)
+			}
+			d.keys += keys
+			d.expires += expires
+			d.ttlSum += ttl * expires // avg_ttl weighs each primary by its keys with a TTL
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(it.info)
+	if b.Len() > 0 {
+		b.WriteString("\r\n")
+	}
+	b.WriteString("# Keyspace\r\n")
+	for _, name := range names {
+		d := dbs[name]
+		avg := int64(0)
+		if d.expires > 0 {
+			avg = d.ttlSum / d.expires
+		}
+		fmt.Fprintf(&b, "%s:keys=%d,expires=%d,avg_ttl=%d\r\n", name, d.keys, d.expires, avg)
+	}
+	w := replyBuf{resp3: it.resp3}
+	w.WriteVerbatim(b.String())
+	return w.b
 }

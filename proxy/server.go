@@ -379,6 +379,8 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 		cmd = nil
 	} else if cmd == commandCommand && err == nil && s.cfg.Forwarder != nil && s.forwardCommand(c, r, args) {
 		return true
+	} else if cmd == infoCommand && err == nil && s.cfg.Forwarder != nil && s.forwardInfo(c, r, args) {
+		return true
 	} else if cmd == nil && s.cfg.Forwarder != nil {
 		err = s.forward(c, r, args)
 		if err == nil {
