@@ -29,6 +29,9 @@ type Forwarder interface {
 	// RememberScript keeps a script loaded through sluice, to replay an
 	// EVALSHA of it as EVAL on a node that lost it.
 	RememberScript(body []byte)
+	// Pin makes a client's own connection to the primary of a slot, for
+	// WATCH.
+	Pin(slot int, resp3 bool) *router.Pin
 	// Tunnel opens a subscriber's own connection to the primary of a
 	// slot (router.AnySlot: any).
 	Tunnel(slot int, resp3 bool, onData func([]byte), onEnd func(error)) *router.Tunnel
@@ -106,7 +109,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	if fo, ok := fanOuts[spec.Name]; ok {
 		return s.fanOut(c, r, spec, args, fo)
 	}
-	if ok, err := s.transaction(c, r, spec.Name); ok {
+	if ok, err := s.transaction(c, r, spec.Name, args); ok {
 		return err
 	}
 	if subscribing[spec.Name] {
@@ -169,6 +172,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	for k := range it.n {
 		r.partOf = append(r.partOf, len(r.items))
 		r.fwd[it.first+k].RESP3 = c.resp3
+		r.fwd[it.first+k].Pin = c.pin
 	}
 	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
 	c.q = append(c.q, slot{state: slotWaiting})

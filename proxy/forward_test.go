@@ -225,7 +225,6 @@ func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
 	}
 	// Refused with a clear error, and the connection goes on.
 	for _, cmd := range [][]string{
-		{"WATCH", "sp:a"},
 		{"MONITOR"},
 		{"DEBUG", "SLEEP", "0"},
 		{"PUBSUB", "HELP"},
@@ -537,7 +536,7 @@ func TestPassthroughTransactions(t *testing.T) {
 		{[]string{"MULTI"}, "+OK\r\n"},
 		{[]string{"THROTTLE", "k", "10", "1", "1s"}, "-ERR sluice cannot run 'throttle' inside a transaction\r\n"},
 		{[]string{"EXEC"}, "-EXECABORT Transaction discarded because of previous errors.\r\n"},
-		{[]string{"WATCH", "k"}, "-ERR sluice does not forward WATCH yet: it would need a connection of the client's own\r\n"},
+		{[]string{"WATCH", "k"}, "+OK\r\n"},
 		{[]string{"UNWATCH"}, "+OK\r\n"},
 	} {
 		if got := conn.do(step.cmd...); got != step.want {
@@ -782,5 +781,77 @@ func TestPassthroughCommandTable(t *testing.T) {
 	}
 	if got := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r})).do("INFO", "cluster"); !strings.Contains(got, "cluster_enabled:1\r\n") {
 		t.Errorf("INFO cluster: %q", got)
+	}
+}
+
+// TestPassthroughWatch: WATCH through sluice watches on the key's node,
+// on a connection of the client's own until EXEC, DISCARD or UNWATCH.
+func TestPassthroughWatch(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		a, b := dialRaw(t, addr), dialRaw(t, addr)
+		k := "{w" + strconv.Itoa(-loops) + "}k"
+		b.do("SET", k, "0")
+		for _, step := range []struct {
+			conn *rawConn
+			cmd  []string
+			want string
+		}{
+			// Another client writes the watched key: EXEC does nothing.
+			{a, []string{"WATCH", k}, "+OK\r\n"},
+			{a, []string{"GET", k}, "$1\r\n0\r\n"},
+			{b, []string{"SET", k, "1"}, "+OK\r\n"},
+			{a, []string{"MULTI"}, "+OK\r\n"},
+			{a, []string{"SET", k, "a"}, "+QUEUED\r\n"},
+			{a, []string{"EXEC"}, "*-1\r\n"},
+			{a, []string{"GET", k}, "$1\r\n1\r\n"},
+			// Nobody writes it: EXEC runs.
+			{a, []string{"WATCH", k}, "+OK\r\n"},
+			{a, []string{"MULTI"}, "+OK\r\n"},
+			{a, []string{"SET", k, "a"}, "+QUEUED\r\n"},
+			{a, []string{"EXEC"}, "*1\r\n+OK\r\n"},
+			// UNWATCH and DISCARD end the watch.
+			{a, []string{"WATCH", k}, "+OK\r\n"},
+			{b, []string{"SET", k, "2"}, "+OK\r\n"},
+			{a, []string{"UNWATCH"}, "+OK\r\n"},
+			{a, []string{"MULTI"}, "+OK\r\n"},
+			{a, []string{"SET", k, "b"}, "+QUEUED\r\n"},
+			{a, []string{"EXEC"}, "*1\r\n+OK\r\n"},
+			{a, []string{"WATCH", k}, "+OK\r\n"},
+			{b, []string{"SET", k, "3"}, "+OK\r\n"},
+			{a, []string{"MULTI"}, "+OK\r\n"},
+			{a, []string{"DISCARD"}, "+OK\r\n"},
+			{a, []string{"MULTI"}, "+OK\r\n"},
+			{a, []string{"SET", k, "c"}, "+QUEUED\r\n"},
+			{a, []string{"EXEC"}, "*1\r\n+OK\r\n"},
+			{a, []string{"WATCH", k, "{other}k"}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+			{a, []string{"UNWATCH"}, "+OK\r\n"},
+		} {
+			if got := step.conn.do(step.cmd...); got != step.want {
+				t.Errorf("loops %d, %q: got %q, want %q", loops, step.cmd, got, step.want)
+			}
+		}
+	}
+	// Every pinned connection is closed once its transaction ended. (A
+	// shared connection's last command may be an EXEC too, so only the
+	// pins whose last command was WATCH or UNWATCH can be told apart.)
+	node, err := c.Primary(context.Background(), slot.Of("{w0}k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	watching := func() int {
+		list, err := node.Do(context.Background(), "CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "cmd=watch") + strings.Count(list, "cmd=unwatch")
+	}
+	for i := 0; watching() > 0; i++ {
+		if i == 500 {
+			t.Fatalf("%d pinned connections still open 5s after their transactions", watching())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -696,6 +696,7 @@ func (l *loop) close(c *fdConn) {
 	delete(l.conns, c.id)
 	c.gone = true
 	c.cancelBlocked()
+	c.unpin()
 	if c.tunnel != nil {
 		c.tunnel.Close()
 	}

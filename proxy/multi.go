@@ -14,8 +14,9 @@ import (
 // all the transaction's keys in one slot at EXEC), and sent at EXEC as one
 // block, MULTI, the commands and EXEC, to the primary of that slot. The
 // node runs it atomically; the client gets EXEC's reply. No connection is
-// pinned to the client meanwhile, which is why WATCH, whose effect lasts
-// between a client's round trips, is not forwarded yet.
+// pinned to the client for a transaction alone; WATCH, whose effect lasts
+// between a client's round trips, pins one (router.Pin) until EXEC,
+// DISCARD or UNWATCH, and every command of the client goes on it.
 type txn struct {
 	slot  int    // of its keys; router.AnySlot while none
 	cmds  []byte // the queued commands, encoded
@@ -35,12 +36,11 @@ var (
 	errWatchInside = errors.New("ERR WATCH inside MULTI is not allowed")
 	errExecAbort   = errors.New("EXECABORT Transaction discarded because of previous errors.")
 	errNoMulti     = errors.New("Command not allowed inside a transaction")
-	errWatch       = errors.New("sluice does not forward WATCH yet: it would need a connection of the client's own")
 )
 
 // transaction answers MULTI, EXEC, DISCARD, WATCH and UNWATCH outside a
 // transaction. It reports false for other commands.
-func (s *Server) transaction(c *client, r *round, name string) (bool, error) {
+func (s *Server) transaction(c *client, r *round, name string, args [][]byte) (bool, error) {
 	switch name {
 	case "multi":
 		c.multi = &txn{slot: router.AnySlot}
@@ -50,13 +50,34 @@ func (s *Server) transaction(c *client, r *round, name string) (bool, error) {
 	case "discard":
 		return true, errDiscard
 	case "watch":
-		return true, errWatch
+		return true, s.watch(c, r, args)
 	case "unwatch":
-		s.replyNow(c, "+OK\r\n") // nothing is watched
+		if c.pin == nil {
+			s.replyNow(c, "+OK\r\n") // nothing is watched
+			break
+		}
+		s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args), Pin: c.pin, Unpin: true})
+		c.pin = nil
 	default:
 		return false, nil
 	}
 	return true, nil
+}
+
+// watch sends WATCH on c's own connection to the keys' primary, pinning
+// one if c has none.
+func (s *Server) watch(c *client, r *round, args [][]byte) error {
+	sl := hashslot.Of(string(args[1]))
+	for _, k := range args[2:] {
+		if hashslot.Of(string(k)) != sl {
+			return errCrossSlot
+		}
+	}
+	if c.pin == nil {
+		c.pin = s.cfg.Forwarder.Pin(sl, c.resp3)
+	}
+	s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin})
+	return nil
 }
 
 // queue takes a command inside MULTI: EXEC and DISCARD end the
@@ -70,18 +91,22 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		c.multi = nil
 		switch {
 		case t.dirty:
+			c.unpin() // EXEC ends the watches, whatever it answers
 			return errExecAbort
 		case t.cross:
+			c.unpin()
 			return errCrossSlot
-		case t.n == 0:
+		case t.n == 0 && c.pin == nil:
 			s.replyNow(c, "*0\r\n")
 			return nil
 		}
 		block := append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
-		s.forwardOne(c, r, router.Forward{Slot: t.slot, Cmd: block, Replies: t.n + 2})
+		s.forwardOne(c, r, router.Forward{Slot: t.slot, Cmd: block, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil})
+		c.pin = nil
 		return nil
 	case "discard":
 		c.multi = nil
+		c.unpin()
 		s.replyNow(c, "+OK\r\n")
 		return nil
 	case "multi":

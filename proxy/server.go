@@ -216,17 +216,18 @@ type client struct {
 	lib  string // CLIENT SETINFO LIB-NAME
 	ver  string // CLIENT SETINFO LIB-VER
 
-	q       []slot   // q[head:] are read and not yet replied to, in order
-	head    int      //
-	base    uint64   // the sequence number of q[0]
-	held    replyBuf // replies rendered behind an undecided one, in slot order
-	heldOff int      // bytes of held already moved to out
-	out     replyBuf // replies ready to write, in order
-	closing bool     // after QUIT, a protocol error or EOF: nothing more is read
-	gone    bool     // closed: decisions still in flight are dropped
-	fd      *fdConn  // its socket's state when an event loop serves it
-	multi   *txn     // after MULTI: the commands queued for EXEC
-	resp3   bool     // after HELLO 3
+	q       []slot      // q[head:] are read and not yet replied to, in order
+	head    int         //
+	base    uint64      // the sequence number of q[0]
+	held    replyBuf    // replies rendered behind an undecided one, in slot order
+	heldOff int         // bytes of held already moved to out
+	out     replyBuf    // replies ready to write, in order
+	closing bool        // after QUIT, a protocol error or EOF: nothing more is read
+	gone    bool        // closed: decisions still in flight are dropped
+	fd      *fdConn     // its socket's state when an event loop serves it
+	multi   *txn        // after MULTI: the commands queued for EXEC
+	pin     *router.Pin // after WATCH: its own connection, until EXEC, DISCARD or UNWATCH
+	resp3   bool        // after HELLO 3
 	// tunnel is its own connection to a node once it subscribes; while
 	// subscribed is set (RESP2), every command it sends goes there.
 	tunnel     *router.Tunnel
@@ -484,6 +485,7 @@ func (s *Server) drain(c *client) {
 // transaction and of its subscriptions, back to RESP2, without a name.
 func (c *client) reset() {
 	c.multi = nil
+	c.unpin()
 	if c.tunnel != nil {
 		c.tunnel.Close()
 		c.tunnel, c.subscribed = nil, false
@@ -496,6 +498,14 @@ func (c *client) reset() {
 func cmdReset(_ *Server, c *client, conn respConn, _ [][]byte) {
 	c.reset()
 	conn.WriteString("RESET")
+}
+
+// unpin lets c's WATCH connection go: its watches end with it.
+func (c *client) unpin() {
+	if c.pin != nil {
+		c.pin.Release()
+		c.pin = nil
+	}
 }
 
 // cancelBlocked gives up the blocking commands c still waits for: it went

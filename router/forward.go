@@ -40,6 +40,11 @@ type Forward struct {
 	// RESP3 sends the command on a connection that speaks RESP3 (HELLO
 	// 3), so that its reply is in the protocol its client chose.
 	RESP3 bool
+	// Pin, when set, sends the command on its client's own connection
+	// (after WATCH, until the transaction ends); Unpin lets the pin go
+	// once the command is answered.
+	Pin   *Pin
+	Unpin bool
 	// Blocked, when set, sends the command on a connection of its own: it
 	// may wait at the node (BLPOP, XREAD BLOCK, ...), which must not hold
 	// up the commands of other clients behind it.
@@ -128,7 +133,7 @@ func (c *Cluster) readCommands(ctx context.Context) {
 func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	topo := c.topo.Load()
 	for i := range cmds {
-		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, resp3: cmds[i].RESP3, done: func(r []byte) {
+		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, done: func(r []byte) {
 			replies[i] = r
 			done([]int{i})
 		}}
@@ -147,6 +152,13 @@ func (c *Cluster) sendTo(addr string, f *forwarded) {
 	f.addr = addr
 	if f.blocked != nil {
 		go c.sendBlocking(addr, f)
+		return
+	}
+	if f.pin != nil && f.redirects == 0 && !f.replayed {
+		f.pin.b.send(f)
+		if f.unpin {
+			f.pin.Release()
+		}
 		return
 	}
 	c.backend(addr, f.resp3).send(f)
@@ -363,6 +375,8 @@ type forwarded struct {
 	asking    bool // send ASKING first: the slot is being imported there
 	redirects int
 	blocked   *Blocked // a blocking command's own connection
+	pin       *Pin     // its client's own connection
+	unpin     bool     // the last command on it
 	resp3     bool     // on a RESP3 connection
 	replies   int      // how many replies cmd gets
 	expect    int      // replies still to come, ASKING's included
@@ -494,6 +508,35 @@ type backend struct {
 	sent    []*forwarded // written, waiting for their replies, in order
 	writing bool         // the writer goroutine runs
 	buf     []byte
+	release bool // a pin let go: close the connection once nothing waits
+}
+
+// Pin is one client's own pipelined connection to a node, for WATCH:
+// keys are watched on a connection, so a client's commands from WATCH to
+// the end of its transaction must all go on one.
+type Pin struct{ b *backend }
+
+// Pin makes a client's own connection to the primary of slot sl, dialled
+// at its first command.
+func (c *Cluster) Pin(sl int, resp3 bool) *Pin {
+	return &Pin{b: &backend{c: c, addr: c.addrOf(c.topo.Load(), sl), resp3: resp3}}
+}
+
+// Release closes the pin's connection once the replies it waits for are
+// in (which ends its WATCH on the node, as closing a connection does).
+func (p *Pin) Release() {
+	b := p.b
+	b.mu.Lock()
+	b.release = true
+	conn := b.conn
+	idle := len(b.sent) == 0 && len(b.queue) == 0
+	if idle {
+		b.conn = nil
+	}
+	b.mu.Unlock()
+	if idle && conn != nil {
+		conn.Close()
+	}
 }
 
 // A node that holds a forwarded command longer than forwardTimeout
@@ -610,8 +653,16 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 		} else {
 			conn.SetReadDeadline(time.Time{})
 		}
+		done := b.release && len(b.sent) == 0 && len(b.queue) == 0
+		if done {
+			b.conn = nil
+		}
 		b.mu.Unlock()
 		f.answer(r)
+		if done {
+			conn.Close()
+			return
+		}
 	}
 }
 
