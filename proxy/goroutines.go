@@ -56,6 +56,9 @@ func (c *goClient) wait() {
 
 func (s *Server) closedConn(conn redcon.Conn, err error) {
 	s.stats.connected.Add(-1)
+	if c, ok := conn.Context().(*goClient); ok {
+		c.unpin() // its WATCH ends with it
+	}
 	switch {
 	case errors.Is(err, errQueryBuffer):
 		logQueryBuffer(s.log, conn.RemoteAddr(), orDefault(s.cfg.QueryBufferLimit, defaultQueryBufferLimit))
