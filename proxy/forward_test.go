@@ -855,3 +855,26 @@ func TestPassthroughWatch(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A subscriber that does not read its messages is closed once 32 MiB of
+// them wait in sluice, as Redis closes one past its output buffer limit,
+// instead of growing sluice's memory without bound.
+func TestPassthroughSubscriberThatDoesNotRead(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+	sub.send([]string{"SUBSCRIBE", "flood"})
+	if got := sub.read(); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {
+		t.Fatalf("SUBSCRIBE: %q", got)
+	}
+	payload := strings.Repeat("x", 1<<20)
+	numsub := func() string { return pub.do("PUBSUB", "NUMSUB", "flood") }
+	for i := 0; numsub() != "*2\r\n$5\r\nflood\r\n:0\r\n"; i++ {
+		// 64 MiB at most: the socket buffers and sluice's 32 MiB fill first.
+		if i == 64 {
+			t.Fatalf("a subscriber that reads nothing is still subscribed after %d MiB of messages", i)
+		}
+		pub.do("PUBLISH", "flood", payload)
+	}
+}

@@ -459,8 +459,10 @@ func (l *loop) deliver(d decision) {
 			// Gone, or a tunnel it reset: nothing to deliver.
 		case d.ended:
 			l.close(c)
+		case !c.pushData(d.data):
+			l.s.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", c.addr))
+			l.close(c)
 		default:
-			c.pushData(d.data)
 			l.mark(&c.client)
 		}
 		return

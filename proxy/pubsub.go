@@ -84,10 +84,19 @@ func (s *Server) toTunnel(c *client, args [][]byte) error {
 	return nil
 }
 
+// maxPushBacklog bounds what a subscriber's tunnel may pile up in sluice
+// while the client does not read: past it the client is closed, as Redis
+// closes a subscriber past its client-output-buffer-limit (pubsub 32mb).
+const maxPushBacklog = 32 << 20
+
 // pushData puts what a client's tunnel sent in its output, behind the
 // replies to what it sent before; it notices a RESP2 client leaving
-// subscribed mode (an unsubscription that leaves 0).
-func (c *client) pushData(data []byte) {
+// subscribed mode (an unsubscription that leaves 0). It reports false
+// when the client must be closed: it does not read what it is sent.
+func (c *client) pushData(data []byte) bool {
+	if len(c.out.b)+len(c.pushed)+len(data) > maxPushBacklog {
+		return false
+	}
 	if c.subscribed && leftNoSubscription(data) {
 		c.subscribed = false
 	}
@@ -96,6 +105,7 @@ func (c *client) pushData(data []byte) {
 	} else {
 		c.pushed = append(c.pushed, data...)
 	}
+	return true
 }
 
 // leftNoSubscription reports an unsubscribe confirmation with a count of
