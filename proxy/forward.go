@@ -173,6 +173,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 		r.partOf = append(r.partOf, len(r.items))
 		r.fwd[it.first+k].RESP3 = c.resp3
 		r.fwd[it.first+k].Pin = c.pin
+		r.fwd[it.first+k].ReadOnly = spec.Has("readonly")
 	}
 	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
 	c.q = append(c.q, slot{state: slotWaiting})

@@ -61,6 +61,10 @@ type ClusterConfig struct {
 	// MaxBlocking bounds the blocking commands (BLPOP, XREAD BLOCK, ...)
 	// waiting at once, each on a connection of its own; 0 means 1000.
 	MaxBlocking int
+	// ReadFromReplicas sends forwarded read-only commands (GET, MGET,
+	// ...) to a replica of their slot's primary, in turn, when it has any.
+	// Replicas lag: a read may not see a write just made.
+	ReadFromReplicas bool
 	// ForwardTimeout bounds how long a node may hold an ordinary command
 	// forwarded to it; 0 means 10s. Past it the node's connection is
 	// closed and its commands answered an error.
@@ -93,12 +97,13 @@ type Cluster struct {
 	share  atomic.Uint64 // float64 bits of the local share in use
 	live   atomic.Int64  // sluice instances counted by the last heartbeat
 
-	mu       sync.Mutex            // guards shards, backends, idle and scripts
-	shards   map[string]*shard     // by primary address, kept across topologies
-	backends map[string]*backend   // forwarding connections, by node address
-	idle     map[string][]idleConn // connections for blocking commands, between uses
-	scripts  map[string][]byte     // scripts loaded through sluice, by SHA1
-	blocking atomic.Int64          // blocking commands in flight
+	mu          sync.Mutex            // guards shards, backends, idle and scripts
+	shards      map[string]*shard     // by primary address, kept across topologies
+	backends    map[string]*backend   // forwarding connections, by node address
+	idle        map[string][]idleConn // connections for blocking commands, between uses
+	scripts     map[string][]byte     // scripts loaded through sluice, by SHA1
+	blocking    atomic.Int64          // blocking commands in flight
+	nextReplica atomic.Uint64         // turns reads over a primary's replicas
 
 	commands atomic.Pointer[map[string]*command.Spec] // the cluster's command table
 

@@ -40,6 +40,9 @@ type Forward struct {
 	// RESP3 sends the command on a connection that speaks RESP3 (HELLO
 	// 3), so that its reply is in the protocol its client chose.
 	RESP3 bool
+	// ReadOnly marks a command that may be answered by a replica of its
+	// slot's primary, with ClusterConfig.ReadFromReplicas.
+	ReadOnly bool
 	// Pin, when set, sends the command on its client's own connection
 	// (after WATCH, until the transaction ends); Unpin lets the pin go
 	// once the command is answered.
@@ -138,6 +141,11 @@ func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte,
 			done([]int{i})
 		}}
 		addr := c.addrOf(topo, cmds[i].Slot)
+		if cmds[i].ReadOnly && c.cfg.ReadFromReplicas {
+			if ra := c.replicaOf(topo, addr); ra != "" {
+				addr, f.readonly = ra, true
+			}
+		}
 		if addr == "" {
 			f.answer(errReply("CLUSTERDOWN sluice has no slot map of the cluster yet"))
 			continue
@@ -161,7 +169,20 @@ func (c *Cluster) sendTo(addr string, f *forwarded) {
 		}
 		return
 	}
-	c.backend(addr, f.resp3).send(f)
+	c.backend(addr, f.resp3, f.readonly).send(f)
+}
+
+// replicaOf is a replica of the primary at addr, in turn, or "" when it
+// has none.
+func (c *Cluster) replicaOf(t *topology, addr string) string {
+	if t == nil {
+		return ""
+	}
+	rs := t.replicas[addr]
+	if len(rs) == 0 {
+		return ""
+	}
+	return rs[c.nextReplica.Add(1)%uint64(len(rs))]
 }
 
 // maxBlocking is ClusterConfig.MaxBlocking with its default.
@@ -186,11 +207,11 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 		return
 	}
 	defer c.blocking.Add(-1)
-	pool := poolKey(addr, f.resp3)
+	pool := poolKey(addr, f.resp3, f.readonly)
 	conn, br := c.idleConn(pool)
 	if conn == nil {
 		var err error
-		if conn, br, err = dial(addr, f.resp3, 4<<10); err != nil {
+		if conn, br, err = dial(addr, f.resp3, f.readonly, 4<<10); err != nil {
 			fail([]*forwarded{f}, addr, err)
 			return
 		}
@@ -298,52 +319,67 @@ func (c *Cluster) addrOf(t *topology, sl int) string {
 
 // backend is sluice's connection to the node at addr for forwarded
 // commands, made on first use and kept.
-func (c *Cluster) backend(addr string, resp3 bool) *backend {
-	key := poolKey(addr, resp3)
+func (c *Cluster) backend(addr string, resp3, readonly bool) *backend {
+	key := poolKey(addr, resp3, readonly)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.backends[key]
 	if b == nil {
-		b = &backend{c: c, addr: addr, resp3: resp3}
+		b = &backend{c: c, addr: addr, resp3: resp3, readonly: readonly}
 		c.backends[key] = b
 	}
 	return b
 }
 
-// poolKey names a node's connections of one protocol.
-func poolKey(addr string, resp3 bool) string {
+// poolKey names a node's connections of one protocol, and whether they
+// read from a replica.
+func poolKey(addr string, resp3, readonly bool) string {
 	if resp3 {
-		return addr + " resp3"
+		addr += " resp3"
+	}
+	if readonly {
+		addr += " readonly"
 	}
 	return addr
 }
 
+// readonlyCmd lets a connection read from a replica.
+var readonlyCmd = []byte("*1\r\n$8\r\nREADONLY\r\n")
+
 // hello3 switches a connection to RESP3.
 var hello3 = []byte("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
 
-// dial connects to a node, in RESP3 when asked.
-func dial(addr string, resp3 bool, bufSize int) (net.Conn, *bufio.Reader, error) {
+// dial connects to a node, in RESP3 when asked, and READONLY (to read
+// from a replica) when asked.
+func dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Reader, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return nil, nil, err
 	}
 	br := bufio.NewReaderSize(conn, bufSize)
-	if resp3 {
-		conn.SetDeadline(time.Now().Add(time.Second))
-		_, err := conn.Write(hello3)
+	conn.SetDeadline(time.Now().Add(time.Second))
+	for _, step := range []struct {
+		on   bool
+		cmd  []byte
+		want byte
+	}{{resp3, hello3, '%'}, {readonly, readonlyCmd, '+'}} {
+		if !step.on {
+			continue
+		}
+		_, err := conn.Write(step.cmd)
 		var r []byte
 		if err == nil {
 			r, err = reply.Read(br, nil)
 		}
-		if err == nil && (len(r) == 0 || r[0] != '%') {
-			err = fmt.Errorf("HELLO 3 answered %q", r[:min(len(r), 64)])
+		if err == nil && (len(r) == 0 || r[0] != step.want) {
+			err = fmt.Errorf("%q answered %q", step.cmd, r[:min(len(r), 64)])
 		}
 		if err != nil {
 			conn.Close()
 			return nil, nil, err
 		}
-		conn.SetDeadline(time.Time{})
 	}
+	conn.SetDeadline(time.Time{})
 	return conn, br, nil
 }
 
@@ -376,6 +412,7 @@ type forwarded struct {
 	redirects int
 	blocked   *Blocked // a blocking command's own connection
 	pin       *Pin     // its client's own connection
+	readonly  bool     // sent to a replica, on a READONLY connection
 	unpin     bool     // the last command on it
 	resp3     bool     // on a RESP3 connection
 	replies   int      // how many replies cmd gets
@@ -498,9 +535,10 @@ func errReply(msg string) []byte { return redcon.AppendError(nil, msg) }
 // the same order, are matched to them first in, first out. A writer and a
 // reader goroutine run while there is a connection.
 type backend struct {
-	c     *Cluster
-	addr  string
-	resp3 bool // its connection speaks RESP3
+	c        *Cluster
+	addr     string
+	resp3    bool // its connection speaks RESP3
+	readonly bool // and reads from a replica
 
 	mu      sync.Mutex // guards the fields below
 	conn    net.Conn   // nil until dialled, and after it broke
@@ -577,7 +615,7 @@ func (b *backend) write() {
 		}
 		if b.conn == nil {
 			b.mu.Unlock()
-			conn, br, err := dial(b.addr, b.resp3, 16<<10)
+			conn, br, err := dial(b.addr, b.resp3, b.readonly, 16<<10)
 			b.mu.Lock()
 			if err != nil {
 				failed := b.queue

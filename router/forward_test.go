@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,12 @@ func forward(t *testing.T, r *router.Cluster, args ...string) string {
 // forwardIn is forward in RESP3 or RESP2.
 func forwardIn(t *testing.T, r *router.Cluster, resp3 bool, args ...string) string {
 	t.Helper()
+	return forwardAs(t, r, router.Forward{RESP3: resp3}, args...)
+}
+
+// forwardAs is forward with f's options (its Slot and Cmd are args').
+func forwardAs(t *testing.T, r *router.Cluster, f router.Forward, args ...string) string {
+	t.Helper()
 	bs := make([][]byte, len(args))
 	for i, a := range args {
 		bs[i] = []byte(a)
@@ -30,7 +37,8 @@ func forwardIn(t *testing.T, r *router.Cluster, resp3 bool, args ...string) stri
 	}
 	replies := make([][]byte, 1)
 	got := make(chan struct{})
-	r.Forward(context.Background(), []router.Forward{{Slot: sl, Cmd: router.AppendCommand(nil, bs), RESP3: resp3}}, replies,
+	f.Slot, f.Cmd = sl, router.AppendCommand(nil, bs)
+	r.Forward(context.Background(), []router.Forward{f}, replies,
 		func([]int) { close(got) })
 	select {
 	case <-got:
@@ -114,5 +122,67 @@ func TestForwardInRESP3(t *testing.T) {
 		if got := forwardIn(t, r, tc.resp3, tc.args...); got != tc.want {
 			t.Errorf("RESP3 %v, %q: %q, want %q", tc.resp3, tc.args, got, tc.want)
 		}
+	}
+}
+
+// With ReadFromReplicas, a read-only command goes to a replica of its
+// slot's primary; a write still goes to the primary.
+func TestForwardReadsFromReplicas(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{ReadFromReplicas: true})
+	waitConnected(t, r)
+	ctx := context.Background()
+	if got := forward(t, r, "SET", "rr:k", "v"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	primary, err := c.Primary(ctx, slot.Of("rr:k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets := func(n *clustertest.Node) int {
+		stats, err := n.Do(ctx, "INFO", "commandstats").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, ok := strings.Cut(stats, "cmdstat_get:calls=")
+		if !ok {
+			return 0
+		}
+		v, _ := strconv.Atoi(after[:strings.IndexByte(after, ',')])
+		return v
+	}
+	onReplicas := func() int {
+		n := 0
+		for _, node := range c.Nodes {
+			if node != primary {
+				n += gets(node)
+			}
+		}
+		return n
+	}
+	// The router learns the replicas from the slot map, which a replica
+	// may join after the cluster formed; and a replica lags its primary.
+	for i := 0; onReplicas() == 0 || forwardAs(t, r, router.Forward{ReadOnly: true}, "GET", "rr:k") != "$1\r\nv\r\n"; i++ {
+		if i == 500 {
+			t.Fatal("no GET reached a replica, or none saw the write")
+		}
+		forwardAs(t, r, router.Forward{ReadOnly: true}, "GET", "rr:k")
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, n := range c.Nodes {
+		if err := n.Do(ctx, "CONFIG", "RESETSTAT").Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 10 {
+		if got := forwardAs(t, r, router.Forward{ReadOnly: true}, "GET", "rr:k"); got != "$1\r\nv\r\n" {
+			t.Fatalf("GET from a replica: %q", got)
+		}
+	}
+	if got := forward(t, r, "SET", "rr:k", "w"); got != "+OK\r\n" {
+		t.Fatalf("SET once reads go to replicas: %q", got)
+	}
+	if p, rs := gets(primary), onReplicas(); p != 0 || rs != 10 {
+		t.Errorf("GETs: %d on the primary, %d on the others; want all 10 on a replica", p, rs)
 	}
 }

@@ -28,6 +28,9 @@ const topologyEvery = time.Second
 type topology struct {
 	owners [slot.Count]*shard
 	tags   []string // a hot key's sub-buckets' hash tags, on distinct primaries
+	// replicas are each primary's replicas, by address, for forwarded
+	// reads with ClusterConfig.ReadFromReplicas.
+	replicas map[string][]string
 }
 
 // shard is one primary's slot ranges and health.
@@ -164,7 +167,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		c.stale.Store(true)
 		return
 	}
-	t := &topology{}
+	t := &topology{replicas: map[string][]string{}}
 	owning := map[*shard]bool{}
 	nodes := client.Nodes()
 	c.mu.Lock()
@@ -196,6 +199,15 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			s.node.Store(nil)
 		}
 		owning[s] = true
+		if len(t.replicas[addr]) == 0 {
+			for _, r := range v[3:] {
+				if rn, err := r.ToArray(); err == nil && len(rn) >= 2 {
+					rh, _ := rn[0].ToString()
+					rp, _ := rn[1].AsInt64()
+					t.replicas[addr] = append(t.replicas[addr], net.JoinHostPort(rh, strconv.FormatInt(rp, 10)))
+				}
+			}
+		}
 		for sl := lo; sl <= hi; sl++ {
 			t.owners[sl] = s
 		}

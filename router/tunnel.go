@@ -41,7 +41,7 @@ func (t *Tunnel) run(addr string, resp3 bool, onData func([]byte), onEnd func(er
 		onEnd(errors.New("CLUSTERDOWN sluice has no slot map of the cluster yet"))
 		return
 	}
-	conn, br, err := dial(addr, resp3, 16<<10)
+	conn, br, err := dial(addr, resp3, false, 16<<10)
 	if err != nil {
 		onEnd(err)
 		return

@@ -47,6 +47,7 @@ type options struct {
 	pprof     string
 	announce  string
 	admin     bool
+	replicas  bool
 	loops     int
 	// The framing limits, Redis's own.
 	protoMaxBulkLen  byteSize
@@ -89,6 +90,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	o.protoMaxBulkLen, o.queryBufferLimit = 512<<20, 1<<30
 	fs.Var(&o.protoMaxBulkLen, "proto-max-bulk-len", "longest argument a client may send, as Redis's proto-max-bulk-len (`bytes`, or with b, k, kb, m, mb, g, gb)")
 	fs.Var(&o.queryBufferLimit, "client-query-buffer-limit", "most `bytes` of one command, as Redis's client-query-buffer-limit: a client past it is closed")
+	fs.BoolVar(&o.replicas, "read-from-replicas", false, "send forwarded read-only commands (GET, MGET, ...) to a replica of their slot's primary; replicas lag, so a read may miss a write just made")
 	fs.BoolVar(&o.admin, "allow-admin", false, "forward commands that change every primary (FLUSHALL, FLUSHDB, CONFIG SET|RESETSTAT|GET, SCRIPT FLUSH); refused without it")
 	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the listen address")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
@@ -192,19 +194,20 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		policy, _ := router.ParsePolicy(o.fallback)
 		share, _ := strconv.ParseFloat(o.fallbackShare, 64) // "auto" leaves 0
 		c := router.NewCluster(router.ClusterConfig{
-			Seeds:          strings.Split(o.cluster, ","),
-			Timeout:        o.backendTimeout,
-			ForwardTimeout: o.forwardTimeout,
-			MaxBlocking:    o.maxBlocking,
-			Fallback:       policy,
-			Share:          share,
-			MaxLocalKeys:   o.fallbackKeys,
-			HotThreshold:   hotThreshold(o.hotThreshold),
-			HotKeys:        hotPatterns(o.hotKeys),
-			HotSplit:       o.hotSplit,
-			HotCooldown:    o.hotCooldown,
-			FlushDelay:     o.flushDelay,
-			Logger:         log,
+			Seeds:            strings.Split(o.cluster, ","),
+			Timeout:          o.backendTimeout,
+			ForwardTimeout:   o.forwardTimeout,
+			MaxBlocking:      o.maxBlocking,
+			ReadFromReplicas: o.replicas,
+			Fallback:         policy,
+			Share:            share,
+			MaxLocalKeys:     o.fallbackKeys,
+			HotThreshold:     hotThreshold(o.hotThreshold),
+			HotKeys:          hotPatterns(o.hotKeys),
+			HotSplit:         o.hotSplit,
+			HotCooldown:      o.hotCooldown,
+			FlushDelay:       o.flushDelay,
+			Logger:           log,
 		})
 		defer c.Close()
 		decider, forwarder = c, c
