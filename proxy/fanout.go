@@ -71,15 +71,7 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
 		}
 	}
-	it.n = len(r.fwd) - it.first
-	it.left = it.n
-	for k := range it.n {
-		r.partOf = append(r.partOf, len(r.items))
-		r.fwd[it.first+k].RESP3 = c.resp3
-	}
-	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
-	c.q = append(c.q, slot{state: slotWaiting})
-	r.items = append(r.items, it)
+	r.queueItem(c, it)
 	return nil
 }
 

@@ -136,7 +136,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	default:
 		return fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
 	}
-	it := fwdItem{first: len(r.fwd), n: 1, left: 1}
+	it := fwdItem{first: len(r.fwd)}
 	switch {
 	case len(keys) == 0:
 		if !anyNode {
@@ -166,19 +166,28 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 			return errCrossSlot
 		}
 		it.how = sp.how
-		it.n, it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
-		it.left = it.n
+		it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
 	}
-	for k := range it.n {
+	for k := it.first; k < len(r.fwd); k++ {
+		r.fwd[k].Pin = c.pin
+		r.fwd[k].ReadOnly = spec.Has("readonly")
+	}
+	r.queueItem(c, it)
+	return nil
+}
+
+// queueItem makes it, whose parts are r.fwd[it.first:], c's next reply;
+// the parts go in c's protocol.
+func (r *round) queueItem(c *client, it fwdItem) {
+	it.n = len(r.fwd) - it.first
+	it.left = it.n
+	for k := it.first; k < len(r.fwd); k++ {
 		r.partOf = append(r.partOf, len(r.items))
-		r.fwd[it.first+k].RESP3 = c.resp3
-		r.fwd[it.first+k].Pin = c.pin
-		r.fwd[it.first+k].ReadOnly = spec.Has("readonly")
+		r.fwd[k].RESP3 = c.resp3
 	}
 	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
 	c.q = append(c.q, slot{state: slotWaiting})
 	r.items = append(r.items, it)
-	return nil
 }
 
 // sortKeys are SORT's key and its STORE destination.
@@ -198,9 +207,9 @@ func sortKeys(args [][]byte) []int {
 }
 
 // splitBySlot adds to r.fwd one command per slot of keys, each with its
-// keys in their order (and, for step 2, each key's value), and returns
-// how many, with the keys' places part after part when order is asked.
-func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) (int, []int) {
+// keys in their order (and, for step 2, each key's value), and returns the
+// keys' places part after part when order is asked.
+func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) []int {
 	bySlot := map[int][]int{} // slot: indexes into keys
 	var slots []int
 	for i, k := range keys {
@@ -221,7 +230,7 @@ func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) (int
 		}
 		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, part)})
 	}
-	return len(slots), places
+	return places
 }
 
 // refused says why sluice does not forward a command, or nil.

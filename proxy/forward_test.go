@@ -71,13 +71,7 @@ func (r *rawConn) do(args ...string) string {
 func newForwarding(t *testing.T, c *clustertest.Cluster) *router.Cluster {
 	t.Helper()
 	r := newRouter(t, c)
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Commands() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the router did not read the cluster's command table")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
 	return r
 }
 
@@ -557,9 +551,7 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	if err := r.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for r.Commands() == nil && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		list := "bl:" + strconv.Itoa(-loops)
@@ -601,24 +593,14 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	a, b := dialRaw(t, addr), dialRaw(t, addr)
 	a.send([]string{"BLPOP", "bl:gone", "0"})
 	b.send([]string{"BLPOP", "bl:gone", "0"})
-	for i := 0; blocked() < 2; i++ {
-		if i == 500 {
-			t.Fatalf("%d BLPOP waiting at the node, want 2", blocked())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "both BLPOP wait at the node", func() bool { return blocked() == 2 })
 	if got := dialRaw(t, addr).do("BLPOP", "bl:gone", "0"); !strings.Contains(got, "--max-blocking") {
 		t.Errorf("a third BLPOP with --max-blocking 2: %q", got)
 	}
 	// Clients that go away stop waiting at the node.
 	a.c.Close()
 	b.c.Close()
-	for i := 0; blocked() > 0; i++ {
-		if i == 500 {
-			t.Fatalf("%d BLPOP still waiting at the node 5s after their clients left", blocked())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "no BLPOP waits at the node once their clients left", func() bool { return blocked() == 0 })
 }
 
 // TestPassthroughPubSub subscribes through sluice and publishes through
@@ -732,12 +714,7 @@ func TestPassthroughPubSub(t *testing.T) {
 		}
 		return strings.Join(all, ",")
 	}
-	for i := 0; numsub() != ""; i++ {
-		if i == 500 {
-			t.Fatalf("subscriptions still on %s 5s after their clients left", numsub())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "no primary keeps a subscription of the clients that left", func() bool { return numsub() == "" })
 
 	// The goroutine path refuses clearly.
 	gaddr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1})
@@ -848,12 +825,7 @@ func TestPassthroughWatch(t *testing.T) {
 		}
 		return strings.Count(list, "cmd=watch") + strings.Count(list, "cmd=unwatch")
 	}
-	for i := 0; watching() > 0; i++ {
-		if i == 500 {
-			t.Fatalf("%d pinned connections still open 5s after their transactions", watching())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "every pinned connection is closed once its transaction ended", func() bool { return watching() == 0 })
 }
 
 // A subscriber that does not read its messages is closed once 32 MiB of

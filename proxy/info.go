@@ -219,13 +219,9 @@ func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3}
 	cmd := []byte("*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")
 	for _, sl := range primaries {
-		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd, RESP3: c.resp3})
-		r.partOf = append(r.partOf, len(r.items))
+		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
 	}
-	it.n, it.left = len(primaries), len(primaries)
-	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
-	c.q = append(c.q, slot{state: slotWaiting})
-	r.items = append(r.items, it)
+	r.queueItem(c, it)
 	return true
 }
 

@@ -174,11 +174,9 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) err
 
 // forwardOne queues one forwarded command as the client's next reply.
 func (s *Server) forwardOne(c *client, r *round, f router.Forward) {
-	f.RESP3 = c.resp3
-	r.partOf = append(r.partOf, len(r.items))
-	r.items = append(r.items, fwdItem{to: target{c: c, seq: c.base + uint64(len(c.q))}, first: len(r.fwd), n: 1, left: 1})
+	it := fwdItem{first: len(r.fwd)}
 	r.fwd = append(r.fwd, f)
-	c.q = append(c.q, slot{state: slotWaiting})
+	r.queueItem(c, it)
 }
 
 // replyNow renders a reply sluice gives at once, in c's order.

@@ -154,8 +154,9 @@ func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte,
 	}
 }
 
-// sendTo sends f to the node at addr: on the node's shared connection, or
-// on one of its own when it may block.
+// sendTo sends f to the node at addr: on the node's shared connection, on
+// one of its own when it may block, or on its client's pinned one (WATCH),
+// which a redirect or a NOSCRIPT replay leaves.
 func (c *Cluster) sendTo(addr string, f *forwarded) {
 	f.addr = addr
 	if f.blocked != nil {
