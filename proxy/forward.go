@@ -21,8 +21,12 @@ type Forwarder interface {
 	Commands() map[string]*cmdspec.Spec
 	// Forward sends each command to the primary of its slot and stores
 	// the primary's reply, as sent, in replies; done reports them as the
-	// Decider's done reports results.
-	Forward(ctx context.Context, cmds []router.Forward, replies [][]byte, done func(idx []int))
+	// Decider's done reports results. Commands that share a connection go
+	// on via's, when an event loop passes its own.
+	Forward(ctx context.Context, via router.Pipes, cmds []router.Forward, replies [][]byte, done func(idx []int))
+	// NewPipe makes the protocol half of an event loop's own connection
+	// to a node.
+	NewPipe(addr string, resp3, readonly bool) *router.Pipe
 	// Primaries are a slot of each primary, in an order that holds while
 	// the slot map does: a command sent to each reaches every primary once.
 	Primaries() []int

@@ -850,3 +850,93 @@ func TestPassthroughSubscriberThatDoesNotRead(t *testing.T) {
 		pub.do("PUBLISH", "flood", payload)
 	}
 }
+
+// A hung node (SIGSTOP) delays only its own keys: in one pipeline, the
+// commands for the other primaries are answered at once, and the hung
+// node's are answered an error naming it once the forward timeout has
+// passed. A node that restarts is dialled again. Both serving paths: the
+// event loops forward on connections of their own.
+func TestPassthroughHungAndRestartedNode(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
+	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, ForwardTimeout: 500 * time.Millisecond})
+	t.Cleanup(r.Close)
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	ctx := context.Background()
+	byNode := map[*clustertest.Node]string{}
+	for i := 0; len(byNode) < 3 && i < 1000; i++ {
+		k := "hung:" + strconv.Itoa(i)
+		n, err := c.Primary(ctx, slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := byNode[n]; !ok {
+			byNode[n] = k
+			if got := direct(t, c, slot.Of(k), "SET", k, k); got != "+OK\r\n" {
+				t.Fatalf("SET %s: %q", k, got)
+			}
+		}
+	}
+	var hung *clustertest.Node
+	var others []string
+	for n, k := range byNode {
+		if hung == nil {
+			hung = n
+		} else {
+			others = append(others, k)
+		}
+	}
+	if len(others) != 2 {
+		t.Fatalf("keys on %d primaries, want 3", len(byNode))
+	}
+	bulk := func(k string) string { return "$" + strconv.Itoa(len(k)) + "\r\n" + k + "\r\n" }
+	for _, loops := range []int{1, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		if got := conn.do("GET", byNode[hung]); got != bulk(byNode[hung]) {
+			t.Fatalf("loops %d: GET before the pause: %q", loops, got)
+		}
+		if err := hung.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		other := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		start := time.Now()
+		conn.send([]string{"GET", byNode[hung]})
+		for _, k := range others {
+			if got := other.do("GET", k); got != bulk(k) {
+				t.Errorf("loops %d: GET %s on a healthy node while another hangs: %q", loops, k, got)
+			}
+		}
+		if took := time.Since(start); took > 400*time.Millisecond {
+			t.Errorf("loops %d: the healthy nodes' keys waited %v behind the hung node", loops, took)
+		}
+		got := conn.read()
+		took := time.Since(start)
+		if !strings.HasPrefix(got, "-ERR sluice: connection to "+hung.Addr+" failed") {
+			t.Errorf("loops %d: GET on the hung node: %q, want an error naming it", loops, got)
+		}
+		if took < 500*time.Millisecond || took > 3*time.Second {
+			t.Errorf("loops %d: GET on the hung node answered after %v, want the 500ms timeout (checked each second)", loops, took)
+		}
+		if err := hung.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		if got := conn.do("GET", byNode[hung]); got != bulk(byNode[hung]) {
+			t.Errorf("loops %d: GET once the node is back: %q", loops, got)
+		}
+	}
+	// A restarted node closed sluice's connections: the first command may
+	// meet the lost one (an error), and the next is sent on a new one.
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: 1}))
+	if got := conn.do("SET", byNode[hung], "again"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	if err := hung.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the restarted node answers through sluice", func() bool {
+		got := conn.do("GET", byNode[hung])
+		if got[0] != '$' && !strings.HasPrefix(got, "-ERR sluice: connection to ") && !strings.HasPrefix(got, "-CLUSTERDOWN") {
+			t.Fatalf("GET after the restart: %q", got)
+		}
+		return got[0] == '$'
+	})
+}

@@ -87,7 +87,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		}
 	}
 	if len(c.r.reqs)+len(c.r.fwd) > 0 {
-		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder)
+		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder, nil)
 		c.wait()
 	}
 	s.drain(&c.client)

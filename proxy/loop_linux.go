@@ -169,6 +169,7 @@ type loop struct {
 	added    []*fdConn
 	stopping bool
 	decided  []decision // results in, not yet taken by the loop
+	dialed   []dialed   // node connections made, not yet watched
 	// idle: the loop waits in epoll_wait with nothing decided to take.
 	// Results that come back while it is busy are taken without a wake-up,
 	// which under load saves an eventfd write, its read and an epoll pass
@@ -190,6 +191,11 @@ type loop struct {
 	// lingering are the clients closing after QUIT or a protocol error, in
 	// the order they began to linger, so by their lingerEnd.
 	lingering []*fdConn
+	// The loop's own connections to the cluster's nodes.
+	nodes      map[pipeKey]*node
+	nodeIDs    map[uint64]*node // the connected ones, by epoll id
+	dirtyNodes []*node          // sent on this pass
+	checked    time.Time        // when overdue last looked
 }
 
 // A loop keeps up to keepRounds idle rounds of at most keepRoundSize
@@ -210,7 +216,8 @@ func (s *Server) newLoop() (*loop, error) {
 		syscall.Close(epfd)
 		return nil, errno
 	}
-	l := &loop{s: s, epfd: epfd, wake: int(r), done: make(chan struct{}), conns: make(map[uint64]*fdConn)}
+	l := &loop{s: s, epfd: epfd, wake: int(r), done: make(chan struct{}), conns: make(map[uint64]*fdConn),
+		nodes: make(map[pipeKey]*node), nodeIDs: make(map[uint64]*node)}
 	l.markFn = l.mark
 	// The wake-up's event carries id 0; clients' ids start at 1.
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, l.wake, &syscall.EpollEvent{Events: syscall.EPOLLIN}); err != nil {
@@ -254,6 +261,7 @@ func (l *loop) run() {
 	defer l.shutdown()
 	for {
 		n, err := syscall.EpollWait(l.epfd, l.events[:], l.sleep())
+		fed := false
 		l.mu.Lock()
 		l.idle = false
 		l.mu.Unlock()
@@ -274,9 +282,22 @@ func (l *loop) run() {
 			}
 			if c := l.conns[id]; c != nil {
 				l.event(c, ev.Events)
+			} else if n := l.nodeIDs[id]; n != nil {
+				l.nodeEvent(n, ev.Events)
+				fed = true
 			}
 		}
 		l.submit()
+		if fed {
+			// Replies read from the nodes were answered on this goroutine.
+			l.mu.Lock()
+			l.takeDecided()
+			l.mu.Unlock()
+		}
+		l.flushNodes()
+		if len(l.nodeIDs) > 0 {
+			l.overdue(time.Now())
+		}
 		l.endRound()
 		l.closeLingering()
 	}
@@ -330,10 +351,11 @@ func (l *loop) wakeUp() bool {
 	var buf [8]byte
 	syscall.Read(l.wake, buf[:])
 	l.mu.Lock()
-	added, stopping := l.added, l.stopping
-	l.added = nil
+	added, stopping, ds := l.added, l.stopping, l.dialed
+	l.added, l.dialed = nil, nil
 	l.takeDecided()
 	l.mu.Unlock()
+	l.connected(ds)
 	for _, c := range added {
 		l.lastID++
 		c.id = l.lastID
@@ -384,7 +406,7 @@ func (l *loop) submit() {
 		return
 	}
 	l.cur = nil
-	r.submit(l.s.ctx, l.s.cfg.Decider, l.s.cfg.Forwarder)
+	r.submit(l.s.ctx, l.s.cfg.Decider, l.s.cfg.Forwarder, l)
 	l.mu.Lock()
 	l.takeDecided()
 	l.mu.Unlock()
@@ -401,10 +423,14 @@ func (l *loop) sleep() int {
 		return 0
 	}
 	l.idle = true
-	if len(l.lingering) == 0 {
-		return -1
+	ms := -1
+	if len(l.lingering) > 0 {
+		ms = int(max(time.Until(l.lingering[0].lingerEnd)+time.Millisecond-1, 0) / time.Millisecond)
 	}
-	return int(max(time.Until(l.lingering[0].lingerEnd)+time.Millisecond-1, 0) / time.Millisecond)
+	if (ms < 0 || ms > 1000) && l.waiting() {
+		ms = 1000 // to find a hung node
+	}
+	return ms
 }
 
 // takeDecided moves the results that came back to l.back; l.mu is held.
@@ -686,9 +712,7 @@ func (l *loop) closeLingering() {
 const readable = syscall.EPOLLIN | syscall.EPOLLRDHUP
 
 // event is c's epoll registration: its id rides in the event's data.
-func (c *fdConn) event(events uint32) *syscall.EpollEvent {
-	return &syscall.EpollEvent{Events: events, Fd: int32(uint32(c.id)), Pad: int32(uint32(c.id >> 32))}
-}
+func (c *fdConn) event(events uint32) *syscall.EpollEvent { return idEvent(c.id, events) }
 
 // close closes a client the loop watches.
 func (l *loop) close(c *fdConn) {
@@ -723,6 +747,7 @@ func (l *loop) shutdown() {
 	for _, c := range l.conns {
 		l.close(c)
 	}
+	l.closeNodes()
 	syscall.Close(l.epfd)
 	close(l.done)
 }

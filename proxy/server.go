@@ -289,8 +289,9 @@ type target struct {
 	seq uint64
 }
 
-// submit hands r's requests to d and its commands to f once all are in.
-func (r *round) submit(ctx context.Context, d Decider, f Forwarder) {
+// submit hands r's requests to d and its commands to f once all are in;
+// via is the event loop's own connections to the nodes, or nil.
+func (r *round) submit(ctx context.Context, d Decider, f Forwarder, via router.Pipes) {
 	if cap(r.res) < len(r.reqs) {
 		r.res = make([]router.Result, len(r.reqs), cap(r.reqs))
 	}
@@ -314,7 +315,7 @@ func (r *round) submit(ctx context.Context, d Decider, f Forwarder) {
 		d.Submit(ctx, r.reqs, r.res, r.done)
 	}
 	if len(r.fwd) > 0 {
-		f.Forward(ctx, r.fwd, r.replies, r.fdone)
+		f.Forward(ctx, via, r.fwd, r.replies, r.fdone)
 	}
 }
 

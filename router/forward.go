@@ -132,11 +132,13 @@ func (c *Cluster) readCommands(ctx context.Context) {
 // once. A redirect (the slot moved) is followed and never answered. A
 // command the cluster cannot take now (no slot map, a lost connection) is
 // answered a Redis error; a command may then have run or not, as with any
-// Redis client whose connection breaks.
-func (c *Cluster) Forward(ctx context.Context, cmds []Forward, replies [][]byte, done func(idx []int)) {
+// Redis client whose connection breaks. Commands that share a connection
+// go on via's when via is not nil: the caller's event loop then writes
+// them, reads their replies and calls done on its own goroutine.
+func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	topo := c.topo.Load()
 	for i := range cmds {
-		f := &forwarded{c: c, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, done: func(r []byte) {
+		f := &forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, done: func(r []byte) {
 			replies[i] = r
 			done([]int{i})
 		}}
@@ -163,11 +165,18 @@ func (c *Cluster) sendTo(addr string, f *forwarded) {
 		go c.sendBlocking(addr, f)
 		return
 	}
-	if f.pin != nil && f.redirects == 0 && !f.replayed {
+	first := f.redirects == 0 && !f.replayed
+	if f.pin != nil && first {
 		f.pin.b.send(f)
 		if f.unpin {
 			f.pin.Release()
 		}
+		return
+	}
+	if f.via != nil && f.pin == nil && first {
+		// A redirect or a replay (rare) goes on sluice's shared
+		// connection below, answered on its reader's goroutine.
+		f.via.Pipe(addr, f.resp3, f.readonly).send(f)
 		return
 	}
 	c.backend(addr, f.resp3, f.readonly).send(f)
@@ -408,6 +417,7 @@ func (c *Cluster) closeBackends() {
 // forwarded is one command on its way through a backend connection.
 type forwarded struct {
 	c         *Cluster
+	via       Pipes // the caller's event loop's connections, or nil
 	cmd       []byte
 	asking    bool // send ASKING first: the slot is being imported there
 	redirects int
@@ -671,22 +681,21 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 			return
 		}
 		b.mu.Lock()
-		if b.conn != conn || len(b.sent) == 0 {
+		if b.conn != conn {
 			b.mu.Unlock()
 			b.broken(conn, errors.New("a reply nothing asked for"))
 			return
 		}
-		f := b.sent[0]
-		if f.expect--; f.expect > 0 {
-			// ASKING's +OK, or a transaction's +OK and +QUEUED.
-			if moved, ask := isRedirectReply(r); (moved || ask) && f.redirect == nil {
-				f.redirect = r
-			}
+		f, whole, err := matchReply(&b.sent, r)
+		if err != nil {
+			b.mu.Unlock()
+			b.broken(conn, err)
+			return
+		}
+		if !whole {
 			b.mu.Unlock()
 			continue
 		}
-		b.sent[0] = nil
-		b.sent = b.sent[1:]
 		if len(b.sent) > 0 {
 			conn.SetReadDeadline(b.sent[0].sentAt.Add(b.c.forwardTimeout()))
 		} else {

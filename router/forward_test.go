@@ -38,7 +38,7 @@ func forwardAs(t *testing.T, r *router.Cluster, f router.Forward, args ...string
 	replies := make([][]byte, 1)
 	got := make(chan struct{})
 	f.Slot, f.Cmd = sl, router.AppendCommand(nil, bs)
-	r.Forward(context.Background(), []router.Forward{f}, replies,
+	r.Forward(context.Background(), nil, []router.Forward{f}, replies,
 		func([]int) { close(got) })
 	select {
 	case <-got:

@@ -1,0 +1,222 @@
+package proxy
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/sluice-rl/sluice/router"
+)
+
+// node is one of a loop's own connections to a cluster node, watched in
+// the loop's epoll set beside its clients: forwarded commands are written
+// at the end of the pass that read them, and their replies are read and
+// delivered in the pass that sees them come, with no goroutine between.
+type node struct {
+	p     *router.Pipe
+	id    uint64 // in the loop's id space, shared with its clients
+	fd    int    // -1 until dialled, and after the connection is lost
+	mask  uint32
+	dirty bool // in the loop's dirtyNodes
+	// dialing: a goroutine connects (the loop must not wait for that);
+	// commands gather in the pipe meanwhile.
+	dialing bool
+}
+
+// dialed is a connection made for a node, or why there is none.
+type dialed struct {
+	n   *node
+	fd  int
+	err error
+}
+
+// pipeKey names a node's connection of one protocol, for replicas or not.
+type pipeKey struct {
+	addr            string
+	resp3, readonly bool
+}
+
+// Pipe is the loop's connection to the node at addr; what is sent on it is
+// written at the end of this pass.
+func (l *loop) Pipe(addr string, resp3, readonly bool) *router.Pipe {
+	k := pipeKey{addr, resp3, readonly}
+	n := l.nodes[k]
+	if n == nil {
+		n = &node{p: l.s.cfg.Forwarder.NewPipe(addr, resp3, readonly), fd: -1}
+		l.nodes[k] = n
+	}
+	if !n.dirty {
+		n.dirty = true
+		l.dirtyNodes = append(l.dirtyNodes, n)
+	}
+	return n.p
+}
+
+// flushNodes writes what was sent on the nodes this pass, dialling those
+// not connected.
+func (l *loop) flushNodes() {
+	if len(l.dirtyNodes) == 0 {
+		return
+	}
+	now := time.Now()
+	for _, n := range l.dirtyNodes {
+		n.dirty = false
+		switch {
+		case n.fd >= 0:
+			l.writeNode(n)
+			n.p.Sent(now)
+		case !n.dialing && len(n.p.Out()) > 0:
+			n.dialing = true
+			n.p.Sent(now) // a node that cannot be reached is found out by the dial
+			go l.dial(n)
+		}
+	}
+	clear(l.dirtyNodes)
+	l.dirtyNodes = l.dirtyNodes[:0]
+}
+
+// dial connects n on a goroutine of its own and hands the socket to the
+// loop.
+func (l *loop) dial(n *node) {
+	d := dialed{n: n, fd: -1}
+	conn, err := n.p.Dial()
+	if err == nil {
+		d.fd, err = takeSocket(conn)
+	}
+	d.err = err
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopping {
+		if d.fd >= 0 {
+			syscall.Close(d.fd)
+		}
+		return
+	}
+	l.dialed = append(l.dialed, d)
+	l.poke()
+}
+
+// connected watches the sockets dialled since the last wake-up, and
+// answers the commands of a node that could not be reached.
+func (l *loop) connected(ds []dialed) {
+	for _, d := range ds {
+		n := d.n
+		n.dialing = false
+		if d.err == nil {
+			l.lastID++
+			n.id, n.fd, n.mask = l.lastID, d.fd, syscall.EPOLLIN
+			if d.err = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, n.fd, idEvent(n.id, n.mask)); d.err != nil {
+				syscall.Close(n.fd)
+				n.fd = -1
+			}
+		}
+		if d.err != nil {
+			n.p.Fail(d.err)
+			continue
+		}
+		l.nodeIDs[n.id] = n
+		l.writeNode(n)
+	}
+}
+
+// writeNode writes n's pipe as far as the socket takes it, and watches for
+// room to write the rest.
+func (l *loop) writeNode(n *node) {
+	for out := n.p.Out(); len(out) > 0; out = n.p.Out() {
+		k, err := syscall.Write(n.fd, out)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN {
+			break
+		}
+		if err != nil {
+			l.lost(n, err)
+			return
+		}
+		n.p.Wrote(k)
+	}
+	want := uint32(syscall.EPOLLIN)
+	if len(n.p.Out()) > 0 {
+		want |= syscall.EPOLLOUT
+	}
+	if want != n.mask {
+		n.mask = want
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, n.fd, idEvent(n.id, want)); err != nil {
+			l.lost(n, err)
+		}
+	}
+}
+
+// nodeEvent reads n's replies, which answers their commands, or writes
+// what waited for room.
+func (l *loop) nodeEvent(n *node, events uint32) {
+	if events&(syscall.EPOLLIN|syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
+		k, err := syscall.Read(n.fd, n.p.ReadBuf(readSize))
+		switch {
+		case err == syscall.EAGAIN || err == syscall.EINTR:
+		case err != nil:
+			l.lost(n, err)
+			return
+		case k == 0:
+			l.lost(n, errors.New("the node closed the connection"))
+			return
+		default:
+			if err := n.p.Feed(k); err != nil {
+				l.lost(n, err)
+				return
+			}
+		}
+	}
+	if events&syscall.EPOLLOUT != 0 && n.fd >= 0 {
+		l.writeNode(n)
+	}
+}
+
+// lost closes n's connection and answers its commands an error; the next
+// command sent on it dials again.
+func (l *loop) lost(n *node, err error) {
+	if n.fd < 0 {
+		return
+	}
+	syscall.Close(n.fd)
+	delete(l.nodeIDs, n.id)
+	n.fd = -1
+	n.p.Fail(err)
+}
+
+// overdue closes the connections of nodes that hold a command past the
+// forward timeout (hung), at most once a second.
+func (l *loop) overdue(now time.Time) {
+	if now.Sub(l.checked) < time.Second {
+		return
+	}
+	l.checked = now
+	for _, n := range l.nodeIDs {
+		if n.p.Overdue(now) {
+			l.lost(n, errors.New("no reply within the forward timeout"))
+		}
+	}
+}
+
+// waiting reports whether a node owes replies: the loop then wakes at
+// least once a second to find a hung one.
+func (l *loop) waiting() bool {
+	for _, n := range l.nodeIDs {
+		if n.p.Waiting() {
+			return true
+		}
+	}
+	return false
+}
+
+// closeNodes closes the loop's connections to the nodes.
+func (l *loop) closeNodes() {
+	for _, n := range l.nodeIDs {
+		syscall.Close(n.fd)
+	}
+}
+
+func idEvent(id uint64, events uint32) *syscall.EpollEvent {
+	return &syscall.EpollEvent{Events: events, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+}

@@ -1,0 +1,202 @@
+package router
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/sluice-rl/sluice/router/reply"
+)
+
+// Pipes are the connections to the nodes that an event loop owns, in its
+// own epoll set. Forwarded commands that may share a connection go on them:
+// no goroutine, lock or wake-up stands between a command and its node, as
+// in the C proxies (twemproxy, predixy).
+type Pipes interface {
+	// Pipe is the loop's connection to the node at addr, of one protocol,
+	// reading from a replica or not; the loop writes what is sent on it
+	// at the end of its pass.
+	Pipe(addr string, resp3, readonly bool) *Pipe
+}
+
+// Pipe is the protocol of one pipelined connection to a node, without its
+// input and output, which the event loop that owns the socket does: it
+// writes Out, says how much went with Wrote, reads into ReadBuf and says
+// how much came with Feed. Commands are matched to replies first in, first
+// out, as on a backend. A Pipe belongs to its loop's goroutine.
+type Pipe struct {
+	c        *Cluster
+	addr     string
+	resp3    bool
+	readonly bool
+
+	out  []byte
+	sent []*forwarded // in out or written, waiting for their replies
+	in   []byte       // read, not yet a whole reply
+	// need is how many bytes of in make the reply it starts, when its
+	// header says so: a big value is parsed once, not once per read.
+	need  int
+	src   bytes.Reader
+	br    *bufio.Reader
+	arena []byte // replies are cut from it, never overwritten
+}
+
+// NewPipe makes the protocol half of a loop's connection to a node.
+func (c *Cluster) NewPipe(addr string, resp3, readonly bool) *Pipe {
+	p := &Pipe{c: c, addr: addr, resp3: resp3, readonly: readonly}
+	p.br = bufio.NewReaderSize(&p.src, 16<<10)
+	return p
+}
+
+// Addr is the node's address.
+func (p *Pipe) Addr() string { return p.addr }
+
+// Dial connects to the node, in the pipe's protocol, from any goroutine;
+// the loop then owns the connection's socket.
+func (p *Pipe) Dial() (net.Conn, error) {
+	conn, br, err := dial(p.addr, p.resp3, p.readonly, 512)
+	if err == nil && br.Buffered() > 0 {
+		conn.Close()
+		return nil, errors.New("the node sent what nothing asked for")
+	}
+	return conn, err
+}
+
+func (p *Pipe) send(f *forwarded) {
+	if f.asking {
+		p.out = append(p.out, askingCmd...)
+	}
+	p.out = append(p.out, f.cmd...)
+	f.expect = f.replies + btoi(f.asking)
+	p.sent = append(p.sent, f)
+}
+
+// Out is what is to be written to the node.
+func (p *Pipe) Out() []byte { return p.out }
+
+// Wrote drops the first n bytes of Out, which the node took.
+func (p *Pipe) Wrote(n int) {
+	p.out = p.out[:copy(p.out, p.out[n:])]
+	if len(p.out) == 0 && cap(p.out) > 64<<10 {
+		p.out = nil
+	}
+}
+
+// Waiting reports whether commands wait for replies.
+func (p *Pipe) Waiting() bool { return len(p.sent) > 0 }
+
+// Overdue reports whether the oldest command waiting was sent longer than
+// the forward timeout before now: its node is taken as hung.
+func (p *Pipe) Overdue(now time.Time) bool {
+	return len(p.sent) > 0 && now.Sub(p.sent[0].sentAt) > p.c.forwardTimeout()
+}
+
+// Sent stamps the commands not stamped yet with when they were written.
+func (p *Pipe) Sent(now time.Time) {
+	for i := len(p.sent) - 1; i >= 0 && p.sent[i].sentAt.IsZero(); i-- {
+		p.sent[i].sentAt = now
+	}
+}
+
+// ReadBuf is where the next read from the node goes, at least min bytes.
+func (p *Pipe) ReadBuf(min int) []byte {
+	p.in = slices.Grow(p.in, min)
+	return p.in[len(p.in):cap(p.in)]
+}
+
+// Feed takes the n bytes read into ReadBuf, and answers every command whose
+// reply is now whole. An error (bytes that are no reply, or a reply nothing
+// asked for) means the connection is lost: the loop closes it and calls
+// Fail.
+func (p *Pipe) Feed(n int) error {
+	p.in = p.in[:len(p.in)+n]
+	if len(p.in) < p.need {
+		return nil
+	}
+	p.src.Reset(p.in)
+	p.br.Reset(&p.src)
+	used := 0
+	for used < len(p.in) {
+		if len(p.arena) == cap(p.arena) {
+			p.arena = make([]byte, 0, 32<<10)
+		}
+		at := len(p.arena)
+		r, err := reply.Read(p.br, p.arena[at:at:cap(p.arena)])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if len(r) <= cap(p.arena)-at && &r[:1][0] == &p.arena[at : at+1][0] {
+			p.arena = p.arena[:at+len(r)]
+		}
+		used = len(p.in) - p.src.Len() - p.br.Buffered()
+		f, whole, err := matchReply(&p.sent, r)
+		if err != nil {
+			return err
+		}
+		if whole {
+			f.answer(r)
+		}
+	}
+	rest := copy(p.in, p.in[used:])
+	p.in = p.in[:rest]
+	p.need = bulkNeed(p.in)
+	if rest == 0 && cap(p.in) > 64<<10 {
+		p.in = nil
+	}
+	return nil
+}
+
+// bulkNeed is the length of the bulk string reply b starts, once its
+// header is in; 0 when b says nothing sooner.
+func bulkNeed(b []byte) int {
+	if len(b) < 4 || b[0] != '$' {
+		return 0
+	}
+	end := bytes.IndexByte(b, '\n')
+	if end < 0 {
+		return 0
+	}
+	n := 0
+	for _, d := range b[1 : end-1] {
+		if d < '0' || d > '9' || n > 1<<40 {
+			return 0
+		}
+		n = n*10 + int(d-'0')
+	}
+	return end + 1 + n + 2
+}
+
+// Fail answers every command waiting an error: the connection is lost
+// (closed by the loop), and none of them will get its reply now.
+func (p *Pipe) Fail(err error) {
+	lost := p.sent
+	p.sent, p.out, p.in, p.need = nil, p.out[:0], p.in[:0], 0
+	fail(lost, p.addr, err)
+}
+
+// matchReply gives reply r to the first command of sent, and takes that
+// command off once r is its last reply (whole); one of a transaction's
+// replies that redirects is kept for its answer.
+func matchReply(sent *[]*forwarded, r []byte) (f *forwarded, whole bool, err error) {
+	if len(*sent) == 0 {
+		return nil, false, errors.New("a reply nothing asked for")
+	}
+	f = (*sent)[0]
+	if f.expect--; f.expect > 0 {
+		// ASKING's +OK, or a transaction's +OK and +QUEUED.
+		if moved, ask := isRedirectReply(r); (moved || ask) && f.redirect == nil {
+			f.redirect = r
+		}
+		return f, false, nil
+	}
+	(*sent)[0] = nil
+	*sent = (*sent)[1:]
+	return f, true, nil
+}

@@ -1,0 +1,130 @@
+package router
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// pipeReplies are replies a node sends, of every shape Feed must find the
+// end of, a big bulk string among them (read over many feeds).
+var pipeReplies = []string{
+	"+OK\r\n",
+	"$-1\r\n",
+	":42\r\n",
+	"$5\r\nhello\r\n",
+	"-ERR wrong number of arguments\r\n",
+	"*3\r\n$1\r\na\r\n$-1\r\n*1\r\n:1\r\n",
+	"%1\r\n+k\r\n,1.5\r\n",
+	"$70000\r\n" + strings.Repeat("v", 70000) + "\r\n",
+	"*0\r\n",
+	"_\r\n",
+}
+
+// feedPipe sends one command per reply picked, feeds the replies' bytes
+// in reads of the sizes cuts gives, and returns the answers in order.
+func feedPipe(t *testing.T, picks, cuts []byte) (want, got []string) {
+	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	var stream []byte
+	for _, b := range picks {
+		r := pipeReplies[int(b)%len(pipeReplies)]
+		want = append(want, r)
+		stream = append(stream, r...)
+		p.send(&forwarded{cmd: []byte("*1\r\n$4\r\nPING\r\n"), replies: 1, done: func(r []byte) { got = append(got, string(r)) }})
+	}
+	for i := 0; len(stream) > 0; i++ {
+		n := len(stream)
+		if len(cuts) > 0 {
+			n = min(n, 1+int(cuts[i%len(cuts)])*int(cuts[i%len(cuts)]))
+		}
+		buf := p.ReadBuf(n)
+		if err := p.Feed(copy(buf, stream[:n])); err != nil {
+			t.Fatalf("Feed: %v", err)
+		}
+		stream = stream[n:]
+	}
+	return want, got
+}
+
+// Replies cut at any point are answered whole, in order, each once.
+func TestPipeFeedsRepliesCutAnywhere(t *testing.T) {
+	all := make([]byte, 3*len(pipeReplies))
+	for i := range all {
+		all[i] = byte(i)
+	}
+	for _, cuts := range [][]byte{nil, {0}, {1, 2, 3}, {7}, {255}} {
+		want, got := feedPipe(t, all, cuts)
+		if len(got) != len(want) {
+			t.Fatalf("cuts %v: %d answers, want %d", cuts, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("cuts %v: answer %d is %.40q, want %.40q", cuts, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// A transaction's replies (MULTI's +OK, +QUEUED each, then EXEC's array)
+// answer it once, with the last; an ASKING before a command is consumed.
+func TestPipeCountsSeveralRepliesPerCommand(t *testing.T) {
+	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	var got []string
+	done := func(r []byte) { got = append(got, string(r)) }
+	p.send(&forwarded{cmd: []byte("MULTI;SET;EXEC"), replies: 3, done: done})
+	p.send(&forwarded{cmd: []byte("GET"), replies: 1, asking: true, done: done})
+	if !bytes.Contains(p.Out(), askingCmd) {
+		t.Errorf("out %q: no ASKING before the asked command", p.Out())
+	}
+	in := "+OK\r\n+QUEUED\r\n*1\r\n+OK\r\n+OK\r\n$1\r\nv\r\n"
+	if err := p.Feed(copy(p.ReadBuf(len(in)), in)); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != "*1\r\n+OK\r\n" || got[1] != "$1\r\nv\r\n" {
+		t.Errorf("answers %q, want EXEC's array and GET's bulk", got)
+	}
+	if p.Waiting() {
+		t.Error("the pipe still waits after every reply came")
+	}
+}
+
+// A reply nothing asked for, or bytes that are no reply, lose the
+// connection; Fail then answers what waits an error naming the node.
+func TestPipeRefusesWhatNothingAskedFor(t *testing.T) {
+	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	if err := p.Feed(copy(p.ReadBuf(5), "+OK\r\n")); err == nil {
+		t.Error("a reply with nothing sent: no error")
+	}
+	p = (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	var got []byte
+	p.send(&forwarded{cmd: []byte("GET"), replies: 1, done: func(r []byte) { got = r }})
+	if err := p.Feed(copy(p.ReadBuf(8), "?what\r\n")); err == nil {
+		t.Error("bytes that are no reply: no error")
+	}
+	p.Fail(bytes.ErrTooLarge)
+	if !strings.HasPrefix(string(got), "-ERR sluice: connection to 127.0.0.1:1 failed") {
+		t.Errorf("after Fail: %q", got)
+	}
+	if p.Waiting() || len(p.Out()) > 0 {
+		t.Error("Fail left commands waiting or bytes to write")
+	}
+}
+
+func FuzzPipeFeed(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, []byte{3})
+	f.Add([]byte{7, 7, 3}, []byte{200, 1})
+	f.Fuzz(func(t *testing.T, picks, cuts []byte) {
+		if len(picks) > 64 {
+			picks = picks[:64]
+		}
+		want, got := feedPipe(t, picks, cuts)
+		if len(got) != len(want) {
+			t.Fatalf("%d answers, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("answer %d is %.40q, want %.40q", i, got[i], want[i])
+			}
+		}
+	})
+}
