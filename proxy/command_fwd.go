@@ -77,7 +77,7 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 			post = func(p []byte) []byte { return spliceInfo(p, mine, resp3) }
 		}
 	}
-	s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args)})
+	s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
 	r.items[len(r.items)-1].post = post
 	return true
 }

@@ -61,10 +61,10 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			return err
 		}
 		part := append([][]byte{args[0], strconv.AppendUint(nil, cur, 10)}, args[2:]...)
-		r.fwd = append(r.fwd, router.Forward{Slot: primaries[node], Cmd: router.AppendCommand(nil, part)})
+		r.fwd = append(r.fwd, router.Forward{Slot: primaries[node], Cmd: r.command(part)})
 		it.node, it.nodes = node, len(primaries)
 	case fo.one:
-		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args)})
+		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
 	default:
 		cmd := router.AppendCommand(nil, args)
 		for _, sl := range primaries {

@@ -146,7 +146,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 		if !anyNode {
 			return fmt.Errorf("sluice does not forward '%s': it has no key to route by", spec.Name)
 		}
-		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args)})
+		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
 	default:
 		sl := hashslot.Of(string(args[keys[0]]))
 		one := true
@@ -157,7 +157,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 			}
 		}
 		if one {
-			f := router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args)}
+			f := router.Forward{Slot: sl, Cmd: r.command(args)}
 			if spec.Has("blocking") {
 				f.Blocked = &router.Blocked{}
 				c.blocked = append(c.blocked, f.Blocked)
@@ -232,7 +232,7 @@ func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) []in
 				places = append(places, i)
 			}
 		}
-		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, part)})
+		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: r.command(part)})
 	}
 	return places
 }

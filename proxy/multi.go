@@ -56,7 +56,7 @@ func (s *Server) transaction(c *client, r *round, name string, args [][]byte) (b
 			s.replyNow(c, "+OK\r\n") // nothing is watched
 			break
 		}
-		s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: router.AppendCommand(nil, args), Pin: c.pin, Unpin: true})
+		s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: r.command(args), Pin: c.pin, Unpin: true})
 		c.pin = nil
 	default:
 		return false, nil
@@ -76,7 +76,7 @@ func (s *Server) watch(c *client, r *round, args [][]byte) error {
 	if c.pin == nil {
 		c.pin = s.cfg.Forwarder.Pin(sl, c.resp3)
 	}
-	s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin})
+	s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: r.command(args), Pin: c.pin})
 	return nil
 }
 

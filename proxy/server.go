@@ -279,6 +279,10 @@ type round struct {
 	partOf  []int            // each fwd's item
 	items   []fwdItem
 
+	// cmds holds fwd's commands, encoded: one buffer for the round, used
+	// again once every reply is in (nothing reads a command after).
+	cmds []byte
+
 	done  func(idx []int) // what the Decider calls as results come in
 	fdone func(idx []int) // what the Forwarder calls
 	left  int             // results not yet delivered
@@ -361,6 +365,20 @@ func (r *round) reset() {
 	clear(r.replies)
 	clear(r.items)
 	r.fwd, r.replies, r.partOf, r.items = r.fwd[:0], r.replies[:0], r.partOf[:0], r.items[:0]
+	r.cmds = r.cmds[:0]
+	if cap(r.cmds) > keepCommands {
+		r.cmds = nil
+	}
+}
+
+// keepCommands is the most command bytes a round keeps for reuse.
+const keepCommands = 64 << 10
+
+// command encodes args in r's buffer, for one of its fwd.
+func (r *round) command(args [][]byte) []byte {
+	at := len(r.cmds)
+	r.cmds = router.AppendCommand(r.cmds, args)
+	return r.cmds[at:len(r.cmds):len(r.cmds)]
 }
 
 // take reads one command into c's queue: a bucket request joins r, anything

@@ -137,11 +137,13 @@ func (c *Cluster) readCommands(ctx context.Context) {
 // them, reads their replies and calls done on its own goroutine.
 func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	topo := c.topo.Load()
+	// One allocation of each kind per call, not per command.
+	b := &fwdBatch{replies: replies, done: done, idx: make([]int, len(cmds))}
+	fs := make([]forwarded, len(cmds))
 	for i := range cmds {
-		f := &forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, done: func(r []byte) {
-			replies[i] = r
-			done([]int{i})
-		}}
+		b.idx[i] = i
+		f := &fs[i]
+		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, batch: b, i: i}
 		addr := c.addrOf(topo, cmds[i].Slot)
 		if cmds[i].ReadOnly && c.cfg.ReadFromReplicas {
 			if ra := c.replicaOf(topo, addr); ra != "" {
@@ -213,7 +215,7 @@ const idleBlocking = 8
 func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	if c.blocking.Add(1) > c.maxBlocking() {
 		c.blocking.Add(-1)
-		f.done(errReply(fmt.Sprintf("ERR sluice: %d blocking commands are waiting already (--max-blocking)", c.maxBlocking())))
+		f.finish(errReply(fmt.Sprintf("ERR sluice: %d blocking commands are waiting already (--max-blocking)", c.maxBlocking())))
 		return
 	}
 	defer c.blocking.Add(-1)
@@ -228,7 +230,7 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	}
 	if !f.blocked.use(conn) {
 		conn.Close()
-		f.done(errReply("ERR sluice: the client went away"))
+		f.finish(errReply("ERR sluice: the client went away"))
 		return
 	}
 	cmd := f.cmd
@@ -432,7 +434,22 @@ type forwarded struct {
 	replayed  bool     // an EVALSHA sent again as EVAL after NOSCRIPT
 	addr      string   // the node it was sent to
 	sentAt    time.Time
-	done      func(reply []byte)
+	batch     *fwdBatch // where its reply goes: batch.replies[i]
+	i         int
+}
+
+// fwdBatch is the commands of one Forward call.
+type fwdBatch struct {
+	replies [][]byte
+	done    func(idx []int)
+	idx     []int // idx[i] == i: done's argument for command i, without an allocation
+}
+
+// finish hands the command's reply to its caller, once.
+func (f *forwarded) finish(r []byte) {
+	b := f.batch
+	b.replies[f.i] = r
+	b.done(b.idx[f.i : f.i+1 : f.i+1])
 }
 
 // answer hands the command's reply back, after following a redirect.
@@ -462,7 +479,7 @@ func (f *forwarded) answer(r []byte) {
 			return
 		}
 	}
-	f.done(r)
+	f.finish(r)
 }
 
 // maxScripts bounds the scripts sluice remembers for NOSCRIPT replay.
@@ -735,7 +752,7 @@ func fail(fs []*forwarded, addr string, err error) {
 	}
 	r := errReply("ERR sluice: connection to " + addr + " failed: " + oneLine(err.Error()))
 	for _, f := range fs {
-		f.done(r)
+		f.finish(r)
 	}
 }
 

@@ -21,6 +21,13 @@ var pipeReplies = []string{
 	"_\r\n",
 }
 
+// answered is a command whose answers are appended to got.
+func answered(cmd string, replies int, got *[]string) *forwarded {
+	b := &fwdBatch{replies: make([][]byte, 1), idx: []int{0}}
+	b.done = func([]int) { *got = append(*got, string(b.replies[0])) }
+	return &forwarded{cmd: []byte(cmd), replies: replies, batch: b}
+}
+
 // feedPipe sends one command per reply picked, feeds the replies' bytes
 // in reads of the sizes cuts gives, and returns the answers in order.
 func feedPipe(t *testing.T, picks, cuts []byte) (want, got []string) {
@@ -30,7 +37,7 @@ func feedPipe(t *testing.T, picks, cuts []byte) (want, got []string) {
 		r := pipeReplies[int(b)%len(pipeReplies)]
 		want = append(want, r)
 		stream = append(stream, r...)
-		p.send(&forwarded{cmd: []byte("*1\r\n$4\r\nPING\r\n"), replies: 1, done: func(r []byte) { got = append(got, string(r)) }})
+		p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
 	}
 	for i := 0; len(stream) > 0; i++ {
 		n := len(stream)
@@ -70,9 +77,10 @@ func TestPipeFeedsRepliesCutAnywhere(t *testing.T) {
 func TestPipeCountsSeveralRepliesPerCommand(t *testing.T) {
 	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
 	var got []string
-	done := func(r []byte) { got = append(got, string(r)) }
-	p.send(&forwarded{cmd: []byte("MULTI;SET;EXEC"), replies: 3, done: done})
-	p.send(&forwarded{cmd: []byte("GET"), replies: 1, asking: true, done: done})
+	p.send(answered("MULTI;SET;EXEC", 3, &got))
+	asked := answered("GET", 1, &got)
+	asked.asking = true
+	p.send(asked)
 	if !bytes.Contains(p.Out(), askingCmd) {
 		t.Errorf("out %q: no ASKING before the asked command", p.Out())
 	}
@@ -96,13 +104,13 @@ func TestPipeRefusesWhatNothingAskedFor(t *testing.T) {
 		t.Error("a reply with nothing sent: no error")
 	}
 	p = (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
-	var got []byte
-	p.send(&forwarded{cmd: []byte("GET"), replies: 1, done: func(r []byte) { got = r }})
+	var got []string
+	p.send(answered("GET", 1, &got))
 	if err := p.Feed(copy(p.ReadBuf(8), "?what\r\n")); err == nil {
 		t.Error("bytes that are no reply: no error")
 	}
 	p.Fail(bytes.ErrTooLarge)
-	if !strings.HasPrefix(string(got), "-ERR sluice: connection to 127.0.0.1:1 failed") {
+	if len(got) != 1 || !strings.HasPrefix(got[0], "-ERR sluice: connection to 127.0.0.1:1 failed") {
 		t.Errorf("after Fail: %q", got)
 	}
 	if p.Waiting() || len(p.Out()) > 0 {
