@@ -153,6 +153,7 @@ type usage struct {
 	sluiceTicks int64              // sluice's utime+stime
 	nodeCPU     map[string]float64 // each redis-server's used_cpu_user+used_cpu_sys, s
 	scripts     int64              // EVALSHA calls, all nodes
+	gets, sets  int64              // GET and SET calls, all nodes
 	pings       map[string]int64   // PING calls by node
 	decisions   int64              // sluice's THROTTLE decisions
 	limited     int64              // of which limited
@@ -367,6 +368,10 @@ func (nt *neutral) read(ctx context.Context) (usage, error) {
 		}
 		u.nodeCPU[n.addr] = user + sys
 		u.scripts += commandCalls(f["cmdstat_evalsha"])
+		if n.serving() { // a replica counts the SETs it copies too
+			u.gets += commandCalls(f["cmdstat_get"])
+			u.sets += commandCalls(f["cmdstat_set"])
+		}
 		u.pings[n.addr] = commandCalls(f["cmdstat_ping"])
 	}
 	return u, nil
@@ -430,6 +435,8 @@ func (nt *neutral) calibrate(ctx context.Context, args []string, floor int64) (f
 
 func scriptsServed(before, after usage) int64   { return after.scripts - before.scripts }
 func decisionsServed(before, after usage) int64 { return after.decisions - before.decisions }
+func getsServed(before, after usage) int64      { return after.gets - before.gets }
+func setsServed(before, after usage) int64      { return after.sets - before.sets }
 
 // neutralRow is one comparison: the same redis-benchmark load against the
 // direct path, then against sluice.
@@ -438,6 +445,10 @@ type neutralRow struct {
 	clients, pipe  int
 	direct, sluice []string // redis-benchmark's arguments but -n, --csv and direct's `now`
 	d, s           neutralRun
+	// served, for a passthrough row (an ordinary command, on both paths
+	// answered by the servers): what the servers count of it. nil for a
+	// THROTTLE row, whose direct script takes a `now`.
+	served func(before, after usage) int64
 }
 
 func (r *neutralRow) ratio() float64 { return ratio(r.s.res.rps, r.d.res.rps) }
@@ -512,7 +523,25 @@ func runNeutral(cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "the direct script's `now` is fixed for each run (redis-benchmark cannot vary it), so its buckets do not refill within a run; at these limits every call is allowed on both paths\n")
 	fmt.Fprintf(out, "each row: direct then sluice back to back, the same -n for both, sized from short calibration runs so that the two take about %v together; one redis-benchmark thread\n\n", 2*cfg.duration)
 
-	for _, row := range rows {
+	// Passthrough: ordinary commands, which sluice forwards to the slot's
+	// primary, against redis-benchmark --cluster sending them there itself.
+	var passRows []*neutralRow
+	for _, t := range []struct {
+		name   string
+		served func(before, after usage) int64
+	}{{"get", getsServed}, {"set", setsServed}} {
+		for _, p := range []int{1, 16} {
+			name := fmt.Sprintf("%s, %d clients, %s keys", strings.ToUpper(t.name), cfg.clients, keys)
+			if p > 1 {
+				name += fmt.Sprintf(", -P %d", p)
+			}
+			common := []string{"-c", clients, "-P", strconv.Itoa(p), "-r", keys, "-t", t.name}
+			passRows = append(passRows, &neutralRow{name: name, clients: cfg.clients, pipe: p, served: t.served,
+				direct: append([]string{"--cluster", "-h", seedHost, "-p", seedPort}, common...),
+				sluice: append([]string{"-h", sluiceHost, "-p", sluicePort}, common...)})
+		}
+	}
+	for _, row := range append(slices.Clone(rows), passRows...) {
 		if err := nt.runRow(ctx, row); err != nil {
 			return fmt.Errorf("%s: %w", row.name, err)
 		}
@@ -539,6 +568,7 @@ func runNeutral(cfg config, out io.Writer) error {
 	pingCPU := ping.cost.node[pingAddr]
 
 	printNeutral(out, rows, ping, pingAddr, pingCPU, len(nt.nodes))
+	printPassthrough(out, passRows)
 	fmt.Fprintf(out, "\nredis-benchmark rows took %.0f s\n", time.Since(start).Seconds())
 	return nil
 }
@@ -564,6 +594,11 @@ func (nt *neutral) runRow(ctx context.Context, row *neutralRow) error {
 	withNow := func(args []string) []string {
 		return append(slices.Clone(args), strconv.FormatFloat(float64(time.Now().UnixMilli())/1e3, 'f', 3, 64))
 	}
+	directServed, sluiceServed := scriptsServed, decisionsServed
+	if row.served != nil {
+		withNow = slices.Clone[[]string]
+		directServed, sluiceServed = row.served, row.served
+	}
 	rd, err := nt.calibrate(ctx, withNow(row.direct), floor)
 	if err != nil {
 		return err
@@ -573,16 +608,78 @@ func (nt *neutral) runRow(ctx context.Context, row *neutralRow) error {
 		return err
 	}
 	n := sizeRequests(pairRate(rd, rs), nt.cfg.duration, floor)
-	if row.d, err = nt.measure(ctx, withNow(row.direct), n, scriptsServed); err != nil {
+	if row.d, err = nt.measure(ctx, withNow(row.direct), n, directServed); err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
-	if row.s, err = nt.measure(ctx, row.sluice, n, decisionsServed); err != nil {
+	if row.s, err = nt.measure(ctx, row.sluice, n, sluiceServed); err != nil {
 		return fmt.Errorf("sluice: %w", err)
 	}
 	return nil
 }
 
 func printNeutral(out io.Writer, rows []*neutralRow, ping neutralRun, pingAddr string, pingCPU float64, servers int) {
+	notes := printRows(out, rows)
+	fmt.Fprintf(out, "cpu/op: CPU µs per decision, sluice's from /proc/<pid>/stat, the servers' summed over all %d redis-servers (INFO cpu, replicas included); fallback: sluice's decisions not made by the cluster; ratio: sluice/direct req/s\n", servers)
+	one := rows[3]
+	fmt.Fprintf(out, "%s: p50 sluice − direct %+.0f µs, p99 %+.0f µs\n", one.name, (one.s.res.p50-one.d.res.p50)*1e3, (one.s.res.p99-one.d.res.p99)*1e3)
+	fmt.Fprintf(out, "redis-server floor: PING_MBULK, %d requests from %d clients unpipelined to %s: %.0f/s, %.1f µs CPU per PING\n",
+		ping.requests, rows[0].clients, pingAddr, ping.res.rps, pingCPU)
+	if ping.note != "" {
+		notes = append(notes, "PING: "+ping.note)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(out, "note:", n)
+	}
+
+	fmt.Fprintf(out, "\naims, from the redis-benchmark rows (printed, not enforced)\n")
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	times := func(v float64) string { return fmt.Sprintf("%.2fx", v) }
+	for i, least := range []float64{0.8, 0.8, 1.0} {
+		v := rows[i].ratio()
+		aim(w, "throughput sluice/direct", rows[i], times(v), ">= "+times(least), v >= least)
+	}
+	dp50 := (one.s.res.p50 - one.d.res.p50) * 1e3
+	aim(w, "p50 sluice − direct", one, fmt.Sprintf("%+.0f µs", dp50), "<= +30 µs", dp50 <= 30)
+	for _, r := range rows[:3] {
+		v := ratio(r.s.cost.sluice, pingCPU)
+		aim(w, "sluice CPU per decision / redis-server CPU per PING", r, times(v), "<= 1.60x", v <= 1.6)
+	}
+	for _, r := range rows[:3] {
+		v := ratio(r.s.cost.servers, r.d.cost.servers)
+		aim(w, "all redis-servers' CPU per decision, sluice / direct", r, times(v), "<= 0.75x", v <= 0.75)
+	}
+	w.Flush()
+}
+
+// printPassthrough prints the passthrough rows and their aim.
+func printPassthrough(out io.Writer, rows []*neutralRow) {
+	fmt.Fprintf(out, "\npassthrough: ordinary commands forwarded by sluice to the slot's primary; direct: redis-benchmark --cluster; cpu/op per command\n")
+	for _, n := range printRows(out, rows) {
+		fmt.Fprintln(out, "note:", n)
+	}
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		v := r.ratio()
+		aim(w, "throughput sluice/direct", r, fmt.Sprintf("%.2fx", v), ">= 0.80x", v >= 0.8)
+	}
+	w.Flush()
+}
+
+// aim prints whether one aim of the issues is met.
+func aim(w io.Writer, what string, r *neutralRow, value, target string, met bool) {
+	verdict := "met"
+	if !met {
+		verdict = "NOT met"
+	}
+	if r.s.offCluster > 0 {
+		verdict += " (with fallback decisions)"
+	}
+	fmt.Fprintf(w, "%s, %s\t%s\taim %s\t%s\n", what, r.name, value, target, verdict)
+}
+
+// printRows prints a table of rows, direct then sluice, and returns the
+// notes on them.
+func printRows(out io.Writer, rows []*neutralRow) []string {
 	us := func(ms float64) string { return strconv.FormatFloat(ms*1e3, 'f', 0, 64) }
 	width := len("redis-benchmark row")
 	for _, r := range rows {
@@ -612,44 +709,5 @@ func printNeutral(out io.Writer, rows []*neutralRow, ping neutralRun, pingAddr s
 			notes = append(notes, fmt.Sprintf("%s, sluice: limited %d of %d calls", r.name, r.s.limited, r.s.requests))
 		}
 	}
-	fmt.Fprintf(out, "cpu/op: CPU µs per decision, sluice's from /proc/<pid>/stat, the servers' summed over all %d redis-servers (INFO cpu, replicas included); fallback: sluice's decisions not made by the cluster; ratio: sluice/direct req/s\n", servers)
-	one := rows[3]
-	fmt.Fprintf(out, "%s: p50 sluice − direct %+.0f µs, p99 %+.0f µs\n", one.name, (one.s.res.p50-one.d.res.p50)*1e3, (one.s.res.p99-one.d.res.p99)*1e3)
-	fmt.Fprintf(out, "redis-server floor: PING_MBULK, %d requests from %d clients unpipelined to %s: %.0f/s, %.1f µs CPU per PING\n",
-		ping.requests, rows[0].clients, pingAddr, ping.res.rps, pingCPU)
-	if ping.note != "" {
-		notes = append(notes, "PING: "+ping.note)
-	}
-	for _, n := range notes {
-		fmt.Fprintln(out, "note:", n)
-	}
-
-	fmt.Fprintf(out, "\naims, from the redis-benchmark rows (printed, not enforced)\n")
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	aim := func(what string, r *neutralRow, value, target string, met bool) {
-		verdict := "met"
-		if !met {
-			verdict = "NOT met"
-		}
-		if r.s.offCluster > 0 {
-			verdict += " (with fallback decisions)"
-		}
-		fmt.Fprintf(w, "%s, %s\t%s\taim %s\t%s\n", what, r.name, value, target, verdict)
-	}
-	times := func(v float64) string { return fmt.Sprintf("%.2fx", v) }
-	for i, least := range []float64{0.8, 0.8, 1.0} {
-		v := rows[i].ratio()
-		aim("throughput sluice/direct", rows[i], times(v), ">= "+times(least), v >= least)
-	}
-	dp50 := (one.s.res.p50 - one.d.res.p50) * 1e3
-	aim("p50 sluice − direct", one, fmt.Sprintf("%+.0f µs", dp50), "<= +30 µs", dp50 <= 30)
-	for _, r := range rows[:3] {
-		v := ratio(r.s.cost.sluice, pingCPU)
-		aim("sluice CPU per decision / redis-server CPU per PING", r, times(v), "<= 1.60x", v <= 1.6)
-	}
-	for _, r := range rows[:3] {
-		v := ratio(r.s.cost.servers, r.d.cost.servers)
-		aim("all redis-servers' CPU per decision, sluice / direct", r, times(v), "<= 0.75x", v <= 0.75)
-	}
-	w.Flush()
+	return notes
 }
