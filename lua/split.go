@@ -55,23 +55,44 @@ func NewSplitter() *Splitter {
 }
 
 // Split marks the bucket at key as split into sub-buckets with tags for
-// ttl, or renews its split. ttf < 0 keeps the states the marker has;
-// otherwise ttf is the sub-buckets' mean time until full, read from them
-// now, and becomes the split's state. A live split whose tags are not the
-// first of tags is closed instead (see split.lua). It returns the marker
-// as written.
+// ttl, or renews its split: Renew with all of tags for a new split.
 func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags []string, ttl, ttf time.Duration) (Split, error) {
-	ttfArg := "-1"
-	if ttf >= 0 {
-		ttfArg = strconv.FormatInt(ttf.Microseconds(), 10)
+	return s.Renew(ctx, c, key, Renewal{Tags: tags, TTL: ttl, TTF: ttf})
+}
+
+// Renewal is what a caller asks of split.lua.
+type Renewal struct {
+	// Tags are the hash tags the caller can use, in order. A live split
+	// whose tags are the first of them is renewed; any other is closed
+	// instead (see split.lua).
+	Tags []string
+	// N is how many of Tags a new split takes; 0 means all of them. A
+	// live split keeps its own number, whatever N: the instance that made
+	// it decided.
+	N int
+	// TTL is how long the split holds from now.
+	TTL time.Duration
+	// TTF < 0 keeps the states the marker has; otherwise it is the
+	// sub-buckets' mean time until full, read from them now, and becomes
+	// the split's state.
+	TTF time.Duration
+}
+
+// Renew marks the bucket at key as split, or renews its split, as r asks,
+// and returns the marker as written.
+func (s *Splitter) Renew(ctx context.Context, c rueidis.Client, key string, r Renewal) (Split, error) {
+	ttf := "-1"
+	if r.TTF >= 0 {
+		ttf = strconv.FormatInt(r.TTF.Microseconds(), 10)
 	}
-	r := s.script.Exec(ctx, c, []string{key}, []string{strings.Join(tags, ","), strconv.FormatInt(ttl.Milliseconds(), 10), ttfArg})
-	if err := r.Error(); err != nil {
+	args := []string{strings.Join(r.Tags, ","), strconv.FormatInt(r.TTL.Milliseconds(), 10), ttf, strconv.Itoa(r.N)}
+	res := s.script.Exec(ctx, c, []string{key}, args)
+	if err := res.Error(); err != nil {
 		return Split{}, err
 	}
-	split, ok := asSplit(r)
+	split, ok := asSplit(res)
 	if !ok {
-		return Split{}, fmt.Errorf("lua: split answered %v, want a marker", r)
+		return Split{}, fmt.Errorf("lua: split answered %v, want a marker", res)
 	}
 	return split, nil
 }

@@ -10,6 +10,11 @@
 -- ARGV[2]  how long the split holds, in ms (not read when ending)
 -- ARGV[3]  -1, or the sub-buckets' mean time until full, in µs, as read
 --          from them now
+-- ARGV[4]  optional: how many of the tags a new split takes (none or 0:
+--          all of them). A live split keeps its own number of tags
+--          whatever this says: the instance that makes a split decides
+--          it, every other follows, so instances that disagree never
+--          split one key twice.
 --
 -- The marker is '~<base>:<until>:<lapse>:<gen>:<tags>', TATs in ns (19
 -- digits, or 0 for full) and until in ms on this shard's clock:
@@ -28,11 +33,12 @@
 --   tags   the sub-buckets' hash tags, with a trailing '!' once the split
 --          is closing.
 -- A split's sub-buckets never change while it holds: no instance may count
--- a key in two sets of them. A renewal that wants fewer tags, or others
--- (the slot map moved), closes the split instead: it lapses when it was to
--- and the next split, named anew, takes the tags wanted, with no more of
--- them than the split before had, so that instances wanting different
--- numbers do not take turns.
+-- a key in two sets of them. A renewal whose tags do not start with the
+-- split's, because it can use fewer (it saw a call too big for them) or
+-- others (the slot map moved), closes the split instead: it lapses when it
+-- was to and the next split, named anew, takes the tags wanted, with no
+-- more of them than the split before had, so that instances wanting
+-- different numbers do not take turns.
 -- Splitting a bucket keeps its state as both base and lapse, so a split
 -- admits no burst. The key expires when the split and both states are
 -- over, never earlier.
@@ -116,10 +122,12 @@ elseif s then
 end
 
 local tags = ARGV[1]
-if cap then
+local want = tonumber(ARGV[4] or '0')
+if want <= 0 or (cap and cap < want) then want = cap end
+if want then
   local kept = {}
   for tag in string.gmatch(tags, '[^,]+') do
-    if #kept < cap then kept[#kept + 1] = tag end
+    if #kept < want then kept[#kept + 1] = tag end
   end
   tags = table.concat(kept, ',')
 end

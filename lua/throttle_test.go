@@ -353,6 +353,25 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("the maker of a split decides its number of sub-buckets", func(t *testing.T) {
+		sp := lua.NewSplitter()
+		tags := []string{"a", "b", "c", "d"}
+		first, err := sp.Renew(ctx, cl, "decided", lua.Renewal{Tags: tags, N: 3, TTL: time.Minute, TTF: -1})
+		if err != nil || !slices.Equal(first.Tags, tags[:3]) {
+			t.Fatalf("new split of 3: %+v, %v", first, err)
+		}
+		// Renewers that would make 2 or 4 keep it as it is, open.
+		for _, n := range []int{2, 4} {
+			got, err := sp.Renew(ctx, cl, "decided", lua.Renewal{Tags: tags, N: n, TTL: time.Minute, TTF: -1})
+			if err != nil || got.Gen != first.Gen || !slices.Equal(got.Tags, first.Tags) {
+				t.Fatalf("renewal by an instance splitting in %d: %+v, %v; want %+v", n, got, err, first)
+			}
+		}
+		if v, _ := cl.Do(ctx, cl.B().Get().Key("decided").Build()).ToString(); strings.HasSuffix(v, "!") {
+			t.Fatalf("marker %q is closing", v)
+		}
+	})
+
 	t.Run("a new split after a lapse is named anew, with no more tags", func(t *testing.T) {
 		// A bucket with state, which the lapsed marker keeps.
 		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 3600_000_000}.Interval()

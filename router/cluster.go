@@ -52,8 +52,10 @@ type ClusterConfig struct {
 	// HotKeys are patterns (Redis glob: * and ?) of keys that are hot
 	// whenever they are asked.
 	HotKeys []string
-	// HotSplit is the number of sub-buckets of a hot key; 0 means one per
-	// primary. At most MaxSplit.
+	// HotSplit is the number of sub-buckets of a hot key this instance
+	// splits; 0 means one per primary. At most MaxSplit. A split made by
+	// another instance keeps its own number: this one follows and renews
+	// it as it is.
 	HotSplit int
 	// HotCooldown is how long a hot key must stay under the threshold (a
 	// declared one: unasked) before it is one bucket again; 0 means 10s.

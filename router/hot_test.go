@@ -556,3 +556,45 @@ func TestHotKeyRenewersThatDisagree(t *testing.T) {
 		t.Fatalf("admitted %.0f, want within [%.1f, %.1f]", got, 0.9*ideal, ideal+capacity/3+3)
 	}
 }
+
+// Instances started with different --hot-split share the split the first
+// of them made: the others renew it as it is, with its number of
+// sub-buckets, and never close it to make one of their own.
+func TestHotKeyInstancesWithDifferentSplitsAgree(t *testing.T) {
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
+	three := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"agreed"}, HotSplit: 3})
+	two := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"agreed"}, HotSplit: 2})
+	waitConnected(t, three)
+	waitConnected(t, two)
+	iv := interval(t, 1000, 1000, 1_000_000)
+	decide(three, "agreed", iv)
+	var first lua.Split
+	waitFor(t, 2*time.Second, "split marker", func() bool {
+		var ok bool
+		first, ok = marker(ctx, cl, "agreed")
+		return ok
+	})
+	if len(first.Tags) != 3 {
+		t.Fatalf("split %+v, want the 3 sub-buckets of the instance that made it", first)
+	}
+	stop := make(chan struct{})
+	var s tally
+	wg := hammer([]*router.Cluster{three, two}, "agreed", iv, 4, time.Millisecond, stop, &s)
+	defer func() { close(stop); wg.Wait() }()
+	// Past two renewals by each: the 2s marker is renewed after 1s.
+	until := time.Now().Add(2500 * time.Millisecond)
+	for i := 0; time.Now().Before(until) && i < 10_000; i++ {
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+"agreed").Build()).ToString()
+		sp, ok := lua.Marker(v)
+		if err != nil || !ok || sp.Gen != first.Gen || strings.HasSuffix(v, "!") {
+			t.Fatalf("marker %q (%v), want split %s as made, not closing", v, err, first.Gen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := stats(two); len(st.Hot) != 1 || st.Hot[0].SubBuckets != 3 {
+		t.Fatalf("the instance with --hot-split 2 uses %+v, want the 3 sub-buckets", st.Hot)
+	}
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+}

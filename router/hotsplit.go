@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/rueidis"
 	"go.uber.org/zap"
+
+	"github.com/sluice-rl/sluice/lua"
 )
 
 // tendHotKeys splits the keys found hot and renews their markers, cools
@@ -109,17 +111,23 @@ func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topo
 	return time.Duration(sum / n)
 }
 
-// renew writes hk's split marker, or extends it, with the current
-// topology's tags (no more than leave each sub-bucket the largest cost
-// seen on the key). The first split keeps the bucket's state for the
-// sub-buckets; a renewal records theirs, read from them.
+// renew writes hk's split marker, or extends it. A new split takes the
+// current topology's first tags, as many as this instance splits a key
+// into (no more than leave each sub-bucket the largest cost seen on the
+// key); a live one keeps its own number, which its maker chose, as long as
+// it leaves room for that cost. The first split keeps the bucket's state
+// for the sub-buckets; a renewal records theirs, read from them.
 func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	defer hk.renewing.Store(false)
 	topo, cl := c.topo.Load(), c.client.Load()
-	if topo == nil || cl == nil || min(len(topo.tags), int(hk.maxParts.Load())) < 2 {
+	if topo == nil || cl == nil {
 		return
 	}
-	n := min(len(topo.tags), int(hk.maxParts.Load()))
+	tags := topo.tags[:min(len(topo.tags), int(hk.maxParts.Load()))]
+	n := min(topo.split, len(tags))
+	if n < 2 {
+		return
+	}
 	owner := topo.ownerOf(hk.parent)
 	if owner != nil && !owner.healthy.Load() {
 		return
@@ -134,7 +142,7 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	sent := time.Now().UnixNano()
-	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags[:n], c.hot.ttl, ttf)
+	sp, err := c.splitter.Renew(ctx, c.nodeOr(owner, *cl), hk.parent, lua.Renewal{Tags: tags, N: n, TTL: c.hot.ttl, TTF: ttf})
 	switch {
 	case err == nil:
 	case c.failed(owner, err):

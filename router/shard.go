@@ -27,7 +27,14 @@ const topologyEvery = time.Second
 // topology is one reading of the slot map.
 type topology struct {
 	owners [slot.Count]*shard
-	tags   []string // a hot key's sub-buckets' hash tags, on distinct primaries
+	// tags are the hash tags a hot key's sub-buckets may take, MaxSplit of
+	// them, tag i on the i-th primary in turn: the first k of them are the
+	// best k whatever k, so instances that want different numbers still
+	// agree on the first ones.
+	tags []string
+	// split is how many of tags a split made here takes: --hot-split, or
+	// one per primary.
+	split int
 	// replicas are each primary's replicas, by address, for forwarded
 	// reads with ClusterConfig.ReadFromReplicas.
 	replicas map[string][]string
@@ -219,11 +226,12 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			delete(c.shards, addr)
 		}
 	}
-	n := c.cfg.HotSplit
-	if n <= 0 {
-		n = min(len(owning), MaxSplit)
+	t.tags = splitTags(&t.owners, c.tags, c.byLength, MaxSplit)
+	t.split = c.cfg.HotSplit
+	if t.split <= 0 {
+		t.split = len(owning)
 	}
-	t.tags = splitTags(&t.owners, c.tags, c.byLength, n)
+	t.split = min(t.split, len(t.tags))
 	c.topo.Store(t)
 }
 
