@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,6 +33,14 @@ type Split struct {
 // it whatever braces key has; no caller's bucket key starts that way.
 func (s *Split) SubKey(i int, key string) string {
 	return "sluice{" + s.Tags[i] + "}" + s.Gen + ":" + key
+}
+
+// StandInKey is the Redis key where sub-bucket i of the split of key is
+// decided while its own shard is down: "sluice{tag}gen.i:key" with the
+// tag of sibling j, so on j's shard. Its name differs from every
+// sub-bucket's (a '.' where theirs have ':').
+func (s *Split) StandInKey(i, j int, key string) string {
+	return "sluice{" + s.Tags[j] + "}" + s.Gen + "." + strconv.Itoa(i) + ":" + key
 }
 
 // SplitError is a bucket step's answer when its bucket is split: the call
@@ -68,8 +77,15 @@ type Renewal struct {
 	Tags []string
 	// N is how many of Tags a new split takes; 0 means all of them. A
 	// live split keeps its own number, whatever N: the instance that made
-	// it decided.
+	// it decided. N < 0 makes no split and renews none: it only takes up
+	// the split Gen (an instance that follows a split it did not make),
+	// and answers a live one as it is.
 	N int
+	// Gen, when not "", is the split the caller has been deciding the key
+	// by. If it lapsed while the parent's shard could not renew it and
+	// nothing took from the bucket since, it is taken up again, as it
+	// was: the key stays in one set of sub-buckets across the outage.
+	Gen string
 	// TTL is how long the split holds from now.
 	TTL time.Duration
 	// TTF < 0 keeps the states the marker has; otherwise it is the
@@ -78,17 +94,24 @@ type Renewal struct {
 	TTF time.Duration
 }
 
-// Renew marks the bucket at key as split, or renews its split, as r asks,
-// and returns the marker as written.
+// ErrNotSplit answers a Renewal with N < 0 when the bucket has no split
+// to go on with: the caller's lapsed for good, or was replaced.
+var ErrNotSplit = errors.New("lua: the bucket is not split")
+
+// Renew marks the bucket at key as split, renews its split or takes it up
+// again, as r asks, and returns the marker as written.
 func (s *Splitter) Renew(ctx context.Context, c rueidis.Client, key string, r Renewal) (Split, error) {
 	ttf := "-1"
 	if r.TTF >= 0 {
 		ttf = strconv.FormatInt(r.TTF.Microseconds(), 10)
 	}
-	args := []string{strings.Join(r.Tags, ","), strconv.FormatInt(r.TTL.Milliseconds(), 10), ttf, strconv.Itoa(r.N)}
+	args := []string{strings.Join(r.Tags, ","), strconv.FormatInt(r.TTL.Milliseconds(), 10), ttf, strconv.Itoa(r.N), r.Gen}
 	res := s.script.Exec(ctx, c, []string{key}, args)
 	if err := res.Error(); err != nil {
 		return Split{}, err
+	}
+	if n, err := res.AsInt64(); err == nil && n == 0 {
+		return Split{}, ErrNotSplit
 	}
 	split, ok := asSplit(res)
 	if !ok {

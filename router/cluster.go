@@ -256,7 +256,7 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 				hot.left.Store(1)
 			}
 			hot.left.Add(1)
-			if c.startHot(i, r, hk, hk.live(now), topo, reqs, res, hot.then) {
+			if c.startHot(i, r, hk, hk.inForce(topo, now), topo, reqs, res, hot.then) {
 				hot.idx = append(hot.idx, i)
 			} else {
 				hot.left.Add(-1) // decided at once: never 0, Submit's share holds

@@ -52,7 +52,10 @@ type shard struct {
 	node atomic.Pointer[rueidis.Client]
 
 	healthy atomic.Bool
-	out     shardQueue
+	// downSince is when it last became unhealthy (ns): a hot key's split
+	// live then is held on to through the outage.
+	downSince atomic.Int64
+	out       shardQueue
 
 	mu        sync.Mutex // guards the fields below
 	since     time.Time  // of the current state
@@ -153,10 +156,16 @@ func (c *Cluster) fault(s *shard, err error) {
 	defer s.mu.Unlock()
 	s.errors++
 	s.lastErr = err.Error()
+	now := time.Now()
+	if s.healthy.Load() {
+		// Before it reads unhealthy: a split that ran out before now is
+		// never held on to (see hotKey.inForce).
+		s.downSince.Store(now.UnixNano())
+	}
 	if !s.healthy.Swap(false) {
 		return
 	}
-	s.since = time.Now()
+	s.since = now
 	s.backoff = c.cfg.ProbeInterval
 	s.nextProbe = s.since.Add(s.backoff)
 	c.log.Warn("shard unhealthy: deciding its keys by fallback", zap.String("shard", s.addr),
