@@ -405,7 +405,8 @@ func perShard[T any](items []T, owner func(*T) *shard, run func(s *shard, idx []
 }
 
 // reset deletes buckets. A split key's sub-buckets go too, and this
-// instance forgets the split.
+// instance forgets the split. A key whose shard is unhealthy is reset only
+// in the local fallback, and answered ErrResetNotInCluster.
 func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
 	var mu sync.Mutex // guards subs
 	var subs []string
@@ -443,7 +444,9 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		}
 	})
 	for i := range reqs {
-		c.hot.forget(reqs[i].Key)
+		if res[i].Err == nil {
+			c.hot.forget(reqs[i].Key)
+		}
 	}
 	if len(subs) > 0 {
 		cmds := make(rueidis.Commands, len(subs))
