@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,6 +35,14 @@ func (s *Split) SubKey(i int, key string) string {
 	return "sluice{" + s.Tags[i] + "}" + s.Gen + ":" + key
 }
 
+// StandInKey is the Redis key where sub-bucket i of the split of key is
+// decided while its own shard is down: "sluice{tag}gen.i:key" with the
+// tag of sibling j, so on j's shard. Its name differs from every
+// sub-bucket's (a '.' where theirs have ':').
+func (s *Split) StandInKey(i, j int, key string) string {
+	return "sluice{" + s.Tags[j] + "}" + s.Gen + "." + strconv.Itoa(i) + ":" + key
+}
+
 // SplitError is a bucket step's answer when its bucket is split: the call
 // took nothing and belongs on a sub-bucket.
 type SplitError struct {
@@ -55,23 +64,58 @@ func NewSplitter() *Splitter {
 }
 
 // Split marks the bucket at key as split into sub-buckets with tags for
-// ttl, or renews its split. ttf < 0 keeps the states the marker has;
-// otherwise ttf is the sub-buckets' mean time until full, read from them
-// now, and becomes the split's state. A live split whose tags are not the
-// first of tags is closed instead (see split.lua). It returns the marker
-// as written.
+// ttl, or renews its split: Renew with all of tags for a new split.
 func (s *Splitter) Split(ctx context.Context, c rueidis.Client, key string, tags []string, ttl, ttf time.Duration) (Split, error) {
-	ttfArg := "-1"
-	if ttf >= 0 {
-		ttfArg = strconv.FormatInt(ttf.Microseconds(), 10)
+	return s.Renew(ctx, c, key, Renewal{Tags: tags, TTL: ttl, TTF: ttf})
+}
+
+// Renewal is what a caller asks of split.lua.
+type Renewal struct {
+	// Tags are the hash tags the caller can use, in order. A live split
+	// whose tags are the first of them is renewed; any other is closed
+	// instead (see split.lua).
+	Tags []string
+	// N is how many of Tags a new split takes; 0 means all of them. A
+	// live split keeps its own number, whatever N: the instance that made
+	// it decided. N < 0 makes no split and renews none: it only takes up
+	// the split Gen (an instance that follows a split it did not make),
+	// and answers a live one as it is.
+	N int
+	// Gen, when not "", is the split the caller has been deciding the key
+	// by. If it lapsed while the parent's shard could not renew it and
+	// nothing took from the bucket since, it is taken up again, as it
+	// was: the key stays in one set of sub-buckets across the outage.
+	Gen string
+	// TTL is how long the split holds from now.
+	TTL time.Duration
+	// TTF < 0 keeps the states the marker has; otherwise it is the
+	// sub-buckets' mean time until full, read from them now, and becomes
+	// the split's state.
+	TTF time.Duration
+}
+
+// ErrNotSplit answers a Renewal with N < 0 when the bucket has no split
+// to go on with: the caller's lapsed for good, or was replaced.
+var ErrNotSplit = errors.New("lua: the bucket is not split")
+
+// Renew marks the bucket at key as split, renews its split or takes it up
+// again, as r asks, and returns the marker as written.
+func (s *Splitter) Renew(ctx context.Context, c rueidis.Client, key string, r Renewal) (Split, error) {
+	ttf := "-1"
+	if r.TTF >= 0 {
+		ttf = strconv.FormatInt(r.TTF.Microseconds(), 10)
 	}
-	r := s.script.Exec(ctx, c, []string{key}, []string{strings.Join(tags, ","), strconv.FormatInt(ttl.Milliseconds(), 10), ttfArg})
-	if err := r.Error(); err != nil {
+	args := []string{strings.Join(r.Tags, ","), strconv.FormatInt(r.TTL.Milliseconds(), 10), ttf, strconv.Itoa(r.N), r.Gen}
+	res := s.script.Exec(ctx, c, []string{key}, args)
+	if err := res.Error(); err != nil {
 		return Split{}, err
 	}
-	split, ok := asSplit(r)
+	if n, err := res.AsInt64(); err == nil && n == 0 {
+		return Split{}, ErrNotSplit
+	}
+	split, ok := asSplit(res)
 	if !ok {
-		return Split{}, fmt.Errorf("lua: split answered %v, want a marker", r)
+		return Split{}, fmt.Errorf("lua: split answered %v, want a marker", res)
 	}
 	return split, nil
 }

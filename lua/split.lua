@@ -10,6 +10,19 @@
 -- ARGV[2]  how long the split holds, in ms (not read when ending)
 -- ARGV[3]  -1, or the sub-buckets' mean time until full, in µs, as read
 --          from them now
+-- ARGV[4]  optional: how many of the tags a new split takes (none or 0:
+--          all of them). A live split keeps its own number of tags
+--          whatever this says: the instance that makes a split decides
+--          it, every other follows, so instances that disagree never
+--          split one key twice. -1: make no new split and renew no live
+--          one; only take up the split of ARGV[5] (an instance that
+--          follows a split it did not make).
+-- ARGV[5]  optional: the split (gen) the caller decided the key by. If it
+--          lapsed while this shard could not renew it (it was down) and
+--          nothing has taken from the bucket since, it is taken up again:
+--          renewed as it was, same sub-buckets, from the state they reached
+--          meanwhile (ARGV[3]), so that the key is counted in one set of
+--          sub-buckets across the outage.
 --
 -- The marker is '~<base>:<until>:<lapse>:<gen>:<tags>', TATs in ns (19
 -- digits, or 0 for full) and until in ms on this shard's clock:
@@ -28,21 +41,28 @@
 --   tags   the sub-buckets' hash tags, with a trailing '!' once the split
 --          is closing.
 -- A split's sub-buckets never change while it holds: no instance may count
--- a key in two sets of them. A renewal that wants fewer tags, or others
--- (the slot map moved), closes the split instead: it lapses when it was to
--- and the next split, named anew, takes the tags wanted, with no more of
--- them than the split before had, so that instances wanting different
--- numbers do not take turns.
+-- a key in two sets of them. A renewal whose tags do not start with the
+-- split's, because it can use fewer (it saw a call too big for them) or
+-- others (the slot map moved), closes the split instead: it lapses when it
+-- was to and the next split, named anew, takes the tags wanted, with no
+-- more of them than the split before had, so that instances wanting
+-- different numbers do not take turns.
 -- Splitting a bucket keeps its state as both base and lapse, so a split
 -- admits no burst. The key expires when the split and both states are
--- over, never earlier.
+-- over, never earlier; a split that is not closing is kept a minute past
+-- its end (as the bucket it lapsed into, which a take turns into a plain
+-- bucket), so that it can be taken up after an outage of this shard.
 --
 -- Returns {2, marker, ms it holds}, the answer throttle.lua gives; when
--- ending a split, 1 if there was a live one, else 0.
+-- ending a split, 1 if there was a live one, else 0; with ARGV[4] -1 and
+-- no split to go on with, 0.
 local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nowms = math.floor(nowus / 1000)
 local ttl, ttf = tonumber(ARGV[2]), tonumber(ARGV[3])
+local want = tonumber(ARGV[4] or '0')
+-- How long a split that is not closing is kept past its end, in ms.
+local keep = 60000
 
 -- The ms instant of a stored TAT, rounded up.
 local function ms(tat)
@@ -59,6 +79,7 @@ end
 local function store(base, untilms, lapse, gen, tags)
   local marker = '~' .. base .. ':' .. string.format('%.0f', untilms) .. ':' .. lapse .. ':' .. gen .. ':' .. tags
   local at = math.max(untilms, ms(base), ms(lapse))
+  if string.sub(tags, -1) ~= '!' then at = math.max(at, untilms + keep) end
   redis.call('SET', KEYS[1], marker, 'PXAT', string.format('%.0f', at))
   return marker
 end
@@ -75,8 +96,13 @@ if s and string.byte(s, 1) == 126 then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
   old = tonumber(old)
-  if old > nowms then
-    if ARGV[1] == '' or closing == '!' or string.sub(ARGV[1] .. ',', 1, #tags + 1) ~= tags .. ',' then
+  local fits = string.sub(ARGV[1] .. ',', 1, #tags + 1) == tags .. ','
+  if old > nowms and want < 0 then
+    return {2, s, old - nowms}
+  end
+  local takeup = ARGV[1] ~= '' and closing == '' and gen == ARGV[5] and fits
+  if old > nowms or takeup then
+    if ARGV[1] == '' or closing == '!' or not fits then
       -- End or close it: it lapses when it was to, as empty then as the
       -- sub-buckets are now.
       if ttf >= 0 then
@@ -98,7 +124,7 @@ if s and string.byte(s, 1) == 126 then
     end
     return {2, store(base, untilms, lapse, gen, tags), ttl}
   end
-  if ARGV[1] == '' then
+  if ARGV[1] == '' or want < 0 then
     return 0
   end
   -- Lapsed: a new split starts from the bucket it lapsed into.
@@ -106,7 +132,7 @@ if s and string.byte(s, 1) == 126 then
   local n = 0
   for _ in string.gmatch(tags, '[^,]+') do n = n + 1 end
   cap = n
-elseif ARGV[1] == '' then
+elseif ARGV[1] == '' or want < 0 then
   return 0
 elseif s then
   if #s ~= 19 or not string.find(s, '^%d+$') then
@@ -116,10 +142,11 @@ elseif s then
 end
 
 local tags = ARGV[1]
-if cap then
+if want <= 0 or (cap and cap < want) then want = cap end
+if want then
   local kept = {}
   for tag in string.gmatch(tags, '[^,]+') do
-    if #kept < cap then kept[#kept + 1] = tag end
+    if #kept < want then kept[#kept + 1] = tag end
   end
   tags = table.concat(kept, ',')
 end

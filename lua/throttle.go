@@ -51,7 +51,10 @@ type Call struct {
 	Capacity, U, V int64
 	Cost           int64
 	// Base, when not "", is the stored TAT a missing bucket starts from
-	// ("0": full): a split marker's base, for a sub-bucket.
+	// ("0": full): a split marker's base, for a sub-bucket. "+<µs>" is a
+	// TAT that far from now on the shard's clock: a sub-bucket's state
+	// carried from where it was decided before, free of any clock skew
+	// between sluice and the shard.
 	Base string
 	// N is how many calls of Cost the step decides at once, in order (0
 	// means 1): many concurrent calls on one hot bucket cost one script.

@@ -16,7 +16,10 @@
 --     V <= 2^40);
 --   cost, in tokens; 0 peeks;
 --   base: a split's base, as stored ("0": full), the fullest a sub-bucket
---     may be; a missing one starts from it. "" or none: no base;
+--     may be; a missing one starts from it. "" or none: no base.
+--     "+<µs>": the base is that long from full, from now on this shard's
+--     clock: the state a sub-bucket had where it was decided before, carried
+--     to where it is decided now;
 --   n: how many calls of cost the step decides, in order, as n steps at
 --     one instant would;
 --   now, in µs: the shard's TIME unless a test gives its own.
@@ -83,6 +86,9 @@ local function step(key, c, u, v, cost, base, n, now)
       return 2, s, left, 0, 0
     end
     s = lapse
+  end
+  if base and byte(base, 1) == 43 then -- '+': from now
+    base = format('%d000', now + tonumber(sub(base, 2)))
   end
   -- A sub-bucket is never fuller than its split's base: a missing one
   -- starts there, and one left from an earlier split, fuller than the key

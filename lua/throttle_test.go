@@ -353,6 +353,76 @@ func TestThrottleOnCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("the maker of a split decides its number of sub-buckets", func(t *testing.T) {
+		sp := lua.NewSplitter()
+		tags := []string{"a", "b", "c", "d"}
+		first, err := sp.Renew(ctx, cl, "decided", lua.Renewal{Tags: tags, N: 3, TTL: time.Minute, TTF: -1})
+		if err != nil || !slices.Equal(first.Tags, tags[:3]) {
+			t.Fatalf("new split of 3: %+v, %v", first, err)
+		}
+		// Renewers that would make 2 or 4 keep it as it is, open.
+		for _, n := range []int{2, 4} {
+			got, err := sp.Renew(ctx, cl, "decided", lua.Renewal{Tags: tags, N: n, TTL: time.Minute, TTF: -1})
+			if err != nil || got.Gen != first.Gen || !slices.Equal(got.Tags, first.Tags) {
+				t.Fatalf("renewal by an instance splitting in %d: %+v, %v; want %+v", n, got, err, first)
+			}
+		}
+		if v, _ := cl.Do(ctx, cl.B().Get().Key("decided").Build()).ToString(); strings.HasSuffix(v, "!") {
+			t.Fatalf("marker %q is closing", v)
+		}
+	})
+
+	t.Run("a split that lapsed unrenewed is taken up by those who used it", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
+		sp := lua.NewSplitter()
+		lapse := func(key string) lua.Split {
+			t.Helper()
+			first, err := sp.Split(ctx, cl, key, []string{"a", "b"}, 20*time.Millisecond, -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if _, errs := do(t, lua.Call{Key: key, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0}); errs[0] == nil {
+					return first
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the split did not lapse in 5s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		first := lapse("outage")
+		if _, err := sp.Renew(ctx, cl, "outage", lua.Renewal{Tags: first.Tags, N: -1, Gen: "other", TTL: time.Minute, TTF: -1}); !errors.Is(err, lua.ErrNotSplit) {
+			t.Fatalf("taking up a split that is not there: %v, want ErrNotSplit", err)
+		}
+		got, err := sp.Renew(ctx, cl, "outage", lua.Renewal{Tags: first.Tags, N: -1, Gen: first.Gen, TTL: time.Minute, TTF: 3 * time.Second})
+		if err != nil || got.Gen != first.Gen || !slices.Equal(got.Tags, first.Tags) || got.TTL != time.Minute {
+			t.Fatalf("taken up: %+v, %v; want %+v again for 1m", got, err, first)
+		}
+		if r := one(t, lua.Call{Key: "{a}outage", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0, Base: got.Base}); r.Remaining != 7 {
+			t.Fatalf("sub-bucket from the state read at the take-up: got %+v, want 7 left", r)
+		}
+		// Once a call has taken from the bucket it lapsed into, the
+		// split is over for good.
+		taken := lapse("taken")
+		one(t, lua.Call{Key: "taken", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1})
+		if _, err := sp.Renew(ctx, cl, "taken", lua.Renewal{Tags: taken.Tags, N: -1, Gen: taken.Gen, TTL: time.Minute, TTF: -1}); !errors.Is(err, lua.ErrNotSplit) {
+			t.Fatalf("taking up a split whose bucket was taken from: %v, want ErrNotSplit", err)
+		}
+	})
+
+	t.Run("a base from now carries a sub-bucket's state to another place", func(t *testing.T) {
+		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
+		if r := one(t, lua.Call{Key: "{a}carried", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1, Base: "+4000000"}); r.Remaining != 5 {
+			t.Fatalf("a missing bucket 4s from full: got %+v, want 5 left after one", r)
+		}
+		one(t, lua.Call{Key: "{a}emptier", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 8})
+		if r := one(t, lua.Call{Key: "{a}emptier", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0, Base: "+4000000"}); r.Remaining != 2 {
+			t.Fatalf("a bucket emptier than the carried state: got %+v, want its own 2 left", r)
+		}
+	})
+
 	t.Run("a new split after a lapse is named anew, with no more tags", func(t *testing.T) {
 		// A bucket with state, which the lapsed marker keeps.
 		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 3600_000_000}.Interval()

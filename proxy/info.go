@@ -143,8 +143,12 @@ func writeStats(b *strings.Builder, st router.Stats) {
 	fmt.Fprintf(b, "hot_threshold:%.0f\r\n", c.HotThreshold)
 	fmt.Fprintf(b, "hot_keys:%d\r\n", c.HotKeys)
 	for i, hk := range c.Hot {
-		fmt.Fprintf(b, "hot%d:key=%s,state=%s,split=%d,rate=%.0f,split_ms_left=%d\r\n",
-			i, infoValue(hk.Key), hk.State, hk.SubBuckets, hk.Rate, hk.SplitLeft.Milliseconds())
+		held := 0
+		if hk.Held {
+			held = 1
+		}
+		fmt.Fprintf(b, "hot%d:key=%s,state=%s,split=%d,rate=%.0f,split_ms_left=%d,held=%d\r\n",
+			i, infoValue(hk.Key), hk.State, hk.SubBuckets, hk.Rate, hk.SplitLeft.Milliseconds(), held)
 	}
 }
 

@@ -20,7 +20,7 @@ func TestWriteStats(t *testing.T) {
 			{Addr: "127.0.0.1:7001", Since: since, Errors: 4, LastError: "i/o timeout,\r\nagain"},
 		},
 		HotThreshold: 2000, HotKeys: 1,
-		Hot: []router.HotKeyStats{{Key: "a,b\n", State: "detected", SubBuckets: 3, Rate: 2500.4, SplitLeft: 1500 * time.Millisecond}},
+		Hot: []router.HotKeyStats{{Key: "a,b\n", State: "detected", SubBuckets: 3, Rate: 2500.4, SplitLeft: 1500 * time.Millisecond}, {Key: "b", State: "following", SubBuckets: 2, Held: true}},
 	}
 	st.Decisions[router.SourceCluster] = 10
 	st.Decisions[router.SourceOpen] = 2
@@ -33,7 +33,8 @@ func TestWriteStats(t *testing.T) {
 		"shard0:addr=127.0.0.1:7000,state=healthy,since=2026-12-03T10:00:00Z,errors=0,last_error=",
 		"shard1:addr=127.0.0.1:7001,state=unhealthy,since=2026-12-03T10:00:00Z,errors=4,last_error=i/o timeout;  again",
 		"hot_threshold:2000", "hot_keys:1",
-		`hot0:key=a\x2cb\n,state=detected,split=3,rate=2500,split_ms_left=1500`,
+		`hot0:key=a\x2cb\n,state=detected,split=3,rate=2500,split_ms_left=1500,held=0`,
+		`hot1:key=b,state=following,split=2,rate=0,split_ms_left=0,held=1`,
 	}, "\r\n") + "\r\n"
 	if got := b.String(); got != want {
 		t.Fatalf("got\n%q\nwant\n%q", got, want)

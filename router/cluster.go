@@ -52,8 +52,10 @@ type ClusterConfig struct {
 	// HotKeys are patterns (Redis glob: * and ?) of keys that are hot
 	// whenever they are asked.
 	HotKeys []string
-	// HotSplit is the number of sub-buckets of a hot key; 0 means one per
-	// primary. At most MaxSplit.
+	// HotSplit is the number of sub-buckets of a hot key this instance
+	// splits; 0 means one per primary. At most MaxSplit. A split made by
+	// another instance keeps its own number: this one follows and renews
+	// it as it is.
 	HotSplit int
 	// HotCooldown is how long a hot key must stay under the threshold (a
 	// declared one: unasked) before it is one bucket again; 0 means 10s.
@@ -254,7 +256,7 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 				hot.left.Store(1)
 			}
 			hot.left.Add(1)
-			if c.startHot(i, r, hk, hk.live(now), topo, reqs, res, hot.then) {
+			if c.startHot(i, r, hk, hk.inForce(topo, now), topo, reqs, res, hot.then) {
 				hot.idx = append(hot.idx, i)
 			} else {
 				hot.left.Add(-1) // decided at once: never 0, Submit's share holds
@@ -403,7 +405,8 @@ func perShard[T any](items []T, owner func(*T) *shard, run func(s *shard, idx []
 }
 
 // reset deletes buckets. A split key's sub-buckets go too, and this
-// instance forgets the split.
+// instance forgets the split. A key whose shard is unhealthy is reset only
+// in the local fallback, and answered ErrResetNotInCluster.
 func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
 	var mu sync.Mutex // guards subs
 	var subs []string
@@ -441,7 +444,9 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		}
 	})
 	for i := range reqs {
-		c.hot.forget(reqs[i].Key)
+		if res[i].Err == nil {
+			c.hot.forget(reqs[i].Key)
+		}
 	}
 	if len(subs) > 0 {
 		cmds := make(rueidis.Commands, len(subs))

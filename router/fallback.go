@@ -3,6 +3,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -36,6 +37,14 @@ func ParsePolicy(s string) (Policy, error) {
 	return 0, fmt.Errorf("router: fallback policy %q: want local, open or closed", s)
 }
 
+// ErrResetNotInCluster answers a Reset whose key's shard is unhealthy (or
+// with no cluster yet): the cluster's bucket was not reset, only this
+// instance's fallback bucket was. The caller retries once the shard is
+// back. A reset remembered and replayed later could wipe out what other
+// instances admitted meanwhile, and lost with this instance if it stops:
+// an error the caller sees is the honest answer.
+var ErrResetNotInCluster = errors.New("router: reset not applied to the cluster: the key's shard is unhealthy, only this instance's fallback bucket was reset; retry once the shard is back")
+
 // fallback decides reqs without the cluster.
 func (c *Cluster) fallback(reqs []Request, res []Result) {
 	now := time.Now().UnixMicro()
@@ -44,6 +53,7 @@ func (c *Cluster) fallback(reqs []Request, res []Result) {
 		if r.Op == Reset {
 			res[i] = c.local.decide(r, now)
 			res[i].Source = SourceLocal
+			res[i].Err = ErrResetNotInCluster
 			continue
 		}
 		switch c.cfg.Fallback {

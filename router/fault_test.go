@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"runtime"
 	"runtime/pprof"
@@ -385,6 +386,24 @@ func TestPolicies(t *testing.T) {
 		}
 		if allowed != 2 {
 			t.Fatalf("local fallback with share 0.5 admitted %d of 10 on a bucket of 4, want 2", allowed)
+		}
+	})
+	t.Run("a reset says the cluster was not reset", func(t *testing.T) {
+		r := routers[router.FallbackLocal]
+		res := make([]router.Result, 1)
+		submit(r, context.Background(), []router.Request{{Op: router.Reset, Key: key}}, res)
+		if !errors.Is(res[0].Err, router.ErrResetNotInCluster) || res[0].Source != router.SourceLocal {
+			t.Fatalf("reset during the outage: got %+v, want ErrResetNotInCluster from the local fallback", res[0])
+		}
+		// The local bucket, drained above, was reset all the same.
+		var allowed int
+		for range 10 {
+			if res := decide(r, key, iv); !res.Limited {
+				allowed++
+			}
+		}
+		if allowed != 2 {
+			t.Fatalf("after the reset the local fallback admitted %d of 10, want its full 2 again", allowed)
 		}
 	})
 	t.Run("open", func(t *testing.T) {

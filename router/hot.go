@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,9 +53,17 @@ type hotKey struct {
 	// sub-buckets serve every call.
 	maxParts atomic.Int64
 
-	split  atomic.Pointer[splitState] // nil until the marker is known
-	next   atomic.Uint32              // round-robin over the sub-buckets
-	fullAt [MaxSplit]atomic.Int64     // µs: when sub-bucket i was last seen to be full again
+	split atomic.Pointer[splitState] // nil until the marker is known
+	// held: the split is in use past its end, because the parent's shard
+	// was down when it was to be renewed; until the shard is back and the
+	// split taken up again (or found replaced), no call goes to the parent.
+	held   atomic.Bool
+	next   atomic.Uint32          // round-robin over the sub-buckets
+	fullAt [MaxSplit]atomic.Int64 // µs: when sub-bucket i was last seen to be full again
+	// placed[i] is 1 + the sub-bucket on whose shard sub-bucket i was last
+	// decided here (its own, or a sibling's for its stand-in), 0 before:
+	// a move carries its state to the new place.
+	placed [MaxSplit]atomic.Int32
 	parts  atomic.Pointer[splitParts] // the last limit's sub-bucket limits
 	batch  coalescer                  // its calls in flight and queued
 	deny   atomic.Pointer[denial]     // its last denial
@@ -204,6 +213,7 @@ func (hk *hotKey) setSplit(sp lua.Split, sent int64) {
 		}
 		for i := range hk.fullAt {
 			hk.fullAt[i].Store(0)
+			hk.placed[i].Store(0)
 		}
 	}
 	hk.split.Store(st)
@@ -215,6 +225,76 @@ func (hk *hotKey) live(now int64) *splitState {
 		return st
 	}
 	return nil
+}
+
+// inForce is the split hk's calls use at now (ns): the live one, or one
+// past its end that was live when the parent's shard went down (its
+// renewals could not reach the marker), for as long as the outage lasts
+// and until the split is taken up again. Its sub-buckets on healthy
+// shards decide better than any fallback, and the parent's bucket cannot
+// take from the key meanwhile. nil: none.
+func (hk *hotKey) inForce(topo *topology, now int64) *splitState {
+	st := hk.split.Load()
+	switch {
+	case st == nil:
+		return nil
+	case now < st.until || hk.held.Load():
+		return st
+	}
+	if o := topo.ownerOf(hk.parent); o != nil && !o.healthy.Load() && st.until > o.downSince.Load() {
+		hk.held.Store(true)
+		return st
+	}
+	return nil
+}
+
+// place is where sub-bucket i of st is decided now: its own key when its
+// shard is healthy, else its stand-in on the shard of the first sibling
+// after it that is (every instance that sees the same shards down puts it
+// in the same place), so that its share of the limit stays in the
+// cluster. at is the sub-bucket whose shard that is; ok is false when
+// none of the split's shards is healthy.
+func (st *splitState) place(hk *hotKey, i int, topo *topology) (key string, owner *shard, at int, ok bool) {
+	n := len(st.keys)
+	for k := range n {
+		j := (i + k) % n
+		o := topo.owner(st.slots[j])
+		if o != nil && !o.healthy.Load() {
+			continue
+		}
+		if j == i {
+			return st.keys[i], o, i, true
+		}
+		sp := lua.Split{Tags: st.tags, Gen: st.gen}
+		return sp.StandInKey(i, j, hk.key), o, j, true
+	}
+	return "", nil, -1, false
+}
+
+// placeable reports whether any of st's sub-buckets can be decided now.
+func (st *splitState) placeable(topo *topology) bool {
+	for _, sl := range st.slots {
+		if o := topo.owner(sl); o == nil || o.healthy.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// baseAt is the base of a step of sub-bucket i decided on sub-bucket at's
+// shard: the split's, or, when i was last decided elsewhere, the state it
+// was last seen in there, as a time from now (the shard's clock adds it),
+// so that the move neither loses nor grants the tokens it had. now in µs.
+func (hk *hotKey) baseAt(st *splitState, i, at int, now int64) string {
+	prev := hk.placed[i].Swap(int32(at + 1))
+	if prev == 0 || prev == int32(at+1) {
+		return st.base
+	}
+	full := hk.fullAt[i].Load()
+	if full == 0 {
+		return st.base
+	}
+	return "+" + strconv.FormatInt(max(full-now, 0), 10)
 }
 
 // partsFor returns the sub-bucket limits for a call on iv: one per

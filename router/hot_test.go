@@ -61,6 +61,7 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 // tally is what a hammer saw.
 type tally struct {
 	calls, allowed, errors atomic.Int64
+	fallback               atomic.Int64 // decisions not made by the cluster
 	first, last            atomic.Int64 // ns of the first and last call
 	firstErr               atomic.Value
 }
@@ -100,6 +101,9 @@ func hammer(rs []*router.Cluster, key string, iv bucket.Interval, workers int, p
 					s.firstErr.CompareAndSwap(nil, res.Err.Error())
 				case !res.Limited:
 					s.allowed.Add(1)
+				}
+				if res.Err == nil && res.Source != router.SourceCluster {
+					s.fallback.Add(1)
 				}
 				if pace > 0 {
 					time.Sleep(pace)
@@ -554,5 +558,144 @@ func TestHotKeyRenewersThatDisagree(t *testing.T) {
 	t.Logf("admitted %.0f, ideal %.1f over %.2fs: %.3fx", got, ideal, s.span(), got/ideal)
 	if got > ideal+capacity/3+3 || got < 0.9*ideal {
 		t.Fatalf("admitted %.0f, want within [%.1f, %.1f]", got, 0.9*ideal, ideal+capacity/3+3)
+	}
+}
+
+// Instances started with different --hot-split share the split the first
+// of them made: the others renew it as it is, with its number of
+// sub-buckets, and never close it to make one of their own.
+func TestHotKeyInstancesWithDifferentSplitsAgree(t *testing.T) {
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
+	three := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"agreed"}, HotSplit: 3})
+	two := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"agreed"}, HotSplit: 2})
+	waitConnected(t, three)
+	waitConnected(t, two)
+	iv := interval(t, 1000, 1000, 1_000_000)
+	decide(three, "agreed", iv)
+	var first lua.Split
+	waitFor(t, 2*time.Second, "split marker", func() bool {
+		var ok bool
+		first, ok = marker(ctx, cl, "agreed")
+		return ok
+	})
+	if len(first.Tags) != 3 {
+		t.Fatalf("split %+v, want the 3 sub-buckets of the instance that made it", first)
+	}
+	stop := make(chan struct{})
+	var s tally
+	wg := hammer([]*router.Cluster{three, two}, "agreed", iv, 4, time.Millisecond, stop, &s)
+	defer func() { close(stop); wg.Wait() }()
+	// Past two renewals by each: the 2s marker is renewed after 1s.
+	until := time.Now().Add(2500 * time.Millisecond)
+	for i := 0; time.Now().Before(until) && i < 10_000; i++ {
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+"agreed").Build()).ToString()
+		sp, ok := lua.Marker(v)
+		if err != nil || !ok || sp.Gen != first.Gen || strings.HasSuffix(v, "!") {
+			t.Fatalf("marker %q (%v), want split %s as made, not closing", v, err, first.Gen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := stats(two); len(st.Hot) != 1 || st.Hot[0].SubBuckets != 3 {
+		t.Fatalf("the instance with --hot-split 2 uses %+v, want the 3 sub-buckets", st.Hot)
+	}
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+}
+
+// A split key hammered through one and through three instances while the
+// primary that holds its parent bucket is killed: the instances keep
+// deciding it in the cluster (the sub-buckets on healthy primaries, and a
+// stand-in for the one on the dead primary) for the whole outage, take the
+// same split up again once the replica is promoted, and admit the key's
+// limit within one sub-bucket. An instance that never saw the split
+// decides by fallback meanwhile.
+func TestHotKeySplitOutlivesItsParentsOutage(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d instances", n), func(t *testing.T) { testSplitOutage(t, n) })
+	}
+}
+
+func testSplitOutage(t *testing.T, n int) {
+	c, ctx, cl := hotCluster(t, clustertest.Config{PartialCoverage: true})
+	victim := c.Nodes[0]
+	key := keysIn(1, 0, 5460, "tenant:")[0] // its bucket on the victim
+	// The first instance splits the key; the others only follow it.
+	var rs []*router.Cluster
+	for i := range n {
+		cfg := router.ClusterConfig{HotThreshold: -1}
+		if i == 0 {
+			cfg.HotKeys = []string{key}
+		}
+		rs = append(rs, newRouter(t, c.Addrs(), cfg))
+	}
+	stranger := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
+	for _, r := range append(rs, stranger) {
+		waitConnected(t, r)
+	}
+	const capacity, refill = 60, 200 // per second
+	iv := interval(t, capacity, refill, 1_000_000)
+	stop := make(chan struct{})
+	var s tally
+	wg := hammer(rs, key, iv, 8, 0, stop, &s)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wg.Wait()
+		}
+	}()
+	var before lua.Split
+	waitFor(t, 5*time.Second, "split marker", func() bool {
+		var ok bool
+		before, ok = marker(ctx, cl, key)
+		return ok
+	})
+	waitFor(t, 5*time.Second, "every instance deciding by sub-bucket", func() bool {
+		return !slices.ContainsFunc(rs, func(r *router.Cluster) bool { return stats(r).Split == 0 })
+	})
+	s.runFor(t, 300*time.Millisecond) // overloaded: the key is empty now
+
+	calls0, fallback0, allowed0 := s.calls.Load(), s.fallback.Load(), s.allowed.Load()
+	killed := time.Now()
+	victim.Kill()
+	if res := decide(stranger, key, iv); res.Err != nil || res.Source != router.SourceLocal {
+		t.Errorf("an instance that never saw the split: got %+v during the outage, want a local fallback decision", res)
+	}
+	promoted := waitPrimaryChange(t, c, slot.Of(router.KeyPrefix+key), victim)
+	calls1, fallback1 := s.calls.Load(), s.fallback.Load()
+	waitFor(t, 5*time.Second, "the split taken up by every instance", func() bool {
+		for _, r := range rs {
+			if st := stats(r); len(st.Hot) != 1 || st.Hot[0].Held || st.Hot[0].SplitLeft == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	s.runFor(t, 500*time.Millisecond) // and on, in the cluster again
+	close(stop)
+	wg.Wait()
+	ended := time.Now()
+
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+	share := float64(fallback1-fallback0) / float64(calls1-calls0)
+	t.Logf("promoted %v after the kill; %d of %d decisions by fallback before it (%.1f%%)",
+		promoted.Sub(killed).Round(time.Millisecond), fallback1-fallback0, calls1-calls0, 100*share)
+	if share > 0.10 {
+		t.Errorf("%.1f%% of the key's decisions were fallback before the promotion, want <= 10%%", 100*share)
+	}
+	after, ok := marker(ctx, cl, key)
+	if !ok || after.Gen != before.Gen {
+		t.Errorf("split %+v after the outage, want %s taken up: one set of sub-buckets throughout", after, before.Gen)
+	}
+	ideal := refill * ended.Sub(killed).Seconds()
+	got := float64(s.allowed.Load() - allowed0)
+	sub := float64(capacity) / 3
+	t.Logf("admitted %.0f from the kill on, ideal %.1f over %.2fs: %.3fx", got, ideal, ended.Sub(killed).Seconds(), got/ideal)
+	if got < 0.95*ideal || got > ideal+sub+3 {
+		t.Errorf("admitted %.0f from the kill on, want within [%.1f, %.1f]", got, 0.95*ideal, ideal+sub+3)
 	}
 }

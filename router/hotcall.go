@@ -62,11 +62,9 @@ func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *
 			hk.lastHot.Store(time.Now().UnixNano())
 			hk.detected.Store(true)
 		}
-		for j := range h.parts {
-			if c.healthySub(st, j, topo) {
-				c.send(h, -1, r)
-				return true
-			}
+		if st.placeable(topo) {
+			c.send(h, -1, r)
+			return true
 		}
 	} else if o := topo.ownerOf(hk.parent); o == nil || o.healthy.Load() {
 		c.send(h, -1, r)
@@ -86,11 +84,6 @@ func (h *hotCall) follow(st *splitState, r *Request) bool {
 	}
 	h.parts = h.hk.partsFor(st, r.Interval)
 	return true
-}
-
-func (c *Cluster) healthySub(st *splitState, j int, topo *topology) bool {
-	o := topo.owner(st.slots[j])
-	return o == nil || o.healthy.Load()
 }
 
 // send queues h's next step: on sub-bucket j, or with j < 0 on the one
@@ -135,7 +128,7 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		sent := h.w.sent / 1000
 		h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
 		if br.Limited && h.steps < maxHotSteps {
-			if j := h.sibling(r, topo, c, now); j >= 0 {
+			if j := h.sibling(r, now); j >= 0 {
 				h.prev, h.prevSub = &br, h.sub
 				c.send(h, j, r)
 				return true
@@ -152,9 +145,14 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		res[h.req] = Result{Err: err}
 		return false
 	}
-	// The sub-bucket's shard failed (the step marked it): a sibling on a
-	// healthy shard decides before any fallback does.
-	if j := h.healthySibling(c, topo); j >= 0 && h.steps < maxHotSteps {
+	// The shard failed (the step marked it): the sub-bucket is decided
+	// again where it is placed now, its stand-in on a sibling's shard;
+	// had its place not moved (a redirect), the next sibling decides.
+	if _, _, at, ok := h.st.place(h.hk, h.sub, topo); ok && h.steps < maxHotSteps {
+		j := h.sub
+		if at == h.w.at {
+			j = (h.sub + 1) % len(h.parts)
+		}
 		c.send(h, j, r)
 		return true
 	}
@@ -176,8 +174,8 @@ type denial struct {
 
 // denied answers r without a step when the key's last denial says it
 // must be denied: same split, same limit, at least that cost, before the
-// soonest tokens and while the split holds (a reset elsewhere is seen
-// when it lapses).
+// soonest tokens and while the split holds or is held through an outage
+// of the parent's shard (a reset elsewhere is seen when it lapses).
 func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 	d := hk.deny.Load()
 	if d == nil || d.gen != st.gen || d.iv != r.Interval || r.Cost < d.cost {
@@ -185,7 +183,7 @@ func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 	}
 	now := time.Now().UnixMicro()
 	gone := now - d.at
-	if gone >= d.res.RetryAfter || now >= st.until/1000 {
+	if gone >= d.res.RetryAfter || (now >= st.until/1000 && !hk.held.Load()) {
 		return bucket.Result{}, false
 	}
 	out := d.res
@@ -194,25 +192,15 @@ func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 	return out, true
 }
 
-// healthySibling is the next sub-bucket after h's on a healthy shard, or -1.
-func (h *hotCall) healthySibling(c *Cluster, topo *topology) int {
-	for k := 1; k < len(h.parts); k++ {
-		if j := (h.sub + k) % len(h.parts); c.healthySub(h.st, j, topo) {
-			return j
-		}
-	}
-	return -1
-}
-
 // sibling is the sub-bucket other than h's most likely to have the cost,
-// on a healthy shard, and only when it seems to have it; -1 when none
-// does. Siblings' retries are batched like first calls, so under a
+// and only when it seems to have it; -1 when none does. (One whose shard
+// is down is decided by its stand-in.) Siblings' retries are batched like first calls, so under a
 // sustained overload they cost a script a round trip, not one a call.
-func (h *hotCall) sibling(r *Request, topo *topology, c *Cluster, now int64) int {
+func (h *hotCall) sibling(r *Request, now int64) int {
 	fill := fillTime(r.Interval)
 	pick, best := -1, int64(-1)
 	for j, part := range h.parts {
-		if j == h.sub || !c.healthySub(h.st, j, topo) {
+		if j == h.sub {
 			continue
 		}
 		t, ok := h.hk.tokens(j, part, fill, now)
@@ -295,6 +283,7 @@ type waiter struct {
 	parts []bucket.Interval
 	cost  int64
 	sub   int    // the sub-bucket it must go to, or -1; then the one it went to
+	at    int    // the sub-bucket on whose shard sub was decided (see place)
 	sent  int64  // ns: when its step was sent
 	then  func() // called once sub, sent, res and err are set
 	res   bucket.Result
@@ -359,7 +348,7 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 		return
 	}
 	// The sub-bucket of this batch's free calls, one per split and number
-	// of parts (calls of other limits or costs may use fewer).
+	// of parts (calls of other limits or costs may use fewer), round-robin.
 	type choice struct {
 		st     *splitState
 		n, sub int
@@ -377,12 +366,21 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 		if w.sub < 0 {
 			i := slices.IndexFunc(chosen, func(x choice) bool { return x.st == w.st && x.n == len(w.parts) })
 			if i < 0 {
-				chosen = append(chosen, choice{w.st, len(w.parts), c.nextSub(hk, w.st, len(w.parts), topo)})
+				chosen = append(chosen, choice{w.st, len(w.parts), int(hk.next.Add(1) % uint32(len(w.parts)))})
 				i = len(chosen) - 1
 			}
 			w.sub = chosen[i].sub
 		}
-		groups = addTo(groups, w, w.st.keys[w.sub], w.st.base, topo.owner(w.st.slots[w.sub]), w.parts[w.sub])
+		key, owner, at, ok := w.st.place(hk, w.sub, topo)
+		if w.at = at; !ok {
+			w.err = errShardDown // no shard of the split is healthy: fallback
+			continue
+		}
+		base := w.st.base
+		if w.st == hk.split.Load() {
+			base = hk.baseAt(w.st, w.sub, at, sent/1000)
+		}
+		groups = addTo(groups, w, key, base, owner, w.parts[w.sub])
 	}
 	perShard(groups, func(g **group) *shard { return (*g).owner }, func(owner *shard, idx []int) {
 		gs := make([]*group, len(idx))
@@ -402,18 +400,6 @@ func addTo(groups []*group, w *waiter, key, base string, owner *shard, iv bucket
 		}
 	}
 	return append(groups, &group{key: key, base: base, owner: owner, iv: iv, cost: w.cost, ws: []*waiter{w}})
-}
-
-// nextSub is the sub-bucket on a healthy shard that hk's next batch goes
-// to, round-robin over the first n.
-func (c *Cluster) nextSub(hk *hotKey, st *splitState, n int, topo *topology) int {
-	start := int(hk.next.Add(1) % uint32(n))
-	for k := range n {
-		if j := (start + k) % n; c.healthySub(st, j, topo) {
-			return j
-		}
-	}
-	return start // all down: the step fails and the calls fall back
 }
 
 // stepShard runs one shard's groups as one pipeline.

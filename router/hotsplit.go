@@ -5,6 +5,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"math"
 	"strconv"
 	"sync"
@@ -12,17 +13,24 @@ import (
 
 	"github.com/redis/rueidis"
 	"go.uber.org/zap"
+
+	"github.com/sluice-rl/sluice/lua"
 )
 
 // tendHotKeys splits the keys found hot and renews their markers, cools
-// those that stayed under the threshold for the cool-down, and forgets
-// followed splits that lapsed.
+// those that stayed under the threshold for the cool-down, takes up the
+// followed splits held through an outage of their parent's shard once it
+// is back, and forgets followed splits that lapsed.
 func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
 	ns := now.UnixNano()
+	topo := c.topo.Load()
 	var wg sync.WaitGroup
 	for _, hk := range *c.hot.keys.Load() {
 		hk.rate.Store(math.Float64bits(c.hot.counter.Rate(hk.key, ns)))
 		if !hk.detected.Load() {
+			if o := topo.ownerOf(hk.parent); hk.held.Load() && (o == nil || o.healthy.Load()) && hk.renewing.CompareAndSwap(false, true) {
+				wg.Go(func() { c.renew(ctx, hk) })
+			}
 			continue
 		}
 		cooled := ns-hk.lastHot.Load() > int64(c.cfg.HotCooldown)
@@ -45,7 +53,7 @@ func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
 		}
 	}
 	wg.Wait()
-	c.hot.drop(func(hk *hotKey) bool { return hk.detected.Load() || hk.live(ns) != nil })
+	c.hot.drop(func(hk *hotKey) bool { return hk.detected.Load() || hk.live(ns) != nil || hk.held.Load() })
 }
 
 // endSplit ends a cooled key's split: the marker lapses when it was to
@@ -58,7 +66,7 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	if st == nil || topo == nil || cl == nil {
 		return
 	}
-	ttf := c.readTTF(ctx, *cl, topo, st)
+	ttf := c.readTTF(ctx, *cl, topo, hk, st)
 	if ttf < 0 {
 		return // the split lapses at its last renewal's state
 	}
@@ -74,17 +82,18 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	}
 }
 
-// readTTF reads a split's sub-buckets on healthy shards, within the
-// backend timeout, and returns their mean time until full, each as
-// throttle.lua sees it (never fuller than the base, a missing one at the
-// base); -1 when none answers. Other instances' calls count too, which an
-// estimate from this instance's own replies would miss.
-func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, st *splitState) time.Duration {
+// readTTF reads a split's sub-buckets where they are decided now (a
+// stand-in for one whose shard is down), within the backend timeout, and
+// returns their mean time until full, each as throttle.lua sees it (never
+// fuller than the base, a missing one at the base); -1 when none answers.
+// Other instances' calls count too, which an estimate from this
+// instance's own replies would miss.
+func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, hk *hotKey, st *splitState) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	var cmds rueidis.Commands
-	for j, k := range st.keys {
-		if c.healthySub(st, j, topo) {
+	for j := range st.keys {
+		if k, _, _, ok := st.place(hk, j, topo); ok {
 			cmds = append(cmds, client.B().Get().Key(k).Build())
 		}
 	}
@@ -109,46 +118,77 @@ func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topo
 	return time.Duration(sum / n)
 }
 
-// renew writes hk's split marker, or extends it, with the current
-// topology's tags (no more than leave each sub-bucket the largest cost
-// seen on the key). The first split keeps the bucket's state for the
-// sub-buckets; a renewal records theirs, read from them.
+// renew writes hk's split marker, or extends it. A new split takes the
+// current topology's first tags, as many as this instance splits a key
+// into (no more than leave each sub-bucket the largest cost seen on the
+// key); a live one keeps its own number, which its maker chose, as long as
+// it leaves room for that cost. The first split keeps the bucket's state
+// for the sub-buckets; a renewal records theirs, read from them. A split
+// held through an outage of the parent's shard is taken up again as it
+// was, if nothing replaced it meanwhile; an instance that did not make
+// the split (hk not detected) does only that.
 func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	defer hk.renewing.Store(false)
 	topo, cl := c.topo.Load(), c.client.Load()
-	if topo == nil || cl == nil || min(len(topo.tags), int(hk.maxParts.Load())) < 2 {
+	if topo == nil || cl == nil {
 		return
 	}
-	n := min(len(topo.tags), int(hk.maxParts.Load()))
+	old := hk.split.Load()
+	r := lua.Renewal{TTL: c.hot.ttl, TTF: -1}
+	if hk.detected.Load() {
+		r.Tags = topo.tags[:min(len(topo.tags), int(hk.maxParts.Load()))]
+		r.N = min(topo.split, len(r.Tags))
+	}
+	if r.N < 2 {
+		// Not a key this instance splits: it only takes up the split it
+		// held.
+		if old == nil || !hk.held.Load() {
+			hk.held.Store(false)
+			return
+		}
+		r.Tags, r.N = old.tags, -1
+	}
 	owner := topo.ownerOf(hk.parent)
 	if owner != nil && !owner.healthy.Load() {
 		return
 	}
-	old := hk.split.Load()
-	ttf := time.Duration(-1)
+	held := hk.held.Load()
 	if old != nil {
-		ttf = c.readTTF(ctx, *cl, topo, old)
+		r.Gen = old.gen
+		r.TTF = c.readTTF(ctx, *cl, topo, hk, old)
 	}
 	// A time of its own: a sub-bucket's hung shard must not use it up and
 	// get the parent's shard marked unhealthy.
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	sent := time.Now().UnixNano()
-	sp, err := c.splitter.Split(ctx, c.nodeOr(owner, *cl), hk.parent, topo.tags[:n], c.hot.ttl, ttf)
+	sp, err := c.splitter.Renew(ctx, c.nodeOr(owner, *cl), hk.parent, r)
 	switch {
 	case err == nil:
+	case errors.Is(err, lua.ErrNotSplit):
+		// The split held through the outage lapsed for good, or another
+		// replaced it: the parent's bucket tells.
+		hk.split.Store(nil)
+		hk.held.Store(false)
+		return
 	case c.failed(owner, err):
 		return
 	default:
 		// The key holds something that is not a bucket: leave it alone
 		// for a cool-down.
 		hk.noSplit.Store(time.Now().Add(c.cfg.HotCooldown).UnixNano())
+		hk.held.Store(false)
 		c.log.Warn("hot key cannot be split", zap.String("key", hk.key), zap.Error(err))
 		return
 	}
 	hk.setSplit(sp, sent)
-	if old == nil {
+	hk.held.Store(false)
+	switch {
+	case old == nil:
 		c.log.Info("hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
 			zap.Strings("tags", sp.Tags), zap.Float64("decisions_per_sec", hk.rateNow()))
+	case held:
+		c.log.Info("hot key split taken up after its parent's shard came back", zap.String("key", hk.key),
+			zap.Bool("same_split", sp.Gen == old.gen))
 	}
 }

@@ -27,7 +27,14 @@ const topologyEvery = time.Second
 // topology is one reading of the slot map.
 type topology struct {
 	owners [slot.Count]*shard
-	tags   []string // a hot key's sub-buckets' hash tags, on distinct primaries
+	// tags are the hash tags a hot key's sub-buckets may take, MaxSplit of
+	// them, tag i on the i-th primary in turn: the first k of them are the
+	// best k whatever k, so instances that want different numbers still
+	// agree on the first ones.
+	tags []string
+	// split is how many of tags a split made here takes: --hot-split, or
+	// one per primary.
+	split int
 	// replicas are each primary's replicas, by address, for forwarded
 	// reads with ClusterConfig.ReadFromReplicas.
 	replicas map[string][]string
@@ -45,7 +52,10 @@ type shard struct {
 	node atomic.Pointer[rueidis.Client]
 
 	healthy atomic.Bool
-	out     shardQueue
+	// downSince is when it last became unhealthy (ns): a hot key's split
+	// live then is held on to through the outage.
+	downSince atomic.Int64
+	out       shardQueue
 
 	mu        sync.Mutex // guards the fields below
 	since     time.Time  // of the current state
@@ -146,10 +156,16 @@ func (c *Cluster) fault(s *shard, err error) {
 	defer s.mu.Unlock()
 	s.errors++
 	s.lastErr = err.Error()
+	now := time.Now()
+	if s.healthy.Load() {
+		// Before it reads unhealthy: a split that ran out before now is
+		// never held on to (see hotKey.inForce).
+		s.downSince.Store(now.UnixNano())
+	}
 	if !s.healthy.Swap(false) {
 		return
 	}
-	s.since = time.Now()
+	s.since = now
 	s.backoff = c.cfg.ProbeInterval
 	s.nextProbe = s.since.Add(s.backoff)
 	c.log.Warn("shard unhealthy: deciding its keys by fallback", zap.String("shard", s.addr),
@@ -219,11 +235,12 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			delete(c.shards, addr)
 		}
 	}
-	n := c.cfg.HotSplit
-	if n <= 0 {
-		n = min(len(owning), MaxSplit)
+	t.tags = splitTags(&t.owners, c.tags, c.byLength, MaxSplit)
+	t.split = c.cfg.HotSplit
+	if t.split <= 0 {
+		t.split = len(owning)
 	}
-	t.tags = splitTags(&t.owners, c.tags, c.byLength, n)
+	t.split = min(t.split, len(t.tags))
 	c.topo.Store(t)
 }
 

@@ -57,6 +57,9 @@ type HotKeyStats struct {
 	SubBuckets int           // of its live split, 0 when not split
 	Rate       float64       // decisions/s here
 	SplitLeft  time.Duration // until the live split lapses
+	// Held: the split ran out while its parent's shard was down, and is
+	// still used until the shard is back and the split taken up again.
+	Held bool
 }
 
 // hotStatsKeys is how many hot keys Stats lists, the busiest first.
@@ -118,8 +121,9 @@ func (h *hotSet) stats(now int64) (int, []HotKeyStats) {
 		case hk.detected.Load():
 			st.State = "detected"
 		}
-		if sp := hk.live(now); sp != nil {
-			st.SubBuckets, st.SplitLeft = len(sp.tags), time.Duration(sp.until-now)
+		if sp := hk.split.Load(); sp != nil && (now < sp.until || hk.held.Load()) {
+			st.SubBuckets, st.SplitLeft = len(sp.tags), time.Duration(max(sp.until-now, 0))
+			st.Held = hk.held.Load()
 		}
 		out = append(out, st)
 	}

@@ -84,7 +84,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.fallbackKeys, "fallback-max-keys", 100000, "most local fallback buckets held at once")
 	fs.Float64Var(&o.hotThreshold, "hot-threshold", 2000, "decisions per second of one key on this instance that make it hot: it is split across shards; 0 turns detection off")
 	fs.StringVar(&o.hotKeys, "hot-keys", "", "`patterns` of keys split from their first call, comma-separated (Redis glob: * and ?)")
-	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets per hot key, at most 16; 0 means one per primary")
+	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets of a hot key this instance splits, at most 16; 0 means one per primary (a split made by another instance keeps its own number)")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
 	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
 	o.protoMaxBulkLen, o.queryBufferLimit = 512<<20, 1<<30
