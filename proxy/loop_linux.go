@@ -195,7 +195,6 @@ type loop struct {
 	nodes      map[pipeKey]*node
 	nodeIDs    map[uint64]*node // the connected ones, by epoll id
 	dirtyNodes []*node          // sent on this pass
-	checked    time.Time        // when overdue last looked
 }
 
 // A loop keeps up to keepRounds idle rounds of at most keepRoundSize
@@ -428,8 +427,12 @@ func (l *loop) sleep() int {
 	if len(l.lingering) > 0 {
 		ms = int(max(time.Until(l.lingering[0].lingerEnd)+time.Millisecond-1, 0) / time.Millisecond)
 	}
-	if (ms < 0 || ms > 1000) && l.waiting() {
-		ms = 1000 // to find a hung node
+	if d, ok := l.nextDeadline(); ok {
+		// Wake up when a node is overdue, rounded up to the next ms.
+		wait := int((time.Until(d) + time.Millisecond - 1) / time.Millisecond)
+		if ms < 0 || wait < ms {
+			ms = max(wait, 0)
+		}
 	}
 	return ms
 }

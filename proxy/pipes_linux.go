@@ -34,22 +34,43 @@ type dialed struct {
 type pipeKey struct {
 	addr            string
 	resp3, readonly bool
+	bucket          bool // for bucket steps
 }
 
 // Pipe is the loop's connection to the node at addr; what is sent on it is
 // written at the end of this pass.
 func (l *loop) Pipe(addr string, resp3, readonly bool) *router.Pipe {
-	k := pipeKey{addr, resp3, readonly}
+	return l.pipe(pipeKey{addr: addr, resp3: resp3, readonly: readonly})
+}
+
+// BucketPipe is the loop's connection to the node at addr for bucket
+// steps.
+func (l *loop) BucketPipe(addr string) *router.Pipe {
+	return l.pipe(pipeKey{addr: addr, bucket: true})
+}
+
+func (l *loop) pipe(k pipeKey) *router.Pipe {
 	n := l.nodes[k]
 	if n == nil {
-		n = &node{p: l.s.cfg.Forwarder.NewPipe(addr, resp3, readonly), fd: -1}
+		var p *router.Pipe
+		if k.bucket {
+			p = l.s.cfg.Decider.(pipeDecider).NewBucketPipe(k.addr)
+		} else {
+			p = l.s.cfg.Forwarder.NewPipe(k.addr, k.resp3, k.readonly)
+		}
+		n = &node{p: p, fd: -1}
 		l.nodes[k] = n
 	}
+	l.markNode(n)
+	return n.p
+}
+
+// markNode has n's pipe written at the end of this pass.
+func (l *loop) markNode(n *node) {
 	if !n.dirty {
 		n.dirty = true
 		l.dirtyNodes = append(l.dirtyNodes, n)
 	}
-	return n.p
 }
 
 // flushNodes writes what was sent on the nodes this pass, dialling those
@@ -166,6 +187,9 @@ func (l *loop) nodeEvent(n *node, events uint32) {
 				l.lost(n, err)
 				return
 			}
+			if len(n.p.Out()) > 0 {
+				l.markNode(n) // a bucket pipe had room for queued calls again
+			}
 		}
 	}
 	if events&syscall.EPOLLOUT != 0 && n.fd >= 0 {
@@ -185,29 +209,29 @@ func (l *loop) lost(n *node, err error) {
 	n.p.Fail(err)
 }
 
-// overdue closes the connections of nodes that hold a command past the
-// forward timeout (hung), at most once a second.
+// overdue closes the connections of nodes that hold a command past their
+// pipe's timeout (hung): its commands are answered an error, its bucket
+// calls decided by the fallback.
 func (l *loop) overdue(now time.Time) {
-	if now.Sub(l.checked) < time.Second {
-		return
-	}
-	l.checked = now
 	for _, n := range l.nodeIDs {
-		if n.p.Overdue(now) {
-			l.lost(n, errors.New("no reply within the forward timeout"))
+		if d, ok := n.p.Deadline(); ok && now.After(d) {
+			l.lost(n, errNoReply)
 		}
 	}
 }
 
-// waiting reports whether a node owes replies: the loop then wakes at
-// least once a second to find a hung one.
-func (l *loop) waiting() bool {
+var errNoReply = errors.New("no reply within the timeout")
+
+// nextDeadline is the soonest a node is overdue, if one owes replies: the
+// loop wakes up then to find it.
+func (l *loop) nextDeadline() (time.Time, bool) {
+	var first time.Time
 	for _, n := range l.nodeIDs {
-		if n.p.Waiting() {
-			return true
+		if d, ok := n.p.Deadline(); ok && (first.IsZero() || d.Before(first)) {
+			first = d
 		}
 	}
-	return false
+	return first, !first.IsZero()
 }
 
 // closeNodes closes the loop's connections to the nodes.

@@ -33,6 +33,14 @@ type Decider interface {
 	Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func(idx []int))
 }
 
+// pipeDecider is a Decider that sends its shard calls on an event loop's
+// own connections to the nodes (router.Cluster): the loop writes them and
+// reads their replies in its own passes, with no goroutine between.
+type pipeDecider interface {
+	SubmitVia(ctx context.Context, via router.Pipes, reqs []router.Request, res []router.Result, done func(idx []int))
+	NewBucketPipe(addr string) *router.Pipe
+}
+
 // Config configures a Server. Zero values mean the documented defaults.
 type Config struct {
 	// Decider decides THROTTLE, CL.THROTTLE and THROTTLE.RESET. Required.
@@ -316,7 +324,11 @@ func (r *round) submit(ctx context.Context, d Decider, f Forwarder, via router.P
 		}
 	}
 	if len(r.reqs) > 0 {
-		d.Submit(ctx, r.reqs, r.res, r.done)
+		if pd, ok := d.(pipeDecider); ok && via != nil {
+			pd.SubmitVia(ctx, via, r.reqs, r.res, r.done)
+		} else {
+			d.Submit(ctx, r.reqs, r.res, r.done)
+		}
 	}
 	if len(r.fwd) > 0 {
 		f.Forward(ctx, via, r.fwd, r.replies, r.fdone)

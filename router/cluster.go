@@ -228,6 +228,14 @@ func (c *Cluster) Decide(ctx context.Context, reqs []Request, res []Result) {
 // (fallback) is reported before Submit returns. Rounds with a Reset, rare,
 // are decided whole, in order.
 func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done func(idx []int)) {
+	c.SubmitVia(ctx, nil, reqs, res, done)
+}
+
+// SubmitVia is Submit with the calls on a key's own bucket sent on via's
+// bucket pipes, when via is not nil: the caller's event loop writes them,
+// reads the replies and calls done on its own goroutine. Hot keys and
+// resets take Submit's way.
+func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res []Result, done func(idx []int)) {
 	cl := c.client.Load()
 	if cl == nil {
 		c.Decide(ctx, reqs, res)
@@ -293,6 +301,10 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 				groups[k] = g
 			}
 			go c.flushCalls(nil, g.calls, groups)
+			continue
+		}
+		if via != nil {
+			c.sendVia(via, g)
 			continue
 		}
 		c.enqueue(g)

@@ -436,6 +436,7 @@ type forwarded struct {
 	sentAt    time.Time
 	batch     *fwdBatch // where its reply goes: batch.replies[i]
 	i         int
+	bucket    *bucketCall // or a script call of bucket steps, on a loop's pipe
 }
 
 // fwdBatch is the commands of one Forward call.
@@ -454,6 +455,10 @@ func (f *forwarded) finish(r []byte) {
 
 // answer hands the command's reply back, after following a redirect.
 func (f *forwarded) answer(r []byte) {
+	if f.bucket != nil {
+		f.bucket.answer(r)
+		return
+	}
 	if f.redirect != nil {
 		// A command of a transaction was redirected: the node discarded
 		// the whole transaction, which goes where that command went.
@@ -752,6 +757,10 @@ func fail(fs []*forwarded, addr string, err error) {
 	}
 	r := errReply("ERR sluice: connection to " + addr + " failed: " + oneLine(err.Error()))
 	for _, f := range fs {
+		if f.bucket != nil {
+			f.bucket.lost(err)
+			continue
+		}
 		f.finish(r)
 	}
 }

@@ -21,6 +21,10 @@ type Pipes interface {
 	// reading from a replica or not; the loop writes what is sent on it
 	// at the end of its pass.
 	Pipe(addr string, resp3, readonly bool) *Pipe
+	// BucketPipe is the loop's connection to the node at addr for bucket
+	// steps, apart from forwarded commands, whose slowness (a long KEYS,
+	// say) must not make the shard look hung.
+	BucketPipe(addr string) *Pipe
 }
 
 // Pipe is the protocol of one pipelined connection to a node, without its
@@ -33,6 +37,7 @@ type Pipe struct {
 	addr     string
 	resp3    bool
 	readonly bool
+	timeout  time.Duration // how long a node may hold a command: hung past it
 
 	out  []byte
 	sent []*forwarded // in out or written, waiting for their replies
@@ -43,12 +48,25 @@ type Pipe struct {
 	src   bytes.Reader
 	br    *bufio.Reader
 	arena []byte // replies are cut from it, never overwritten
+
+	// A bucket pipe's calls: queued, and script calls in flight.
+	bq        []queued
+	bInFlight int
 }
 
 // NewPipe makes the protocol half of a loop's connection to a node.
 func (c *Cluster) NewPipe(addr string, resp3, readonly bool) *Pipe {
-	p := &Pipe{c: c, addr: addr, resp3: resp3, readonly: readonly}
+	p := &Pipe{c: c, addr: addr, resp3: resp3, readonly: readonly, timeout: c.forwardTimeout()}
 	p.br = bufio.NewReaderSize(&p.src, 16<<10)
+	return p
+}
+
+// NewBucketPipe makes the protocol half of a loop's connection to a node
+// for bucket steps, whose commands the node must answer within the
+// backend timeout.
+func (c *Cluster) NewBucketPipe(addr string) *Pipe {
+	p := c.NewPipe(addr, false, false)
+	p.timeout = c.cfg.Timeout
 	return p
 }
 
@@ -89,10 +107,13 @@ func (p *Pipe) Wrote(n int) {
 // Waiting reports whether commands wait for replies.
 func (p *Pipe) Waiting() bool { return len(p.sent) > 0 }
 
-// Overdue reports whether the oldest command waiting was sent longer than
-// the forward timeout before now: its node is taken as hung.
-func (p *Pipe) Overdue(now time.Time) bool {
-	return len(p.sent) > 0 && now.Sub(p.sent[0].sentAt) > p.c.forwardTimeout()
+// Deadline is when the node is taken as hung if the oldest command
+// written is not answered; false when none waits.
+func (p *Pipe) Deadline() (time.Time, bool) {
+	if len(p.sent) == 0 || p.sent[0].sentAt.IsZero() {
+		return time.Time{}, false
+	}
+	return p.sent[0].sentAt.Add(p.timeout), true
 }
 
 // Sent stamps the commands not stamped yet with when they were written.
@@ -179,6 +200,7 @@ func (p *Pipe) Fail(err error) {
 	lost := p.sent
 	p.sent, p.out, p.in, p.need = nil, p.out[:0], p.in[:0], 0
 	fail(lost, p.addr, err)
+	p.failQueued()
 }
 
 // matchReply gives reply r to the first command of sent, and takes that

@@ -1,0 +1,141 @@
+package lua
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+)
+
+// AppendMany appends one many call deciding calls, in order, as the RESP
+// command a client sends (EVALSHA of throttle.lua with no keys), for a
+// caller that writes it on a connection of its own to the node. Its reply
+// is read by ReadMany; NOSCRIPT means the node needs the script (Load).
+func (t *Throttle) AppendMany(dst []byte, calls []Call) []byte {
+	stride := manyStride(calls)
+	dst = append(dst, '*')
+	dst = strconv.AppendInt(dst, int64(4+stride*len(calls)), 10)
+	dst = append(dst, "\r\n$7\r\nEVALSHA\r\n$40\r\n"...)
+	dst = append(dst, t.sha1...)
+	dst = append(dst, "\r\n$1\r\n0\r\n"...)
+	dst = appendBulkInt(dst, int64(stride))
+	for i := range calls {
+		c := &calls[i]
+		dst = appendBulk(dst, c.Key)
+		dst = appendBulkInt(dst, c.Capacity)
+		dst = appendBulkInt(dst, c.U)
+		dst = appendBulkInt(dst, c.V)
+		dst = appendBulkInt(dst, c.Cost)
+		dst = appendBulk(dst, c.Base)
+		dst = appendBulkInt(dst, max(c.N, 1))
+		if stride == 8 {
+			dst = appendBulkInt(dst, c.Now)
+		}
+	}
+	return dst
+}
+
+func appendBulk(dst []byte, s string) []byte {
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, s...)
+	return append(dst, '\r', '\n')
+}
+
+func appendBulkInt(dst []byte, n int64) []byte {
+	var b [20]byte
+	d := strconv.AppendInt(b[:0], n, 10)
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(d)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, d...)
+	return append(dst, '\r', '\n')
+}
+
+// ReadMany reads a many call's whole RESP reply (RESP2 or RESP3), as the
+// node sent it, into out (one Outcome per call). An error reply of the
+// whole call is returned as an *Error; so is nothing else.
+func ReadMany(r []byte, out []Outcome) error {
+	if len(r) > 0 && r[0] == '-' {
+		return &Error{Msg: string(bytes.TrimSuffix(r[1:], []byte("\r\n")))}
+	}
+	n, rest, ok := rawLine(r, '*')
+	if !ok || n != int64(5*len(out)) {
+		return fmt.Errorf("lua: throttle answered %.40q for %d buckets", r, len(out))
+	}
+	for k := range out {
+		var v [5]rawValue
+		for e := range v {
+			if v[e], rest, ok = rawElem(rest); !ok {
+				return fmt.Errorf("lua: throttle answered values of the wrong types for bucket %d", k)
+			}
+		}
+		o, ok := rawOutcome(v)
+		if !ok {
+			return fmt.Errorf("lua: throttle answered values of the wrong types for bucket %d", k)
+		}
+		out[k] = o
+	}
+	return nil
+}
+
+// rawValue is one element of a many reply: an integer or a string.
+type rawValue struct {
+	n     int64
+	s     []byte
+	isInt bool
+}
+
+// rawOutcome is bucketOutcome for a raw reply.
+func rawOutcome(v [5]rawValue) (Outcome, bool) {
+	if !v[0].isInt {
+		return Outcome{}, false
+	}
+	switch v[0].n {
+	case 0, 1:
+		if v[1].isInt && v[2].isInt && v[3].isInt && v[4].isInt {
+			return Outcome{Result: Result{Limited: v[0].n == 1, Remaining: v[1].n, RetryAfter: v[2].n, ResetAfter: v[3].n}, Taken: v[4].n}, true
+		}
+	case 2:
+		if !v[1].isInt && v[2].isInt {
+			return Outcome{Err: splitError(string(v[1].s), v[2].n)}, true
+		}
+	case 3:
+		if !v[1].isInt {
+			return Outcome{Err: &Error{Msg: string(v[1].s)}}, true
+		}
+	}
+	return Outcome{}, false
+}
+
+// rawElem reads an integer or a bulk string at the start of b.
+func rawElem(b []byte) (rawValue, []byte, bool) {
+	if len(b) == 0 {
+		return rawValue{}, nil, false
+	}
+	switch b[0] {
+	case ':':
+		n, rest, ok := rawLine(b, ':')
+		return rawValue{n: n, isInt: true}, rest, ok
+	case '$':
+		n, rest, ok := rawLine(b, '$')
+		if !ok || n < 0 || int64(len(rest)) < n+2 || rest[n] != '\r' || rest[n+1] != '\n' {
+			return rawValue{}, nil, false
+		}
+		return rawValue{s: rest[:n]}, rest[n+2:], true
+	}
+	return rawValue{}, nil, false
+}
+
+// rawLine reads "<typ><integer>\r\n" at the start of b.
+func rawLine(b []byte, typ byte) (int64, []byte, bool) {
+	end := bytes.IndexByte(b, '\n')
+	if len(b) < 4 || b[0] != typ || end < 2 || b[end-1] != '\r' {
+		return 0, nil, false
+	}
+	n, err := strconv.ParseInt(string(b[1:end-1]), 10, 64)
+	if err != nil {
+		return 0, nil, false
+	}
+	return n, b[end+1:], true
+}

@@ -1,0 +1,116 @@
+package router
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sluice-rl/sluice/lua"
+)
+
+// Bucket calls on an event loop's own connections: a round's calls on a
+// shard are queued on the loop's bucket pipe to the shard's primary and
+// sent as one script call (at most maxPipeline steps), at most maxFlushes
+// calls in flight per pipe; calls that queue meanwhile go out together in
+// the next one. Each call's deadline is the backend timeout from when it
+// is written: waiting in the queue is not the shard's fault. The replies
+// are read, parsed and settled in the loop's own pass. Whatever is not a
+// plain decision (NOSCRIPT, a slot that moved, BUSY...) is decided again
+// on the goroutine path, whose handling of it is complete.
+
+// sendVia queues g's calls on via's pipe to their shard and sends what the
+// pipe has room for.
+func (c *Cluster) sendVia(via Pipes, g *shardCalls) {
+	p := via.BucketPipe(g.owner.addr)
+	for j := range g.calls {
+		p.bq = append(p.bq, queued{g: g, j: j})
+	}
+	c.pump(p, g.owner)
+}
+
+// pump sends p's queued calls, maxPipeline to a script call, while fewer
+// than maxFlushes are in flight.
+func (c *Cluster) pump(p *Pipe, s *shard) {
+	for len(p.bq) > 0 && p.bInFlight < maxFlushes {
+		n := min(len(p.bq), maxPipeline)
+		b := &bucketCall{c: c, s: s, p: p, calls: make([]call, n), groups: make([]*shardCalls, n), sent: time.Now().UnixNano()}
+		steps := make([]lua.Call, n)
+		for k, q := range p.bq[:n] {
+			b.calls[k], b.groups[k] = q.g.calls[q.j], q.g
+			steps[k] = b.calls[k].step
+		}
+		p.bq = p.bq[:copy(p.bq, p.bq[n:])]
+		p.bInFlight++
+		p.send(&forwarded{c: c, cmd: c.throttle.AppendMany(nil, steps), replies: 1, bucket: b})
+	}
+}
+
+// bucketCall is one script call of bucket steps on a loop's pipe: call k
+// is of groups[k].
+type bucketCall struct {
+	c      *Cluster
+	s      *shard
+	p      *Pipe
+	calls  []call
+	groups []*shardCalls
+	sent   int64
+}
+
+// answer settles the calls from the node's reply.
+func (b *bucketCall) answer(r []byte) {
+	b.p.bInFlight--
+	out := make([]lua.Outcome, len(b.calls))
+	if err := lua.ReadMany(r, out); err != nil {
+		// The whole call was refused: NOSCRIPT (a restarted or promoted
+		// node), BUSY, LOADING, CLUSTERDOWN, ...
+		go b.c.flushCalls(b.s, b.calls, b.groups)
+		b.c.pump(b.p, b.s)
+		return
+	}
+	var again []int
+	for k, o := range out {
+		var le *lua.Error
+		if errors.As(o.Err, &le) && (le.IsNotLocal() || le.IsClusterDown()) {
+			again = append(again, k) // sent again, declared, where MOVED and ASK work
+			continue
+		}
+		b.settle(k, o.Result, o.Err)
+	}
+	if len(again) > 0 {
+		b.c.stale.Store(true) // the slot map is behind
+		calls, groups := make([]call, len(again)), make([]*shardCalls, len(again))
+		for j, k := range again {
+			calls[j], groups[j] = b.calls[k], b.groups[k]
+		}
+		go b.c.flushCalls(b.s, calls, groups)
+	}
+	b.c.pump(b.p, b.s)
+}
+
+// lost settles the calls of a connection that failed or timed out, which
+// marks the shard unhealthy: they are decided by the fallback.
+func (b *bucketCall) lost(err error) {
+	b.p.bInFlight--
+	for k := range b.calls {
+		b.settle(k, lua.Result{}, err)
+	}
+}
+
+func (b *bucketCall) settle(k int, br lua.Result, err error) {
+	g := b.groups[k]
+	if !b.c.settle(&b.calls[k], br, err, g.reqs, g.res, g.topo, b.sent, g.then) {
+		g.release()
+	}
+}
+
+// failQueued decides p's queued calls by the fallback: their shard failed
+// (the calls in flight on it did).
+func (p *Pipe) failQueued() {
+	bq := p.bq
+	p.bq = nil
+	for _, q := range bq {
+		g := q.g
+		i := g.calls[q.j].req
+		g.c.fallback(g.reqs[i:i+1], g.res[i:i+1])
+		g.release()
+	}
+}
