@@ -26,7 +26,7 @@ type ClusterConfig struct {
 	// Seeds are cluster nodes to start from, host:port. Required.
 	Seeds []string
 	// Timeout bounds each call to a shard, counted from when its pipeline
-	// is sent; 0 means 25ms. A shard that does not answer in time is marked
+	// is sent; 0 means 50ms. A shard that does not answer in time is marked
 	// unhealthy. Redis's own active-expire cycle may hold a shard about
 	// 25-35 ms when many keys expire together.
 	Timeout time.Duration
@@ -124,7 +124,7 @@ type Cluster struct {
 // background. Close stops it.
 func NewCluster(cfg ClusterConfig) *Cluster {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 25 * time.Millisecond
+		cfg.Timeout = 50 * time.Millisecond
 	}
 	if cfg.MaxLocalKeys <= 0 {
 		cfg.MaxLocalKeys = 100_000

@@ -23,9 +23,9 @@ import (
 	"github.com/sluice-rl/sluice/router/slot"
 )
 
-// backendTimeout is 100ms, not the production 25ms: under -race on two
+// backendTimeout is 100ms, not the production 50ms: under -race on two
 // cores shared with six redis-servers, a healthy shard sometimes misses
-// 25ms, and these tests must tell a broken shard from a starved machine.
+// 50ms, and these tests must tell a broken shard from a starved machine.
 // The bound they check is relative to it (p99 <= timeout + 5ms); measured
 // p99s are far below either.
 const backendTimeout = 100 * time.Millisecond

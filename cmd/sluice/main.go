@@ -76,7 +76,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log `format`: json or console")
 	fs.DurationVar(&o.flushDelay, "backend-flush-delay", 20*time.Microsecond, "pause after each write to a shard so that more clients' commands share the next write (fewer syscalls on both sides, a little latency); 0 disables")
-	fs.DurationVar(&o.backendTimeout, "backend-timeout", 25*time.Millisecond, "bound on each call to a shard; a shard that misses it is unhealthy until a probe answers")
+	fs.DurationVar(&o.backendTimeout, "backend-timeout", 50*time.Millisecond, "bound on each call to a shard; a shard that misses it is unhealthy until a probe answers")
 	fs.DurationVar(&o.forwardTimeout, "forward-timeout", 10*time.Second, "bound on an ordinary command forwarded to a node; past it the node is taken as hung: its connection is closed and its commands answered an error")
 	fs.IntVar(&o.maxBlocking, "max-blocking", 1000, "most blocking commands (BLPOP, XREAD BLOCK, ...) waiting at once, each on a connection of its own to its node")
 	fs.StringVar(&o.fallback, "fallback", "local", "`policy` for keys of an unhealthy shard: local (in-process bucket with a share of the limit), open (allow) or closed (deny)")
