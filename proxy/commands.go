@@ -24,6 +24,8 @@ type command struct {
 	counts  bool // an allowed reply counts as an allowed decision in INFO
 
 	local func(s *Server, c *client, conn respConn, args [][]byte)
+	// acl are its ACL categories (without '@'), as Redis gives its own.
+	acl []string
 }
 
 // commands is the command table, by lower-case name. It is built once, in
@@ -43,27 +45,30 @@ var commandCommand, infoCommand *command
 func init() {
 	table := []*command{
 		{name: "throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseThrottle, reply: replyThrottle, counts: true},
+			request: parseThrottle, reply: replyThrottle, counts: true, acl: []string{"write", "fast"}},
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseCellThrottle, reply: replyCellThrottle, counts: true},
+			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"}},
 		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseGCRA, reply: replyGCRA, counts: true},
+			request: parseGCRA, reply: replyGCRA, counts: true, acl: []string{"write", "fast"}},
 		{name: "throttle.reset", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseReset, reply: replyReset},
-		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, local: cmdPing},
-		{name: "echo", arity: 2, flags: []string{"fast"}, local: cmdEcho},
-		{name: "quit", arity: -1, flags: []string{"fast", "noscript"}, local: cmdQuit},
-		{name: "hello", arity: -1, flags: []string{"fast", "noscript", "no_auth"}, local: cmdHello},
-		{name: "client", arity: -2, flags: []string{"noscript"}, local: cmdClient},
-		{name: "select", arity: 2, flags: []string{"fast", "loading"}, local: cmdSelect},
-		{name: "command", arity: -1, flags: []string{"loading", "stale"}, local: cmdCommand},
-		{name: "info", arity: -1, flags: []string{"loading", "stale"}, local: cmdInfo},
-		{name: "cluster", arity: -2, flags: []string{"stale"}, local: cmdClusterMode},
-		{name: "readonly", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly},
-		{name: "readwrite", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly},
+			request: parseReset, reply: replyReset, acl: []string{"keyspace", "write", "fast", "dangerous"}},
+		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, local: cmdPing, acl: []string{"fast", "connection"}},
+		{name: "echo", arity: 2, flags: []string{"fast"}, local: cmdEcho, acl: []string{"fast", "connection"}},
+		{name: "quit", arity: -1, flags: []string{"fast", "noscript", "no_auth"}, local: cmdQuit, acl: []string{"fast", "connection"}},
+		{name: "hello", arity: -1, flags: []string{"fast", "noscript", "no_auth"}, local: cmdHello, acl: []string{"fast", "connection"}},
+		{name: "client", arity: -2, flags: []string{"noscript"}, local: cmdClient, acl: []string{"slow", "connection"}},
+		{name: "select", arity: 2, flags: []string{"fast", "loading"}, local: cmdSelect, acl: []string{"fast", "connection"}},
+		{name: "command", arity: -1, flags: []string{"loading", "stale"}, local: cmdCommand, acl: []string{"slow", "connection"}},
+		{name: "info", arity: -1, flags: []string{"loading", "stale"}, local: cmdInfo, acl: []string{"slow", "dangerous"}},
+		{name: "cluster", arity: -2, flags: []string{"stale"}, local: cmdClusterMode, acl: []string{"slow"}},
+		{name: "readonly", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly, acl: []string{"fast", "connection"}},
+		{name: "readwrite", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly, acl: []string{"fast", "connection"}},
 		{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
-			local: cmdReset},
-		{name: "asking", arity: 1, flags: []string{"fast"}, local: cmdAsking},
+			local: cmdReset, acl: []string{"fast", "connection"}},
+		{name: "auth", arity: -2, flags: []string{"fast", "noscript", "loading", "stale", "no_auth"}, local: cmdAuth,
+			acl: []string{"fast", "connection"}},
+		{name: "acl", arity: -2, flags: []string{"noscript", "loading", "stale"}, local: cmdACL, acl: []string{"slow"}},
+		{name: "asking", arity: 1, flags: []string{"fast"}, local: cmdAsking, acl: []string{"fast", "connection"}},
 	}
 	commands = make(map[string]*command, len(table))
 	for _, c := range table {
@@ -169,14 +174,12 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 			return
 		}
 	}
-	name := c.name
+	name, user := c.name, c.user
 	for i := 2; i < len(args); i++ {
 		switch opt := strings.ToUpper(string(args[i])); {
 		case opt == "AUTH" && i+2 < len(args):
-			// No users are configured yet: like Redis's nopass default user,
-			// any password for "default" is accepted.
-			if string(args[i+1]) != "default" {
-				s.writeError(conn, errors.New("WRONGPASS invalid username-password pair or user is disabled."))
+			if user = s.cfg.Users.authenticate(args[i+1], args[i+2]); user == nil {
+				s.writeError(conn, errBadPass)
 				return
 			}
 			i += 2
@@ -192,7 +195,11 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 			return
 		}
 	}
-	c.name = name
+	if user == nil {
+		s.writeError(conn, errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"))
+		return
+	}
+	c.name, c.user = name, user
 	if len(args) > 1 {
 		c.resp3 = args[1][0] == '3'
 		c.out.resp3, c.held.resp3 = c.resp3, c.resp3
@@ -342,7 +349,10 @@ func writeCommandInfo(conn respConn, cmd *command) {
 	conn.WriteInt(cmd.firstKey)
 	conn.WriteInt(cmd.lastKey)
 	conn.WriteInt(cmd.step)
-	conn.WriteSet(0) // ACL categories
+	conn.WriteSet(len(cmd.acl))
+	for _, cat := range cmd.acl {
+		conn.WriteString("@" + cat)
+	}
 	conn.WriteSet(0) // tips
 	conn.WriteSet(0) // key specs: a set in Redis 7.0's RESP3, as are the others
 	conn.WriteSet(0) // subcommands

@@ -242,8 +242,6 @@ func refused(spec *cmdspec.Spec) error {
 	switch spec.Name {
 	case "wait", "waitaof":
 		return errors.New("sluice does not forward WAIT: it would wait on a connection shared by other clients")
-	case "auth":
-		return errors.New("sluice has no users or passwords yet: AUTH is not needed")
 	}
 	switch {
 	case spec.Has("admin"):

@@ -51,6 +51,9 @@ type Config struct {
 	// AllowAdmin forwards commands that change every primary (FLUSHALL,
 	// CONFIG SET, SCRIPT FLUSH, ...); without it they are refused.
 	AllowAdmin bool
+	// Users, when not nil, are the ACL users clients authenticate as
+	// (--requirepass, --aclfile); nil lets every client run everything.
+	Users *Users
 	// Backend names the decider in INFO ("embedded", "cluster").
 	Backend string
 	// Version is reported by INFO and HELLO; "" means "dev".
@@ -245,12 +248,15 @@ type client struct {
 	// blocked are its blocking commands sent since its replies last
 	// caught up: cancelled if it goes away while they wait.
 	blocked []*router.Blocked
+	// user is who it is authenticated as; nil until it authenticates,
+	// when that is required.
+	user *User
 }
 
 // newClient counts a connection that has begun and names it.
 func (s *Server) newClient(addr string) client {
 	s.stats.connected.Add(1)
-	return client{id: s.stats.connections.Add(1), addr: addr}
+	return client{id: s.stats.connections.Add(1), addr: addr, user: s.cfg.Users.defaultUser()}
 }
 
 type slotState uint8
@@ -399,6 +405,18 @@ func (r *round) command(args [][]byte) []byte {
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	s.stats.commands.Add(1)
 	cmd, err := lookup(args)
+	if (err == nil || err == errUnknownCommand) && (c.user == nil || !c.user.all) {
+		if aerr := s.authorize(c, cmd, args); aerr != nil {
+			if c.multi != nil {
+				c.multi.dirty = true // EXEC answers EXECABORT, as in Redis
+			}
+			w := c.writer()
+			mark := len(w.b)
+			s.writeError(w, aerr)
+			c.wrote(w, mark)
+			return true
+		}
+	}
 	if c.subscribed && cmd != quitCommand {
 		if err = s.subscribedCommand(c, args); err == nil {
 			return true
@@ -513,7 +531,8 @@ func (s *Server) drain(c *client) {
 }
 
 // reset makes c a new connection again, as Redis's RESET: out of a
-// transaction and of its subscriptions, back to RESP2, without a name.
+// transaction and of its subscriptions, back to RESP2, without a name
+// (and cmdReset makes it the default user again).
 func (c *client) reset() {
 	c.multi = nil
 	c.unpin()
@@ -526,8 +545,9 @@ func (c *client) reset() {
 	c.name, c.lib, c.ver = "", "", ""
 }
 
-func cmdReset(_ *Server, c *client, conn respConn, _ [][]byte) {
+func cmdReset(s *Server, c *client, conn respConn, _ [][]byte) {
 	c.reset()
+	c.user = s.cfg.Users.defaultUser() // as Redis: back to the default user
 	conn.WriteString("RESET")
 }
 

@@ -65,6 +65,11 @@ type options struct {
 	hotKeys        string
 	hotSplit       int
 	hotCooldown    time.Duration
+	// Who may connect: the default user's password, ACL users, and
+	// whether a sluice open to the network without either may start.
+	requirepass   string
+	aclfile       string
+	protectedMode string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -94,6 +99,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.admin, "allow-admin", false, "forward commands that change every primary (FLUSHALL, FLUSHDB, CONFIG SET|RESETSTAT|GET, SCRIPT FLUSH); refused without it")
 	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the listen address")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
+	fs.StringVar(&o.requirepass, "requirepass", "", "the default user's `password`: clients AUTH before anything else")
+	fs.StringVar(&o.aclfile, "aclfile", "", "`file` of ACL users in Redis's syntax (user <name> on >pass ~keys +commands)")
+	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen without --requirepass or a default user with a password; no allows it")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -138,10 +146,51 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.protoMaxBulkLen < 1<<20 || o.queryBufferLimit < 1<<20 {
 		return o, errors.New("--proto-max-bulk-len and --client-query-buffer-limit must be at least 1mb, as in Redis")
 	}
+	if o.protectedMode != "yes" && o.protectedMode != "no" {
+		return o, fmt.Errorf("--protected-mode must be yes or no, not %q", o.protectedMode)
+	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
 	}
 	return o, nil
+}
+
+// loadUsers reads the ACL users, or nil when no client need authenticate;
+// it refuses a sluice open to the network to anyone (protected mode, as
+// in Redis).
+func loadUsers(o options) (*proxy.Users, error) {
+	var users *proxy.Users
+	if o.requirepass != "" || o.aclfile != "" {
+		var text []byte
+		if o.aclfile != "" {
+			var err error
+			if text, err = os.ReadFile(o.aclfile); err != nil {
+				return nil, fmt.Errorf("--aclfile: %w", err)
+			}
+		}
+		var err error
+		if users, err = proxy.ParseUsers(string(text), o.requirepass); err != nil {
+			return nil, fmt.Errorf("--aclfile: %w", err)
+		}
+	}
+	if o.protectedMode == "yes" && (users == nil || !users.AuthRequired()) && !loopback(o.listen) {
+		return nil, fmt.Errorf("protected mode: --listen %s is reachable from other hosts, and no password is set: anyone could THROTTLE.RESET any bucket. "+
+			"Set --requirepass (or a default user with a password in --aclfile), listen on a loopback address, or pass --protected-mode no", o.listen)
+	}
+	return users, nil
+}
+
+// loopback reports whether addr listens on a loopback address only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // maxLoops bounds --io-loops: each loop is a goroutine and an epoll
@@ -170,6 +219,11 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice:", err)
+		return 2
+	}
+	users, err := loadUsers(o)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice:", err)
 		return 2
@@ -239,7 +293,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return 1
 	}
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
-		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin,
+		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users,
 		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),

@@ -233,3 +233,52 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("SLUICE_LOG_FORMAT=yaml: exit %d, want 2", code)
 	}
 }
+
+// Protected mode: a sluice reachable from other hosts with no password
+// refuses to start and says why; a password, a loopback address or
+// --protected-mode no lets it start.
+func TestProtectedMode(t *testing.T) {
+	none := func(string) string { return "" }
+	var out strings.Builder
+	if code := run([]string{"--listen", "0.0.0.0:0"}, none, &out); code != 2 || !strings.Contains(out.String(), "protected mode") {
+		t.Errorf("--listen 0.0.0.0:0 without a password: exit %d, %q; want 2 and why", code, out.String())
+	}
+	out.Reset()
+	acl := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(acl, []byte("user alice on >a ~* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code := run([]string{"--listen", ":0", "--aclfile", acl}, none, &out); code != 2 || !strings.Contains(out.String(), "protected mode") {
+		t.Errorf("an ACL file whose default user has no password, on all interfaces: exit %d, %q; want 2", code, out.String())
+	}
+	for _, o := range []options{
+		{listen: "0.0.0.0:0", requirepass: "secret", protectedMode: "yes"},
+		{listen: "0.0.0.0:0", protectedMode: "no"},
+		{listen: "127.0.0.1:0", protectedMode: "yes"},
+		{listen: "[::1]:0", protectedMode: "yes"},
+		{listen: "localhost:0", protectedMode: "yes"},
+	} {
+		if _, err := loadUsers(o); err != nil {
+			t.Errorf("%+v: %v, want it to start", o, err)
+		}
+	}
+	for _, args := range [][]string{{"--protected-mode", "maybe"}, {"--aclfile", filepath.Join(t.TempDir(), "missing")}} {
+		out.Reset()
+		if code := run(args, none, &out); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// --requirepass through the binary: redis-cli is refused until it
+// authenticates, with Redis's own words.
+func TestRequirePass(t *testing.T) {
+	requireRedisCLI(t)
+	p := start(t, binary(t), []string{"SLUICE_LISTEN=127.0.0.1:0", "SLUICE_REQUIREPASS=s3cret"})
+	if got := strings.Join(redisCLI(t, p.addr, "THROTTLE", "k", "5", "1", "1s"), " "); !strings.Contains(got, "NOAUTH Authentication required.") {
+		t.Errorf("without AUTH: %q", got)
+	}
+	t.Setenv("REDISCLI_AUTH", "s3cret") // redis-cli's AUTH, for every call below
+	checkFiveThenDenied(t, p.addr, "user:1")
+	stop(t, p)
+}

@@ -25,9 +25,11 @@ type Spec struct {
 	Name string // lower case; a subcommand is "parent|sub", as Redis names it
 	// Arity follows Redis: n means exactly n arguments, -n at least n,
 	// the command name (and a subcommand's name) included.
-	Arity    int
-	Flags    []string // lower case: "readonly", "write", "movablekeys", ...
-	KeySpecs []KeySpec
+	Arity int
+	Flags []string // lower case: "readonly", "write", "movablekeys", ...
+	// Categories are its ACL categories, lower case, without '@'.
+	Categories []string
+	KeySpecs   []KeySpec
 	// Subcommands are by lower-case subcommand name ("get" for
 	// "config|get"); nil when the command has none.
 	Subcommands map[string]*Spec
@@ -129,6 +131,13 @@ func parseSpec(m *rueidis.RedisMessage) (*Spec, error) {
 	}
 	for i, fl := range s.Flags {
 		s.Flags[i] = strings.ToLower(fl)
+	}
+	cats, err := f[6].AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("%s: ACL categories: %w", s.Name, err)
+	}
+	for _, c := range cats {
+		s.Categories = append(s.Categories, strings.TrimPrefix(strings.ToLower(c), "@"))
 	}
 	kss, err := f[8].ToArray()
 	if err != nil {

@@ -123,7 +123,8 @@ func TestParseFixture(t *testing.T) {
 	eval := specs["eval"]
 	wantEval := &Spec{
 		Name: "eval", Arity: -3,
-		Flags: []string{"noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"},
+		Flags:      []string{"noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"},
+		Categories: []string{"slow", "scripting"},
 		KeySpecs: []KeySpec{{
 			Flags:       []string{"RW", "access", "update"},
 			BeginSearch: "index", Index: 2,

@@ -1,0 +1,366 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/match"
+
+	cmdspec "github.com/sluice-rl/sluice/router/command"
+)
+
+// Users are the ACL users of a sluice that requires authentication: the
+// default user and those of an ACL file, in Redis's own syntax
+// (`user alice on #<sha256> ~rate:* +throttle +@read`), the subset that
+// makes sense for a proxy: on/off, passwords, commands and categories,
+// key patterns. Channels and selectors are refused when loaded: sluice
+// could not enforce them.
+type Users struct {
+	byName map[string]*User
+	order  []string // as loaded, for ACL LIST
+}
+
+// User is one ACL user.
+type User struct {
+	name   string
+	on     bool
+	nopass bool
+	hashes [][sha256.Size]byte
+	// allKeys, or the glob patterns (* and ?) of the keys it may use.
+	allKeys bool
+	keys    []string
+	// rules apply in order, the last that matches a command deciding it,
+	// as Redis applies them.
+	rules []aclRule
+	// all: every command on every key, so nothing is checked per command.
+	all bool
+}
+
+type aclRule struct {
+	allow    bool
+	all      bool   // +@all, allcommands
+	name     string // a command, or "parent|sub"
+	category string // without '@'
+}
+
+// allowAll is the user of a sluice that requires no authentication.
+var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, all: true}
+
+// ParseUsers reads an ACL file's text (one "user" line per user; blank
+// lines and # comments are skipped) and the --requirepass password of the
+// default user. A file that defines "default" and a requirepass together
+// are refused, as Redis refuses them.
+func ParseUsers(text, requirepass string) (*Users, error) {
+	us := &Users{byName: map[string]*User{}}
+	for n, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if f[0] != "user" || len(f) < 2 {
+			return nil, fmt.Errorf("ACL file, line %d: want \"user <name> <rules...>\"", n+1)
+		}
+		if _, dup := us.byName[f[1]]; dup {
+			return nil, fmt.Errorf("ACL file, line %d: user %q defined twice", n+1, f[1])
+		}
+		u := &User{name: f[1]}
+		for _, r := range f[2:] {
+			if err := u.apply(r); err != nil {
+				return nil, fmt.Errorf("ACL file, line %d: %w", n+1, err)
+			}
+		}
+		u.settle()
+		us.byName[u.name] = u
+		us.order = append(us.order, u.name)
+	}
+	if _, ok := us.byName["default"]; ok && requirepass != "" {
+		return nil, errors.New("--requirepass and an ACL file that defines the default user: set its password in the file")
+	}
+	if _, ok := us.byName["default"]; !ok {
+		d := &User{name: "default", on: true, nopass: true, allKeys: true, rules: []aclRule{{allow: true, all: true}}}
+		if requirepass != "" {
+			d.nopass = false
+			d.hashes = [][sha256.Size]byte{sha256.Sum256([]byte(requirepass))}
+		}
+		d.settle()
+		us.byName["default"] = d
+		us.order = append([]string{"default"}, us.order...)
+	}
+	return us, nil
+}
+
+// apply takes one rule of an ACL line.
+func (u *User) apply(r string) error {
+	switch {
+	case r == "on", r == "off":
+		u.on = r == "on"
+	case r == "nopass":
+		u.nopass, u.hashes = true, nil
+	case r == "resetpass":
+		u.nopass, u.hashes = false, nil
+	case strings.HasPrefix(r, ">"):
+		u.nopass = false
+		u.hashes = append(u.hashes, sha256.Sum256([]byte(r[1:])))
+	case strings.HasPrefix(r, "#"):
+		b, err := hex.DecodeString(r[1:])
+		if err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("%q: a password hash is 64 hex digits of its SHA-256", r)
+		}
+		u.nopass = false
+		u.hashes = append(u.hashes, [sha256.Size]byte(b))
+	case r == "allkeys", r == "~*":
+		u.allKeys = true
+	case r == "resetkeys":
+		u.allKeys, u.keys = false, nil
+	case strings.HasPrefix(r, "~"):
+		if strings.ContainsAny(r, "[]\\") {
+			return fmt.Errorf("%q: sluice's key patterns take * and ? only", r)
+		}
+		u.keys = append(u.keys, r[1:])
+	case r == "allcommands", r == "+@all":
+		u.rules = append(u.rules, aclRule{allow: true, all: true})
+	case r == "nocommands", r == "-@all":
+		u.rules = append(u.rules, aclRule{all: true})
+	case strings.HasPrefix(r, "+@"), strings.HasPrefix(r, "-@"):
+		u.rules = append(u.rules, aclRule{allow: r[0] == '+', category: strings.ToLower(r[2:])})
+	case len(r) > 1 && (r[0] == '+' || r[0] == '-'):
+		u.rules = append(u.rules, aclRule{allow: r[0] == '+', name: strings.ToLower(r[1:])})
+	case r == "reset":
+		*u = User{name: u.name}
+	case r == "allchannels", r == "resetchannels":
+		// Channels are not checked: these grant what sluice gives anyway.
+	default:
+		return fmt.Errorf("%q: not a rule sluice knows (channels and selectors are not enforced, so they are refused)", r)
+	}
+	return nil
+}
+
+// settle works out what needs no check per command.
+func (u *User) settle() {
+	u.all = u.on && u.allKeys && len(u.rules) > 0 && u.rules[len(u.rules)-1].all && u.rules[len(u.rules)-1].allow
+}
+
+// AuthRequired reports whether a new connection must authenticate: the
+// default user has a password or is off.
+func (us *Users) AuthRequired() bool {
+	d := us.byName["default"]
+	return !d.on || !d.nopass
+}
+
+// defaultUser is who a new connection is, or nil while it must
+// authenticate.
+func (us *Users) defaultUser() *User {
+	if us == nil {
+		return allowAll
+	}
+	if us.AuthRequired() {
+		return nil
+	}
+	return us.byName["default"]
+}
+
+// authenticate returns the user name is when pass is its password, nil
+// otherwise (a user that does not exist or is off included). The
+// password's hash is compared with every hash the user has, in constant
+// time.
+func (us *Users) authenticate(name, pass []byte) *User {
+	if us == nil {
+		if string(name) == "default" {
+			return allowAll
+		}
+		return nil
+	}
+	u := us.byName[string(name)]
+	sum := sha256.Sum256(pass)
+	ok := 0
+	if u != nil {
+		for _, h := range u.hashes {
+			ok |= subtle.ConstantTimeCompare(sum[:], h[:])
+		}
+	}
+	if u == nil || !u.on || (ok == 0 && !u.nopass) {
+		return nil
+	}
+	return u
+}
+
+// permits reports whether u may run the command name (a subcommand as
+// "parent|sub") of categories cats.
+func (u *User) permits(name string, cats []string) bool {
+	parent, _, _ := strings.Cut(name, "|")
+	allowed := false
+	for _, r := range u.rules {
+		if r.all || r.name == name || r.name == parent || (r.category != "" && slices.Contains(cats, r.category)) {
+			allowed = r.allow
+		}
+	}
+	return allowed
+}
+
+// mayUse reports whether u may use key.
+func (u *User) mayUse(key []byte) bool {
+	if u.allKeys {
+		return true
+	}
+	for _, p := range u.keys {
+		if match.Match(string(key), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// line is u as ACL LIST shows it: passwords by their hashes.
+func (u *User) line() string {
+	var b strings.Builder
+	b.WriteString("user ")
+	b.WriteString(u.name)
+	if u.on {
+		b.WriteString(" on")
+	} else {
+		b.WriteString(" off")
+	}
+	if u.nopass {
+		b.WriteString(" nopass")
+	}
+	for _, h := range u.hashes {
+		b.WriteString(" #" + hex.EncodeToString(h[:]))
+	}
+	if u.allKeys {
+		b.WriteString(" ~*")
+	}
+	for _, k := range u.keys {
+		b.WriteString(" ~" + k)
+	}
+	b.WriteString(" resetchannels")
+	if len(u.rules) == 0 {
+		b.WriteString(" -@all")
+	}
+	for _, r := range u.rules {
+		sign := "-"
+		if r.allow {
+			sign = "+"
+		}
+		switch {
+		case r.all:
+			b.WriteString(" " + sign + "@all")
+		case r.category != "":
+			b.WriteString(" " + sign + "@" + r.category)
+		default:
+			b.WriteString(" " + sign + r.name)
+		}
+	}
+	return b.String()
+}
+
+var (
+	errNoAuth  = errors.New("NOAUTH Authentication required.")
+	errNoKey   = errors.New("NOPERM No permissions to access a key")
+	errBadPass = errors.New("WRONGPASS invalid username-password pair or user is disabled.")
+)
+
+// authorize checks that c may run args: it is authenticated, and its user
+// may run the command on its keys. cmd is sluice's own command, or nil for
+// one the cluster runs.
+func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
+	if cmd != nil && cmd.has("no_auth") {
+		return nil
+	}
+	var name string
+	var cats []string
+	var keys [][]byte
+	switch {
+	case cmd != nil:
+		name, cats = cmd.name, cmd.acl
+		if cmd.name == "acl" && len(args) > 1 {
+			name = "acl|" + string(bytes.ToLower(args[1]))
+			if name != "acl|whoami" {
+				cats = []string{"admin", "slow", "dangerous"}
+			}
+		}
+		if cmd.firstKey > 0 && len(args) > cmd.firstKey {
+			keys = args[cmd.firstKey : cmd.firstKey+1]
+		}
+	case s.cfg.Forwarder != nil:
+		specs := s.cfg.Forwarder.Commands()
+		if specs == nil {
+			return nil // answered TRYAGAIN: it runs nothing
+		}
+		spec, err := cmdspec.Lookup(specs, args)
+		if err != nil {
+			return nil // answered the error: it runs nothing
+		}
+		name, cats = spec.Name, spec.Categories
+		idx, _ := spec.Keys(nil, args)
+		for _, i := range idx {
+			keys = append(keys, args[i])
+		}
+	default:
+		return nil // an unknown command: answered so
+	}
+	u := c.user
+	if u == nil {
+		return errNoAuth
+	}
+	if !u.permits(name, cats) {
+		return fmt.Errorf("NOPERM User %s has no permissions to run the '%s' command", u.name, name)
+	}
+	for _, k := range keys {
+		if !u.mayUse(k) {
+			return errNoKey
+		}
+	}
+	return nil
+}
+
+func (cmd *command) has(flag string) bool { return slices.Contains(cmd.flags, flag) }
+
+// cmdAuth is AUTH [username] password.
+func cmdAuth(s *Server, c *client, conn respConn, args [][]byte) {
+	if len(args) > 3 {
+		s.writeError(conn, errors.New("syntax error"))
+		return
+	}
+	name, pass := []byte("default"), args[1]
+	if len(args) == 3 {
+		name, pass = args[1], args[2]
+	} else if s.cfg.Users == nil || !s.cfg.Users.AuthRequired() {
+		s.writeError(conn, errors.New("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"))
+		return
+	}
+	u := s.cfg.Users.authenticate(name, pass)
+	if u == nil {
+		s.writeError(conn, errBadPass)
+		return
+	}
+	c.user = u
+	conn.WriteString("OK")
+}
+
+// cmdACL answers ACL WHOAMI and ACL LIST; users are defined in the ACL
+// file (--aclfile), not at run time.
+func cmdACL(s *Server, c *client, conn respConn, args [][]byte) {
+	switch sub := strings.ToLower(string(args[1])); {
+	case sub == "whoami" && len(args) == 2:
+		conn.WriteBulkString(c.user.name)
+	case sub == "list" && len(args) == 2:
+		us := s.cfg.Users
+		if us == nil {
+			conn.WriteArray(1)
+			conn.WriteBulkString(allowAll.line())
+			return
+		}
+		conn.WriteArray(len(us.order))
+		for _, n := range us.order {
+			conn.WriteBulkString(us.byName[n].line())
+		}
+	default:
+		s.writeError(conn, fmt.Errorf("sluice answers ACL WHOAMI and ACL LIST only ('%s'): its users are defined in --aclfile", truncate(args[1])))
+	}
+}

@@ -1,0 +1,163 @@
+package proxy_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+func users(t *testing.T, text, requirepass string) *proxy.Users {
+	t.Helper()
+	us, err := proxy.ParseUsers(text, requirepass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return us
+}
+
+func TestParseUsers(t *testing.T) {
+	for _, bad := range []string{
+		"users alice on",
+		"user",
+		"user alice on >x\nuser alice on >y",
+		"user alice on ~rate:[ab]*",
+		"user alice on &chan:*",
+		"user alice on %R~rate:*",
+		"user alice on #abc",
+		"user alice frobnicate",
+	} {
+		if _, err := proxy.ParseUsers(bad, ""); err == nil {
+			t.Errorf("%q: loaded, want an error", bad)
+		}
+	}
+	if _, err := proxy.ParseUsers("user default on >x +@all ~*", "y"); err == nil {
+		t.Error("a default user in the file and --requirepass: loaded, want an error")
+	}
+	if us := users(t, "# a comment\n\nuser alice on >x ~* +@all", ""); us.AuthRequired() {
+		t.Error("a file without a default user: authentication required, want the nopass default user")
+	}
+	if us := users(t, "", "secret"); !us.AuthRequired() {
+		t.Error("--requirepass: authentication not required")
+	}
+	if us := users(t, "user default off", ""); !us.AuthRequired() {
+		t.Error("default user off: authentication not required")
+	}
+}
+
+// The auth matrix on the embedded backend: no auth, a wrong password, a
+// user that is off, and users allowed and denied commands and keys.
+func TestAuthMatrix(t *testing.T) {
+	sum := sha256.Sum256([]byte("builder"))
+	us := users(t, strings.Join([]string{
+		"user default off",
+		"user alice on >wonderland ~rate:* +throttle +ping +acl|whoami",
+		"user bob on #" + hex.EncodeToString(sum[:]) + " ~* +@all -throttle.reset",
+		"user carol off >x ~* +@all",
+		"user dave on >d ~* +@all -@dangerous",
+	}, "\n"), "")
+	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us})
+	throttle := func(key string) []string { return []string{"THROTTLE", key, "10", "1", "1s"} }
+
+	c := dialRaw(t, addr)
+	for _, tc := range []struct {
+		args []string
+		want string // a prefix of the reply
+	}{
+		{[]string{"PING"}, "-NOAUTH Authentication required."},
+		{throttle("rate:1"), "-NOAUTH Authentication required."},
+		{[]string{"NOSUCH"}, "-ERR unknown command 'NOSUCH'"},
+		{[]string{"HELLO", "3"}, "-NOAUTH HELLO must be called with the client already authenticated"},
+		{[]string{"AUTH", "alice", "wrong"}, "-WRONGPASS invalid username-password pair or user is disabled."},
+		{[]string{"AUTH", "carol", "x"}, "-WRONGPASS"},
+		{[]string{"AUTH", "nobody", "x"}, "-WRONGPASS"},
+		{[]string{"AUTH", "alice", "wonderland"}, "+OK"},
+		{throttle("rate:1"), "*5\r\n:0\r\n"},
+		{throttle("other:1"), "-NOPERM No permissions to access a key"},
+		{[]string{"THROTTLE.RESET", "rate:1"}, "-NOPERM User alice has no permissions to run the 'throttle.reset' command"},
+		{[]string{"ACL", "WHOAMI"}, "$5\r\nalice\r\n"},
+		{[]string{"ACL", "LIST"}, "-NOPERM User alice has no permissions to run the 'acl|list' command"},
+		{[]string{"ECHO", "x"}, "-NOPERM User alice has no permissions to run the 'echo' command"},
+		{[]string{"RESET"}, "+RESET"},
+		{[]string{"PING"}, "-NOAUTH"},
+		{[]string{"HELLO", "2", "AUTH", "bob", "builder"}, "*"},
+		{throttle("other:1"), "*5\r\n:0\r\n"},
+		{[]string{"THROTTLE.RESET", "other:1"}, "-NOPERM User bob has no permissions to run the 'throttle.reset' command"},
+		{[]string{"AUTH", "dave", "d"}, "+OK"},
+		{[]string{"INFO"}, "-NOPERM User dave has no permissions to run the 'info' command"},
+		{[]string{"THROTTLE.RESET", "other:1"}, "-NOPERM User dave has no permissions to run the 'throttle.reset' command"},
+		{[]string{"ACL", "WHOAMI"}, "$4\r\ndave\r\n"},
+		{[]string{"ACL", "LIST"}, "-NOPERM User dave has no permissions to run the 'acl|list' command"},
+		{[]string{"AUTH", "bob", "builder"}, "+OK"},
+	} {
+		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: got %q, want %q...", tc.args, got, tc.want)
+		}
+	}
+	list := c.do("ACL", "LIST")
+	if !strings.Contains(list, "user bob on #"+hex.EncodeToString(sum[:])) || strings.Contains(list, "wonderland") {
+		t.Errorf("ACL LIST: %q, want users by their password hashes only", list)
+	}
+
+	// --requirepass alone: the default user's password.
+	c = dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: users(t, "", "secret")}))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{throttle("k"), "-NOAUTH"},
+		{[]string{"AUTH", "wrong"}, "-WRONGPASS"},
+		{[]string{"AUTH", "secret"}, "+OK"},
+		{throttle("k"), "*5\r\n:0\r\n"},
+		{[]string{"AUTH", "default", "secret"}, "+OK"},
+	} {
+		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("requirepass: %q: got %q, want %q...", tc.args, got, tc.want)
+		}
+	}
+
+	// No users: nothing is asked, and AUTH says there is no password.
+	c = dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0)}))
+	if got := c.do("AUTH", "x"); !strings.HasPrefix(got, "-ERR AUTH <password> called without any password configured") {
+		t.Errorf("AUTH without users: %q", got)
+	}
+	if got := c.do("ACL", "WHOAMI"); got != "$7\r\ndefault\r\n" {
+		t.Errorf("ACL WHOAMI without users: %q", got)
+	}
+}
+
+// Passthrough commands are checked by the cluster's own ACL categories and
+// key specs; a refused command inside MULTI aborts the transaction.
+func TestAuthPassthrough(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us := users(t, "user default off\nuser reader on >r ~cache:* +@read +multi +exec +set", "")
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"GET", "cache:1"}, "-NOAUTH"},
+		{[]string{"AUTH", "reader", "r"}, "+OK"},
+		{[]string{"GET", "cache:1"}, "$-1"},
+		{[]string{"MGET", "cache:1", "cache:2"}, "*2"},
+		{[]string{"GET", "secret:1"}, "-NOPERM No permissions to access a key"},
+		{[]string{"MGET", "cache:1", "secret:2"}, "-NOPERM No permissions to access a key"},
+		{[]string{"DEL", "cache:1"}, "-NOPERM User reader has no permissions to run the 'del' command"},
+		{[]string{"CONFIG", "GET", "maxmemory"}, "-NOPERM User reader has no permissions to run the 'config|get' command"},
+		{[]string{"SET", "{cache:1}x", "v"}, "-NOPERM No permissions to access a key"},
+		{[]string{"MULTI"}, "+OK"},
+		{[]string{"SET", "cache:1", "v"}, "+QUEUED"},
+		{[]string{"DEL", "cache:1"}, "-NOPERM"},
+		{[]string{"EXEC"}, "-EXECABORT"},
+		{[]string{"GET", "cache:1"}, "$-1"},
+	} {
+		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: got %q, want %q...", tc.args, got, tc.want)
+		}
+	}
+}
