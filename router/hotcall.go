@@ -70,8 +70,35 @@ func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *
 		c.send(h, -1, r)
 		return true
 	}
-	c.fallback(reqs[i:i+1], res[i:i+1])
+	c.fallbackHot(h, reqs[i:i+1], res[i:i+1])
 	return false
+}
+
+// fallbackHot decides a split key's request by the fallback, its local
+// bucket starting from the tokens the sub-buckets were last seen to hold,
+// not full: when no shard can decide it (CLUSTERDOWN under full coverage),
+// a key kept empty by its load would otherwise be granted its whole
+// capacity again by every instance.
+func (c *Cluster) fallbackHot(h *hotCall, reqs []Request, res []Result) {
+	r := &reqs[0]
+	if h.st != nil && r.Op == Take && c.cfg.Fallback == FallbackLocal {
+		now := time.Now().UnixMicro()
+		fill := fillTime(r.Interval)
+		var have, capacity int64
+		known := true
+		for j, part := range h.parts {
+			t, ok := h.hk.tokens(j, part, fill, now)
+			known = known && ok
+			have += t
+			capacity += part.Capacity
+		}
+		if known && capacity > 0 && fill > 0 {
+			// The share scales a bucket's tokens and rate alike, so its
+			// time to full is the whole key's.
+			c.local.start(r.Key, (now+(capacity-have)*fill/capacity)*1000)
+		}
+	}
+	c.fallback(reqs, res)
 }
 
 // follow points h at split st (nil: at the key's own bucket) and reports
@@ -156,7 +183,7 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		c.send(h, j, r)
 		return true
 	}
-	c.fallback(reqs[h.req:h.req+1], res[h.req:h.req+1])
+	c.fallbackHot(h, reqs[h.req:h.req+1], res[h.req:h.req+1])
 	return false
 }
 

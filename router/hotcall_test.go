@@ -2,6 +2,7 @@ package router
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/router/bucket"
 	"github.com/sluice-rl/sluice/router/bucket/buckettest"
@@ -89,5 +90,41 @@ func TestSplitTags(t *testing.T) {
 		if len(tag) > 2 {
 			t.Fatalf("tag %q: want the shortest", tag)
 		}
+	}
+}
+
+// A split key decided by the fallback starts from the tokens its
+// sub-buckets were last seen to hold: a key its load kept empty is not
+// granted its capacity again when no shard can decide it.
+func TestFallbackOfASplitKeyStartsWhereTheClusterLeftIt(t *testing.T) {
+	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}, Share: 1})
+	t.Cleanup(c.Close)
+	iv, err := bucket.Limit{Capacity: 30, Refill: 30, Period: 1_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(key string, empty bool) Result {
+		hk := newHotKey(key, false)
+		h := &hotCall{hk: hk, st: &splitState{}, parts: hk.partsFor(&splitState{tags: []string{"a", "b", "c"}}, iv)}
+		if len(h.parts) != 3 {
+			t.Fatalf("%d parts, want 3", len(h.parts))
+		}
+		if empty {
+			// Each sub-bucket seen empty just now: full a fill time on.
+			now := time.Now().UnixMicro()
+			for j := range h.parts {
+				hk.fullAt[j].Store(now + fillTime(iv))
+			}
+		}
+		reqs := []Request{{Op: Take, Key: key, Interval: iv, Cost: 1}}
+		res := make([]Result, 1)
+		c.fallbackHot(h, reqs, res)
+		return res[0]
+	}
+	if r := decide("seen-empty", true); !r.Limited || r.Source != SourceLocal {
+		t.Errorf("a key whose sub-buckets were empty: %+v, want limited by the local fallback", r)
+	}
+	if r := decide("never-seen", false); r.Limited || r.Remaining != 29 {
+		t.Errorf("a key never decided here: %+v, want allowed from a full bucket (29 left)", r)
 	}
 }

@@ -111,6 +111,17 @@ func (m *Memory) decide(r *Request, now int64) Result {
 	return Result{Result: br}
 }
 
+// start sets key's bucket to be full at tat (ns) unless this process holds
+// it already: a fallback bucket that starts where the cluster left it.
+func (m *Memory) start(key string, tat int64) {
+	s := &m.shards[maphash.String(m.seed, key)%memShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.tats[key]; !ok {
+		s.tats[key] = tat
+	}
+}
+
 // sweep forgets full buckets (they equal missing ones), like Redis expiring
 // them. When the shard is still at its limit, it also forgets a quarter of
 // the rest, arbitrarily (map order): a cheap stand-in for LRU that only a
