@@ -74,7 +74,7 @@ BENCH_ADDR := 127.0.0.1:6399
 bench: cluster
 	$(GO) build -o $(CLUSTER_DIR)/sluice ./cmd/sluice
 	$(GO) build -o $(CLUSTER_DIR)/bench ./bench
-	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn & pid=$$!; \
+	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn --maxclients 11000 & pid=$$!; \
 		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) ping >/dev/null 2>&1; do sleep 0.1; done; \
 		$(CLUSTER_DIR)/bench -suite -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -duration 2s -rounds 3; rc=$$?; \
 		echo; \

@@ -434,16 +434,22 @@ func logQueryBuffer(log *zap.Logger, addr string, limit int64) {
 		zap.String("addr", addr), zap.Int64("client_query_buffer_limit", limit))
 }
 
-// framedListener wraps every accepted connection in a framer.
+// framedListener wraps every accepted connection in a framer, and turns
+// away those past the server's --maxclients.
 type framedListener struct {
 	net.Listener
 	f framer // a new connection's
+	s *Server
 }
 
 func (l *framedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if !l.s.full(c) {
+			return &framedConn{Conn: c, f: l.f}, nil
+		}
 	}
-	return &framedConn{Conn: c, f: l.f}, nil
 }

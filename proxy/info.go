@@ -93,6 +93,7 @@ func (s *Server) infoClients(b *strings.Builder) {
 
 func (s *Server) infoStats(b *strings.Builder) {
 	fmt.Fprintf(b, "total_connections_received:%d\r\n", s.stats.connections.Load())
+	fmt.Fprintf(b, "rejected_connections:%d\r\n", s.stats.rejected.Load())
 	fmt.Fprintf(b, "total_commands_processed:%d\r\n", s.stats.commands.Load())
 	fmt.Fprintf(b, "total_error_replies:%d\r\n", s.stats.errors.Load())
 	fmt.Fprintf(b, "throttle_allowed:%d\r\n", s.stats.allowed.Load())

@@ -98,6 +98,9 @@ func (s *Server) serveLoops(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
+		if s.full(nc) {
+			continue
+		}
 		addr := nc.RemoteAddr().String()
 		fd, err := takeSocket(nc)
 		if err != nil {

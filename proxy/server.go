@@ -51,6 +51,10 @@ type Config struct {
 	// AllowAdmin forwards commands that change every primary (FLUSHALL,
 	// CONFIG SET, SCRIPT FLUSH, ...); without it they are refused.
 	AllowAdmin bool
+	// MaxClients is how many clients may be connected at once; past it a
+	// new one is answered "ERR max number of clients reached" and closed,
+	// as by Redis's maxclients. 0 means 10,000, Redis's default.
+	MaxClients int
 	// Users, when not nil, are the ACL users clients authenticate as
 	// (--requirepass, --aclfile); nil lets every client run everything.
 	Users *Users
@@ -108,6 +112,20 @@ type stats struct {
 	allowed     atomic.Int64
 	limited     atomic.Int64
 	errors      atomic.Int64 // error replies
+	rejected    atomic.Int64 // connections turned away: --maxclients
+}
+
+// full turns nc away, as Redis does, when --maxclients clients are
+// connected already, and reports whether it did.
+func (s *Server) full(nc net.Conn) bool {
+	if s.stats.connected.Load() < int64(s.cfg.MaxClients) {
+		return false
+	}
+	s.stats.rejected.Add(1)
+	nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	nc.Write([]byte("-ERR max number of clients reached\r\n"))
+	nc.Close()
+	return true
 }
 
 // New returns a Server that is not yet listening.
@@ -121,6 +139,9 @@ func New(cfg Config) *Server {
 	}
 	if s.cfg.Loops == 0 {
 		s.cfg.Loops = defaultLoops()
+	}
+	if s.cfg.MaxClients <= 0 {
+		s.cfg.MaxClients = 10000
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -155,7 +176,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.rs = redcon.NewServer("", s.serveRESP, s.accept, s.closedConn)
 	s.mu.Unlock()
-	return s.rs.Serve(&framedListener{Listener: ln, f: s.newFramer()})
+	return s.rs.Serve(&framedListener{Listener: ln, f: s.newFramer(), s: s})
 }
 
 func (s *Server) newFramer() framer {

@@ -826,3 +826,34 @@ func TestFloodWithoutReadingIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// Past --maxclients a new client is answered Redis's error and closed;
+// once one leaves, a new one is served again. Both serving paths.
+func TestMaxClients(t *testing.T) {
+	for _, loops := range []int{1, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, MaxClients: 2})
+		a, b := dialRaw(t, addr), dialRaw(t, addr)
+		for _, c := range []*rawConn{a, b} {
+			if got := c.do("PING"); got != "+PONG\r\n" {
+				t.Fatalf("loops %d: PING: %q", loops, got)
+			}
+		}
+		third := dialRaw(t, addr)
+		if got := third.read(); got != "-ERR max number of clients reached\r\n" {
+			t.Errorf("loops %d: the third client got %q", loops, got)
+		}
+		if _, err := third.br.ReadByte(); err == nil {
+			t.Errorf("loops %d: the third client was not closed", loops)
+		}
+		if info := a.do("INFO", "stats"); !strings.Contains(info, "rejected_connections:1\r\n") {
+			t.Errorf("loops %d: INFO stats lacks rejected_connections:1: %q", loops, info)
+		}
+		b.c.Close()
+		waitUntil(t, "the server sees a client leave", func() bool {
+			return strings.Contains(a.do("INFO", "clients"), "connected_clients:1\r\n")
+		})
+		if got := dialRaw(t, addr).do("PING"); got != "+PONG\r\n" {
+			t.Errorf("loops %d: a client after one left: %q", loops, got)
+		}
+	}
+}

@@ -70,6 +70,7 @@ type options struct {
 	requirepass   string
 	aclfile       string
 	protectedMode string
+	maxClients    int
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -101,6 +102,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&o.requirepass, "requirepass", "", "the default user's `password`: clients AUTH before anything else")
 	fs.StringVar(&o.aclfile, "aclfile", "", "`file` of ACL users in Redis's syntax (user <name> on >pass ~keys +commands)")
+	fs.IntVar(&o.maxClients, "maxclients", 10000, "most clients connected at once; past it a new one is answered \"ERR max number of clients reached\" and closed")
 	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen without --requirepass or a default user with a password; no allows it")
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -145,6 +147,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.protoMaxBulkLen < 1<<20 || o.queryBufferLimit < 1<<20 {
 		return o, errors.New("--proto-max-bulk-len and --client-query-buffer-limit must be at least 1mb, as in Redis")
+	}
+	if o.maxClients <= 0 {
+		return o, errors.New("--maxclients must be positive")
 	}
 	if o.protectedMode != "yes" && o.protectedMode != "no" {
 		return o, fmt.Errorf("--protected-mode must be yes or no, not %q", o.protectedMode)
@@ -293,7 +298,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return 1
 	}
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
-		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users,
+		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
 		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
