@@ -297,6 +297,10 @@ type framedConn struct {
 	lastEnd int      // where in out the last whole command ends, or 0
 	ferr    error    // the framing error to report once out is handed on
 	rerr    error    // the socket's error, likewise
+	// idle closes the client once it sent nothing for that long (the
+	// server's IdleTimeout); redcon reads only between commands, so a
+	// client waiting for a reply is never idle.
+	idle time.Duration
 }
 
 func (c *framedConn) Read(p []byte) (int, error) {
@@ -318,6 +322,9 @@ func (c *framedConn) Read(p []byte) (int, error) {
 		}
 		if c.buf == nil {
 			c.buf = make([]byte, framedReadSize)
+		}
+		if c.idle > 0 {
+			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 		}
 		m, err := c.Conn.Read(c.buf)
 		c.rerr = err
@@ -449,7 +456,7 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if !l.s.full(c) {
-			return &framedConn{Conn: c, f: l.f}, nil
+			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout}, nil
 		}
 	}
 }

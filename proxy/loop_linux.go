@@ -159,11 +159,12 @@ type fdConn struct {
 	loop *loop  // the loop that serves it
 	f    framer
 
-	pend  []byte // the start of a command not yet whole, already framed
-	sent  int    // bytes of out the socket has taken
-	mask  uint32 // what epoll watches it for
-	dirty bool   // in the loop's dirty list
-	eof   bool   // the client sent all it will
+	pend   []byte    // the start of a command not yet whole, already framed
+	sent   int       // bytes of out the socket has taken
+	mask   uint32    // what epoll watches it for
+	dirty  bool      // in the loop's dirty list
+	eof    bool      // the client sent all it will
+	active time.Time // when it last sent something: for IdleTimeout
 	// lingerEnd is when a client whose replies are all written, and whose
 	// input is discarded since (see lingerTime), is closed at the latest.
 	lingerEnd time.Time
@@ -204,6 +205,8 @@ type loop struct {
 	nodes      map[pipeKey]*node
 	nodeIDs    map[uint64]*node // the connected ones, by epoll id
 	dirtyNodes []*node          // sent on this pass
+	now        time.Time        // when this pass began
+	idleSwept  time.Time        // when closeIdle last looked
 }
 
 // A loop keeps up to keepRounds idle rounds of at most keepRoundSize
@@ -270,6 +273,7 @@ func (l *loop) run() {
 	defer l.shutdown()
 	for {
 		n, err := syscall.EpollWait(l.epfd, l.events[:], l.sleep())
+		l.now = time.Now()
 		fed := false
 		l.mu.Lock()
 		l.idle = false
@@ -309,6 +313,22 @@ func (l *loop) run() {
 		}
 		l.endRound()
 		l.closeLingering()
+		l.closeIdle()
+	}
+}
+
+// closeIdle closes the clients idle past the server's IdleTimeout, looking
+// at most once a second, as Redis's clients cron does.
+func (l *loop) closeIdle() {
+	timeout := l.s.cfg.IdleTimeout
+	if timeout <= 0 || l.now.Sub(l.idleSwept) < time.Second {
+		return
+	}
+	l.idleSwept = l.now
+	for _, c := range l.conns {
+		if l.now.Sub(c.active) > timeout && c.inFlight() == 0 && c.tunnel == nil && c.lingerEnd.IsZero() {
+			l.close(c)
+		}
 	}
 }
 
@@ -375,6 +395,7 @@ func (l *loop) wakeUp() bool {
 			continue
 		}
 		c.loop = l
+		c.active = time.Now()
 		l.conns[c.id] = c
 	}
 	return !stopping
@@ -435,6 +456,9 @@ func (l *loop) sleep() int {
 	ms := -1
 	if len(l.lingering) > 0 {
 		ms = int(max(time.Until(l.lingering[0].lingerEnd)+time.Millisecond-1, 0) / time.Millisecond)
+	}
+	if l.s.cfg.IdleTimeout > 0 && len(l.conns) > 0 && (ms < 0 || ms > 1000) {
+		ms = 1000 // to close idle clients
 	}
 	if d, ok := l.nextDeadline(); ok {
 		// Wake up when a node is overdue, rounded up to the next ms.
@@ -528,6 +552,7 @@ func (l *loop) mark(cl *client) {
 // read reads what c's socket has, at most readSize bytes, and takes the
 // whole commands in it.
 func (l *loop) read(c *fdConn) {
+	c.active = l.now
 	l.mark(&c.client)
 	if len(c.pend) >= readSize {
 		l.readLong(c)

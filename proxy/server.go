@@ -51,6 +51,10 @@ type Config struct {
 	// AllowAdmin forwards commands that change every primary (FLUSHALL,
 	// CONFIG SET, SCRIPT FLUSH, ...); without it they are refused.
 	AllowAdmin bool
+	// IdleTimeout closes a client that sent nothing for that long, as
+	// Redis's timeout; 0 never does. A subscriber, and a client waiting
+	// for replies (a blocking command), is not idle.
+	IdleTimeout time.Duration
 	// MaxClients is how many clients may be connected at once; past it a
 	// new one is answered "ERR max number of clients reached" and closed,
 	// as by Redis's maxclients. 0 means 10,000, Redis's default.

@@ -857,3 +857,32 @@ func TestMaxClients(t *testing.T) {
 		}
 	}
 }
+
+// With an idle timeout, a client that sends nothing for that long is
+// closed; one that keeps sending is not. Both serving paths.
+func TestIdleTimeout(t *testing.T) {
+	for _, loops := range []int{1, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, IdleTimeout: 700 * time.Millisecond})
+		idle, busy := dialRaw(t, addr), dialRaw(t, addr)
+		if got := idle.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("loops %d: PING: %q", loops, got)
+		}
+		start := time.Now()
+		closed := make(chan time.Duration, 1)
+		go func() {
+			idle.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			idle.br.ReadByte() // EOF when closed, or the deadline
+			closed <- time.Since(start)
+		}()
+		for i := 0; i < 12; i++ { // 2.4 s of a command every 200 ms
+			if got := busy.do("PING"); got != "+PONG\r\n" {
+				t.Fatalf("loops %d: the busy client's PING %d after %v: %q", loops, i, time.Since(start), got)
+			}
+			time.Sleep(200 * time.Millisecond) // the client's pace, not a wait for the server
+		}
+		took := <-closed
+		if took < 700*time.Millisecond || took > 2500*time.Millisecond {
+			t.Errorf("loops %d: the idle client was closed after %v, want 0.7 s to 2.5 s", loops, took)
+		}
+	}
+}

@@ -71,6 +71,7 @@ type options struct {
 	aclfile       string
 	protectedMode string
 	maxClients    int
+	idleTimeout   int // seconds, as Redis's timeout
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -102,6 +103,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&o.requirepass, "requirepass", "", "the default user's `password`: clients AUTH before anything else")
 	fs.StringVar(&o.aclfile, "aclfile", "", "`file` of ACL users in Redis's syntax (user <name> on >pass ~keys +commands)")
+	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a client idle for this many `seconds`, as Redis's timeout (subscribers and clients waiting for a reply excepted); 0 never does")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "most clients connected at once; past it a new one is answered \"ERR max number of clients reached\" and closed")
 	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen without --requirepass or a default user with a password; no allows it")
 	var envErr error
@@ -148,8 +150,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.protoMaxBulkLen < 1<<20 || o.queryBufferLimit < 1<<20 {
 		return o, errors.New("--proto-max-bulk-len and --client-query-buffer-limit must be at least 1mb, as in Redis")
 	}
-	if o.maxClients <= 0 {
-		return o, errors.New("--maxclients must be positive")
+	if o.maxClients <= 0 || o.idleTimeout < 0 {
+		return o, errors.New("--maxclients must be positive, and --timeout 0 or more")
 	}
 	if o.protectedMode != "yes" && o.protectedMode != "no" {
 		return o, fmt.Errorf("--protected-mode must be yes or no, not %q", o.protectedMode)
@@ -299,7 +301,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
 		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
-		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
+		IdleTimeout: time.Duration(o.idleTimeout) * time.Second,
+		MaxBulkLen:  int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),
