@@ -453,6 +453,11 @@ func (l *framedListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			if l.s.isDraining() {
+				// redcon closes every client once its listener fails: not
+				// before Shutdown has answered them.
+				<-l.s.ctx.Done()
+			}
 			return nil, err
 		}
 		if !l.s.full(c) {

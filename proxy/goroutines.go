@@ -78,6 +78,8 @@ func isClosedConn(err error) bool {
 // waits for the round, which holds up only this client; its replies go out
 // in order, as on a loop.
 func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
+	s.busy.Add(1)
+	defer s.busy.Add(-1)
 	c := conn.Context().(*goClient)
 	if s.take(&c.client, &c.r, first.Args) {
 		for _, cmd := range conn.ReadPipeline() {
@@ -96,9 +98,10 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	if cap(c.out.b) > keepReplies {
 		c.out.b = nil
 	}
-	if c.closing {
-		// After QUIT: the replies go out before the close, and the input
-		// left is discarded rather than reset away.
+	if c.closing || s.isDraining() {
+		// After QUIT, or while the server shuts down: the replies go out
+		// before the close, and the input left is discarded rather than
+		// reset away.
 		if fc, ok := conn.NetConn().(*framedConn); ok {
 			redcon.BaseWriter(conn).Flush()
 			fc.linger()

@@ -85,7 +85,11 @@ func (s *Server) serveLoops(ln net.Listener) error {
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				for _, l := range loops {
-					l.stop()
+					if s.isDraining() {
+						<-l.done // Shutdown drains it, or Close stops it
+					} else {
+						l.stop()
+					}
 				}
 				s.mu.Lock()
 				defer s.mu.Unlock()
@@ -175,9 +179,12 @@ type loop struct {
 	epfd int
 	wake int // an eventfd: clients were added, decisions came back, or stop
 
-	mu       sync.Mutex // guards added, stopping, decided and idle
+	mu       sync.Mutex // guards added, stopping, draining, decided and idle
 	added    []*fdConn
 	stopping bool
+	// draining: its clients are answered what they sent and closed; the
+	// loop ends once none is left.
+	draining bool
 	decided  []decision // results in, not yet taken by the loop
 	dialed   []dialed   // node connections made, not yet watched
 	// idle: the loop waits in epoll_wait with nothing decided to take.
@@ -263,6 +270,18 @@ func (l *loop) stop() {
 	<-l.done
 }
 
+// drain makes the loop answer what its clients sent, close each once its
+// replies are written, and end when none is left; it waits for that.
+func (l *loop) drain() {
+	l.mu.Lock()
+	if !l.stopping && !l.draining {
+		l.draining = true
+		l.poke()
+	}
+	l.mu.Unlock()
+	<-l.done
+}
+
 // poke wakes the loop up; l.mu is held, so that the eventfd is open.
 func (l *loop) poke() {
 	one := [8]byte{1}
@@ -314,7 +333,16 @@ func (l *loop) run() {
 		l.endRound()
 		l.closeLingering()
 		l.closeIdle()
+		if len(l.conns) == 0 && l.isDraining() {
+			return
+		}
 	}
+}
+
+func (l *loop) isDraining() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.draining
 }
 
 // closeIdle closes the clients idle past the server's IdleTimeout, looking
@@ -380,11 +408,20 @@ func (l *loop) wakeUp() bool {
 	var buf [8]byte
 	syscall.Read(l.wake, buf[:])
 	l.mu.Lock()
-	added, stopping, ds := l.added, l.stopping, l.dialed
+	added, stopping, ds, draining := l.added, l.stopping, l.dialed, l.draining
 	l.added, l.dialed = nil, nil
 	l.takeDecided()
 	l.mu.Unlock()
 	l.connected(ds)
+	if draining {
+		// Read no more: each client is closed once its replies are out.
+		for _, c := range l.conns {
+			if !c.closing {
+				c.closing = true
+				l.mark(&c.client)
+			}
+		}
+	}
 	for _, c := range added {
 		l.lastID++
 		c.id = l.lastID

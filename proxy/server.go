@@ -102,6 +102,11 @@ type Server struct {
 	rs     *redcon.Server // when clients are served on goroutines
 	loops  []*loop        // when they are served by event loops
 	closed bool
+	// draining: Shutdown began; clients are answered what they sent and
+	// closed.
+	draining bool
+	// busy counts the goroutine path's pipelines being answered.
+	busy atomic.Int64
 	// loopErr is why a loop stopped serving, if one did.
 	loopErr error
 
@@ -209,6 +214,53 @@ func (s *Server) ioLoops() int {
 }
 
 // Close stops listening and closes every client connection.
+// Shutdown stops accepting clients, answers every command already read,
+// writes the replies, and closes each client once it has them; then it
+// closes the server. Past ctx's deadline it closes what is left at once
+// (Close) and returns ctx's error. The Decider and Forwarder are not
+// closed: they stay the caller's.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed || s.draining {
+		s.mu.Unlock()
+		return s.Close()
+	}
+	s.draining = true
+	ln, loops := s.ln, s.loops
+	s.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+	done := make(chan struct{})
+	go func() {
+		for _, l := range loops {
+			l.drain()
+		}
+		// The goroutine path: each pipeline closes its client once
+		// answered; wait for those under way.
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for s.busy.Load() > 0 && ctx.Err() == nil {
+			<-tick.C
+		}
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.Close()
+	return err
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
 func (s *Server) Close() error {
 	s.cancel()
 	s.mu.Lock()

@@ -886,3 +886,73 @@ func TestIdleTimeout(t *testing.T) {
 		}
 	}
 }
+
+// slowShards decides as the embedded backend does, d later: decisions in
+// flight when the server shuts down.
+type slowShards struct {
+	m    *router.Memory
+	d    time.Duration
+	seen atomic.Int64 // requests submitted
+}
+
+func (s *slowShards) Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func([]int)) {
+	s.seen.Add(int64(len(reqs)))
+	go func() {
+		time.Sleep(s.d) // the shards' latency
+		s.m.Decide(ctx, reqs, res)
+		done(nil)
+	}()
+}
+
+// Shutdown under load loses no reply: every command read before it is
+// answered, then each client is closed, and no new client is taken.
+func TestShutdownLosesNoReplies(t *testing.T) {
+	for _, loops := range []int{-1, 1} {
+		t.Logf("loops %d", loops)
+		d := &slowShards{m: router.NewMemory(0), d: 200 * time.Millisecond}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := proxy.New(proxy.Config{Decider: d, Backend: "test", Loops: loops})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		const clients, each = 8, 50
+		var conns []*rawConn
+		for range clients {
+			c := dialRaw(t, ln.Addr().String())
+			var cmds [][]string
+			for k := range each {
+				cmds = append(cmds, []string{"THROTTLE", fmt.Sprintf("sd:%d", k), "1000", "1", "1s"})
+			}
+			c.send(cmds...)
+			conns = append(conns, c)
+		}
+		waitUntil(t, "every command is read", func() bool { return d.seen.Load() == clients*each })
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shut := make(chan error, 1)
+		go func() { shut <- srv.Shutdown(ctx) }()
+		for i, c := range conns {
+			for k := range each {
+				if got := c.read(); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+					t.Fatalf("loops %d, client %d, reply %d: %q", loops, i, k, got)
+				}
+			}
+			if _, err := c.br.ReadByte(); err == nil {
+				t.Errorf("loops %d, client %d: not closed after its replies", loops, i)
+			}
+		}
+		if err := <-shut; err != nil {
+			t.Errorf("loops %d: Shutdown: %v", loops, err)
+		}
+		cancel()
+		<-served
+		if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Errorf("loops %d: a client was served after Shutdown", loops)
+			}
+			c.Close()
+		}
+	}
+}

@@ -72,6 +72,7 @@ type options struct {
 	protectedMode string
 	maxClients    int
 	idleTimeout   int // seconds, as Redis's timeout
+	shutdown      time.Duration
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -103,6 +104,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	fs.StringVar(&o.requirepass, "requirepass", "", "the default user's `password`: clients AUTH before anything else")
 	fs.StringVar(&o.aclfile, "aclfile", "", "`file` of ACL users in Redis's syntax (user <name> on >pass ~keys +commands)")
+	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long the commands already read may take to be answered before the rest are closed")
 	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a client idle for this many `seconds`, as Redis's timeout (subscribers and clients waiting for a reply excepted); 0 never does")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "most clients connected at once; past it a new one is answered \"ERR max number of clients reached\" and closed")
 	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen without --requirepass or a default user with a password; no allows it")
@@ -150,8 +152,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.protoMaxBulkLen < 1<<20 || o.queryBufferLimit < 1<<20 {
 		return o, errors.New("--proto-max-bulk-len and --client-query-buffer-limit must be at least 1mb, as in Redis")
 	}
-	if o.maxClients <= 0 || o.idleTimeout < 0 {
-		return o, errors.New("--maxclients must be positive, and --timeout 0 or more")
+	if o.maxClients <= 0 || o.idleTimeout < 0 || o.shutdown <= 0 {
+		return o, errors.New("--maxclients and --shutdown-timeout must be positive, and --timeout 0 or more")
 	}
 	if o.protectedMode != "yes" && o.protectedMode != "no" {
 		return o, fmt.Errorf("--protected-mode must be yes or no, not %q", o.protectedMode)
@@ -318,8 +320,14 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return 1
 	case <-ctx.Done():
 	}
+	// SIGTERM: no more clients; what was read is answered, within
+	// --shutdown-timeout; then the cluster's connections close (deferred).
 	start := time.Now()
-	srv.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown timed out: closed clients still waiting for replies", zap.Duration("shutdown_timeout", o.shutdown))
+	}
 	<-served
 	log.Info("sluice stopped", zap.Duration("took", time.Since(start)))
 	return 0
