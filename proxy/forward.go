@@ -110,6 +110,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	if err != nil {
 		return err
 	}
+	s.metrics.forwarded(spec.Name)
 	if fo, ok := fanOuts[spec.Name]; ok {
 		return s.fanOut(c, r, spec, args, fo)
 	}

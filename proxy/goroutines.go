@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
@@ -38,14 +39,18 @@ func (s *Server) accept(conn redcon.Conn) bool {
 }
 
 // wait delivers the round's results as they come in, until all are.
-func (c *goClient) wait() {
+func (c *goClient) wait(m *metrics) {
 	for {
 		<-c.wake
 		c.mu.Lock()
 		got := c.decided
 		c.decided = nil
 		c.mu.Unlock()
+		now := time.Now()
 		for _, idx := range got {
+			if n := c.r.decisions(idx); n > 0 {
+				m.observe(c.r.start, now, n)
+			}
 			if c.r.deliver(idx, func(*client) {}) {
 				c.r.reset()
 				return
@@ -81,6 +86,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
 	c := conn.Context().(*goClient)
+	c.r.start = time.Now()
 	if s.take(&c.client, &c.r, first.Args) {
 		for _, cmd := range conn.ReadPipeline() {
 			if !s.take(&c.client, &c.r, cmd.Args) {
@@ -90,7 +96,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	}
 	if len(c.r.reqs)+len(c.r.fwd) > 0 {
 		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder, nil)
-		c.wait()
+		c.wait(s.metrics)
 	}
 	s.drain(&c.client)
 	conn.WriteRaw(c.out.b)

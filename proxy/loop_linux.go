@@ -449,6 +449,7 @@ func (l *loop) round() *round {
 			r.done = func(idx []int) { l.decided1(r, idx) }
 			l.cur = r
 		}
+		l.cur.start = l.now
 	}
 	return l.cur
 }
@@ -568,6 +569,9 @@ func (l *loop) deliver(d decision) {
 		return
 	}
 	r := d.r
+	if n := r.decisions(d.idx); n > 0 {
+		l.s.metrics.observe(r.start, l.now, n)
+	}
 	if !r.deliver(d.idx, l.markFn) {
 		return
 	}

@@ -110,7 +110,8 @@ type Server struct {
 	// loopErr is why a loop stopped serving, if one did.
 	loopErr error
 
-	stats stats
+	stats   stats
+	metrics *metrics
 }
 
 // stats are the counters INFO reports.
@@ -139,7 +140,7 @@ func (s *Server) full(nc net.Conn) bool {
 
 // New returns a Server that is not yet listening.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, start: time.Now()}
+	s := &Server{cfg: cfg, log: cfg.Logger, start: time.Now(), metrics: newMetrics()}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -374,6 +375,7 @@ type round struct {
 	// again once every reply is in (nothing reads a command after).
 	cmds []byte
 
+	start time.Time       // when its first request was read
 	done  func(idx []int) // what the Decider calls as results come in
 	fdone func(idx []int) // what the Forwarder calls
 	left  int             // results not yet delivered
@@ -416,6 +418,20 @@ func (r *round) submit(ctx context.Context, d Decider, f Forwarder, via router.P
 	if len(r.fwd) > 0 {
 		f.Forward(ctx, via, r.fwd, r.replies, r.fdone)
 	}
+}
+
+// decisions is how many of idx (nil: all) are bucket requests' results.
+func (r *round) decisions(idx []int) int {
+	if idx == nil {
+		return len(r.to)
+	}
+	n := 0
+	for _, i := range idx {
+		if i < len(r.to) {
+			n++
+		}
+	}
+	return n
 }
 
 // deliver puts the results of idx (nil: all the bucket requests) in their
@@ -676,6 +692,9 @@ func (s *Server) reply(w *replyBuf, sl *slot) {
 		s.stats.limited.Add(1)
 	} else if sl.cmd.counts {
 		s.stats.allowed.Add(1)
+	}
+	if sl.cmd.counts {
+		s.metrics.decided(&sl.res)
 	}
 	sl.cmd.reply(w, &sl.req, &sl.res)
 }

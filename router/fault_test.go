@@ -276,6 +276,19 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	warm := startLoad(t, addr, keys)
 	time.Sleep(200 * time.Millisecond)
 	warm.finish(t)
+	// The event loops reach the shards on connections of their own; the
+	// router's own clients (rueidis: probes, hot keys, the samplers below)
+	// start their reader and writer on first concurrent use, so use them
+	// concurrently too before the baseline.
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				decide(r, keys[(w+i)%len(keys)], iv)
+			}
+		})
+	}
+	wg.Wait()
 	baseline := waitGoroutines(-1, 0)
 	l := startLoad(t, addr, keys)
 	victimSamples := sample1(r, victimKeys[0], iv)

@@ -46,6 +46,9 @@ const (
 	numSources
 )
 
+// NumSources is how many Sources there are: arrays indexed by Source.
+const NumSources = int(numSources)
+
 var sourceNames = [numSources]string{"cluster", "embedded", "local", "open", "closed"}
 
 func (s Source) String() string { return sourceNames[s] }

@@ -6,6 +6,7 @@ package router
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -57,9 +58,10 @@ type shard struct {
 	downSince atomic.Int64
 	out       shardQueue
 
-	mu        sync.Mutex // guards the fields below
-	since     time.Time  // of the current state
-	errors    int64      // faults seen since start
+	mu        sync.Mutex       // guards the fields below
+	since     time.Time        // of the current state
+	errors    int64            // faults seen since start
+	kinds     map[string]int64 // of errors, by errorKind
 	lastErr   string
 	nextProbe time.Time
 	backoff   time.Duration
@@ -140,6 +142,29 @@ func isRedirect(err error) bool {
 	return moved || ask
 }
 
+// errorKind names the kind of a shard's fault for metrics: a bounded set,
+// never the message itself.
+func errorKind(err error) string {
+	var ne net.Error
+	switch msg := err.Error(); {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout(), strings.Contains(msg, "within the timeout"):
+		return "timeout"
+	case strings.Contains(msg, "CLUSTERDOWN"), strings.Contains(msg, "cluster is down"):
+		return "clusterdown"
+	case strings.Contains(msg, "TRYAGAIN"):
+		return "tryagain"
+	case strings.Contains(msg, "LOADING"):
+		return "loading"
+	case strings.Contains(msg, "MASTERDOWN"), strings.Contains(msg, "READONLY"):
+		return "replica"
+	case strings.Contains(msg, "non local key"), strings.Contains(msg, "MOVED"), strings.Contains(msg, "ASK "):
+		return "redirect"
+	case errors.As(err, &ne), errors.Is(err, io.EOF), strings.Contains(msg, "connection"), strings.Contains(msg, "closed"):
+		return "connection"
+	}
+	return "other"
+}
+
 // fault marks s unhealthy (once per outage) and asks for a fresh slot map,
 // since a failover may be what happened.
 func (c *Cluster) fault(s *shard, err error) {
@@ -155,6 +180,10 @@ func (c *Cluster) fault(s *shard, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.errors++
+	if s.kinds == nil {
+		s.kinds = map[string]int64{}
+	}
+	s.kinds[errorKind(err)]++
 	s.lastErr = err.Error()
 	now := time.Now()
 	if s.healthy.Load() {

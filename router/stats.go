@@ -2,6 +2,7 @@ package router
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 )
@@ -41,11 +42,14 @@ type ClusterStats struct {
 
 // ShardStats is one primary's state.
 type ShardStats struct {
-	Addr      string
-	Healthy   bool
-	Since     time.Time // of the current state
-	Errors    int64     // faults seen since start
-	LastError string
+	Addr    string
+	Healthy bool
+	Since   time.Time // of the current state
+	Errors  int64     // faults seen since start
+	// ErrorKinds counts them by kind: timeout, connection, clusterdown,
+	// tryagain, loading, replica, redirect, other.
+	ErrorKinds map[string]int64
+	LastError  string
 }
 
 // HotKeyStats is one tracked hot key.
@@ -90,7 +94,7 @@ func (c *Cluster) Stats() Stats {
 	for _, s := range shards {
 		s.mu.Lock()
 		st.Shards = append(st.Shards, ShardStats{Addr: s.addr, Healthy: s.healthy.Load(), Since: s.since,
-			Errors: s.errors, LastError: s.lastErr})
+			Errors: s.errors, ErrorKinds: maps.Clone(s.kinds), LastError: s.lastErr})
 		s.mu.Unlock()
 	}
 	st.HotKeys, st.Hot = c.hot.stats(time.Now().UnixNano())

@@ -21,6 +21,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,6 +74,7 @@ type options struct {
 	maxClients    int
 	idleTimeout   int // seconds, as Redis's timeout
 	shutdown      time.Duration
+	metrics       string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -102,6 +104,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.admin, "allow-admin", false, "forward commands that change every primary (FLUSHALL, FLUSHDB, CONFIG SET|RESETSTAT|GET, SCRIPT FLUSH); refused without it")
 	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the listen address")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
+	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at /metrics, and /healthz and /readyz, on this `address`; off when empty")
 	fs.StringVar(&o.requirepass, "requirepass", "", "the default user's `password`: clients AUTH before anything else")
 	fs.StringVar(&o.aclfile, "aclfile", "", "`file` of ACL users in Redis's syntax (user <name> on >pass ~keys +commands)")
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "on SIGTERM, how long the commands already read may take to be answered before the rest are closed")
@@ -162,6 +165,23 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
 	}
 	return o, nil
+}
+
+// metricsMux serves Prometheus's /metrics, /healthz (the process is up)
+// and /readyz (serving: the cluster answered, or, by the policy, the
+// fallback decides its keys; not while shutting down).
+func metricsMux(srv *proxy.Server, ready *atomic.Bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv.MetricsHandler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	return mux
 }
 
 // loadUsers reads the ACL users, or nil when no client need authenticate;
@@ -312,8 +332,20 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		zap.String("fallback", o.fallback),
 		zap.String("version", buildVersion()))
 
+	var ready atomic.Bool // serving: the cluster answered, or its keys go to the fallback
+	if o.metrics != "" {
+		mln, err := net.Listen("tcp", o.metrics)
+		if err != nil {
+			log.Error("cannot listen for metrics", zap.Error(err))
+			return 1
+		}
+		defer mln.Close()
+		go http.Serve(mln, metricsMux(srv, &ready))
+		log.Info("metrics listening", zap.String("addr", mln.Addr().String()))
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	ready.Store(true)
 	select {
 	case err = <-served:
 		log.Error("serving failed", zap.Error(err))
@@ -323,6 +355,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	// SIGTERM: no more clients; what was read is answered, within
 	// --shutdown-timeout; then the cluster's connections close (deferred).
 	start := time.Now()
+	ready.Store(false)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -280,5 +282,43 @@ func TestRequirePass(t *testing.T) {
 	}
 	t.Setenv("REDISCLI_AUTH", "s3cret") // redis-cli's AUTH, for every call below
 	checkFiveThenDenied(t, p.addr, "user:1")
+	stop(t, p)
+}
+
+// --metrics-listen serves Prometheus metrics after known traffic, and
+// /healthz and /readyz.
+func TestMetricsEndpoint(t *testing.T) {
+	requireRedisCLI(t)
+	p := start(t, binary(t), []string{"SLUICE_LISTEN=127.0.0.1:0", "SLUICE_METRICS_LISTEN=127.0.0.1:0"})
+	maddr, _ := p.next(t, "metrics listening")["addr"].(string)
+	if maddr == "" {
+		t.Fatal("no \"metrics listening\" log line with its address")
+	}
+	checkFiveThenDenied(t, p.addr, "m:1")
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + maddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, _ := get(path); code != 200 {
+			t.Errorf("%s: %d, want 200", path, code)
+		}
+	}
+	_, text := get("/metrics")
+	for _, want := range []string{
+		`sluice_decisions_total{policy="inline",result="allowed",source="embedded"} 5`,
+		`sluice_decisions_total{policy="inline",result="limited",source="embedded"} 1`,
+		`sluice_decision_duration_seconds_count 6`,
+		`sluice_embedded_buckets 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, text)
+		}
+	}
 	stop(t, p)
 }

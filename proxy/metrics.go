@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-rl/sluice/router"
+)
+
+// metrics are what a Server exports to Prometheus. The hot path only adds
+// to atomics and one histogram; the rest is read at scrape time from the
+// counters INFO reads and from the backend's typed snapshot. Nothing is
+// labelled by key: a label per key would grow without bound.
+type metrics struct {
+	// decisions by source and result (0 allowed, 1 limited).
+	decisions [router.NumSources][2]atomic.Int64
+	latency   prometheus.Histogram
+
+	mu       sync.RWMutex // guards commands
+	commands map[string]*atomic.Int64
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_decision_duration_seconds",
+			Help: "Time from reading a THROTTLE to its decision, in seconds.",
+			// 25 µs to about 0.8 s: a local decision to a backend timeout
+			// several times over.
+			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
+		}),
+		commands: map[string]*atomic.Int64{},
+	}
+}
+
+// decided counts one decision.
+func (m *metrics) decided(res *router.Result) {
+	if int(res.Source) < len(m.decisions) {
+		m.decisions[res.Source][btoi(res.Limited)].Add(1)
+	}
+}
+
+// forwarded counts one passthrough command by its name (the cluster's
+// command table bounds the names).
+func (m *metrics) forwarded(name string) {
+	m.mu.RLock()
+	n := m.commands[name]
+	m.mu.RUnlock()
+	if n == nil {
+		m.mu.Lock()
+		if n = m.commands[name]; n == nil {
+			n = new(atomic.Int64)
+			m.commands[name] = n
+		}
+		m.mu.Unlock()
+	}
+	n.Add(1)
+}
+
+// observe records how long decisions took, from start, n of them.
+func (m *metrics) observe(start, now time.Time, n int) {
+	d := now.Sub(start).Seconds()
+	for range n {
+		m.latency.Observe(d)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// MetricsHandler serves the server's metrics in Prometheus's text format.
+func (s *Server) MetricsHandler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.metrics.latency, &collector{s: s})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+var (
+	descDecisions = prometheus.NewDesc("sluice_decisions_total",
+		"THROTTLE, CL.THROTTLE and GCRA decisions by result, by what made them, and by policy (inline: the limit came with the call).",
+		[]string{"result", "source", "policy"}, nil)
+	descConnected = prometheus.NewDesc("sluice_connected_clients", "Clients connected now.", nil, nil)
+	descAccepted  = prometheus.NewDesc("sluice_connections_total", "Client connections accepted since start.", nil, nil)
+	descRejected  = prometheus.NewDesc("sluice_rejected_connections_total", "Client connections turned away at --maxclients.", nil, nil)
+	descCommands  = prometheus.NewDesc("sluice_commands_total", "Commands read from clients.", nil, nil)
+	descErrors    = prometheus.NewDesc("sluice_error_replies_total", "Error replies sent to clients.", nil, nil)
+	descForwarded = prometheus.NewDesc("sluice_passthrough_commands_total", "Ordinary commands forwarded to the cluster, by command.", []string{"command"}, nil)
+	descHealthy   = prometheus.NewDesc("sluice_shard_healthy", "1 while a primary decides its keys, 0 while they go to the fallback.", []string{"shard"}, nil)
+	descShardErrs = prometheus.NewDesc("sluice_backend_errors_total", "Faults of a primary, by kind.", []string{"shard", "kind"}, nil)
+	descFallback  = prometheus.NewDesc("sluice_fallback_buckets", "Local fallback buckets held.", nil, nil)
+	descHotKeys   = prometheus.NewDesc("sluice_hot_keys", "Hot keys tracked: split here, declared or followed.", nil, nil)
+	descHotSplit  = prometheus.NewDesc("sluice_hot_keys_split", "Tracked hot keys with a live split (of the busiest listed).", nil, nil)
+	descClusterUp = prometheus.NewDesc("sluice_cluster_connected", "1 once the cluster has answered.", nil, nil)
+	descBuckets   = prometheus.NewDesc("sluice_embedded_buckets", "Buckets held by the embedded backend.", nil, nil)
+)
+
+// collector reads the server's counters and the backend's snapshot at
+// scrape time.
+type collector struct{ s *Server }
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descDecisions, descConnected, descAccepted, descRejected, descCommands,
+		descErrors, descForwarded, descHealthy, descShardErrs, descFallback, descHotKeys, descHotSplit,
+		descClusterUp, descBuckets} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	m := s.metrics
+	for src := range m.decisions {
+		for lim, result := range []string{"allowed", "limited"} {
+			if n := m.decisions[src][lim].Load(); n > 0 {
+				ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), result, router.Source(src).String(), "inline")
+			}
+		}
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descConnected, float64(s.stats.connected.Load()))
+	counter(descAccepted, float64(s.stats.connections.Load()))
+	counter(descRejected, float64(s.stats.rejected.Load()))
+	counter(descCommands, float64(s.stats.commands.Load()))
+	counter(descErrors, float64(s.stats.errors.Load()))
+	m.mu.RLock()
+	names := make([]string, 0, len(m.commands))
+	for name := range m.commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		counter(descForwarded, float64(m.commands[name].Load()), name)
+	}
+	m.mu.RUnlock()
+	st, ok := s.cfg.Decider.(statser)
+	if !ok {
+		return
+	}
+	snap := st.Stats()
+	if e := snap.Embedded; e != nil {
+		gauge(descBuckets, float64(e.Buckets))
+	}
+	cl := snap.Cluster
+	if cl == nil {
+		return
+	}
+	gauge(descClusterUp, float64(btoi(cl.Connected)))
+	gauge(descFallback, float64(cl.LocalBuckets))
+	gauge(descHotKeys, float64(cl.HotKeys))
+	split := 0
+	for _, h := range cl.Hot {
+		if h.SubBuckets > 0 {
+			split++
+		}
+	}
+	gauge(descHotSplit, float64(split))
+	for _, sh := range cl.Shards {
+		gauge(descHealthy, float64(btoi(sh.Healthy)), sh.Addr)
+		for kind, n := range sh.ErrorKinds {
+			counter(descShardErrs, float64(n), sh.Addr, kind)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package proxy_test
+
+import (
+	"net"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// Metrics after known traffic through a cluster: decisions by source,
+// passthrough commands by name, every primary healthy; no label carries a
+// key.
+func TestMetricsAfterKnownTraffic(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"})
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	conn := dialRaw(t, ln.Addr().String())
+	conn.do("SET", "mk:1", "v")
+	conn.do("GET", "mk:1")
+	conn.do("GET", "mk:2")
+	for range 3 {
+		conn.do("THROTTLE", "mk:t", "2", "1", "1s")
+	}
+	rec := httptest.NewRecorder()
+	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
+	for _, want := range []string{
+		`sluice_passthrough_commands_total{command="get"} 2`,
+		`sluice_passthrough_commands_total{command="set"} 1`,
+		`sluice_decisions_total{policy="inline",result="allowed",source="cluster"} 2`,
+		`sluice_decisions_total{policy="inline",result="limited",source="cluster"} 1`,
+		`sluice_decision_duration_seconds_count 3`,
+		`sluice_connected_clients 1`,
+		`sluice_cluster_connected 1`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for _, n := range c.Nodes {
+		if want := `sluice_shard_healthy{shard="` + n.Addr + `"} 1`; !strings.Contains(text, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if strings.Contains(text, "mk:") {
+		t.Error("a metric is labelled by a key")
+	}
+	if t.Failed() {
+		t.Log(text)
+	}
+}
