@@ -99,6 +99,14 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		c.wait(s.metrics)
 	}
 	s.drain(&c.client)
+	// Writes block here, so replies never wait long: only the hard limit
+	// applies (a batch of replies past it).
+	if hard := s.cfg.OutputLimit.Hard; hard > 0 && int64(len(c.out.b)) > hard {
+		logOutputLimit(s.log, c.addr, int64(len(c.out.b)))
+		c.out.b = c.out.b[:0]
+		conn.Close()
+		return
+	}
 	conn.WriteRaw(c.out.b)
 	c.out.b = c.out.b[:0]
 	if cap(c.out.b) > keepReplies {

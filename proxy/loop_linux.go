@@ -345,17 +345,23 @@ func (l *loop) isDraining() bool {
 	return l.draining
 }
 
-// closeIdle closes the clients idle past the server's IdleTimeout, looking
-// at most once a second, as Redis's clients cron does.
+// closeIdle closes the clients idle past the server's IdleTimeout, and
+// those whose replies stayed over the soft output limit too long while
+// they read nothing (no event would look at them), looking at most once a
+// second, as Redis's clients cron does.
 func (l *loop) closeIdle() {
-	timeout := l.s.cfg.IdleTimeout
-	if timeout <= 0 || l.now.Sub(l.idleSwept) < time.Second {
+	timeout, soft := l.s.cfg.IdleTimeout, l.s.cfg.OutputLimit.Soft > 0
+	if (timeout <= 0 && !soft) || l.now.Sub(l.idleSwept) < time.Second {
 		return
 	}
 	l.idleSwept = l.now
 	for _, c := range l.conns {
-		if l.now.Sub(c.active) > timeout && c.inFlight() == 0 && c.tunnel == nil && c.lingerEnd.IsZero() {
+		switch {
+		case !c.lingerEnd.IsZero():
+		case timeout > 0 && l.now.Sub(c.active) > timeout && c.inFlight() == 0 && c.tunnel == nil:
 			l.close(c)
+		case soft && len(c.out.b) > c.sent:
+			l.flush(c) // closes it if it is over the limit
 		}
 	}
 }
@@ -495,8 +501,8 @@ func (l *loop) sleep() int {
 	if len(l.lingering) > 0 {
 		ms = int(max(time.Until(l.lingering[0].lingerEnd)+time.Millisecond-1, 0) / time.Millisecond)
 	}
-	if l.s.cfg.IdleTimeout > 0 && len(l.conns) > 0 && (ms < 0 || ms > 1000) {
-		ms = 1000 // to close idle clients
+	if (l.s.cfg.IdleTimeout > 0 || l.s.cfg.OutputLimit.Soft > 0) && len(l.conns) > 0 && (ms < 0 || ms > 1000) {
+		ms = 1000 // to close idle clients and those over the soft output limit
 	}
 	if d, ok := l.nextDeadline(); ok {
 		// Wake up when a node is overdue, rounded up to the next ms.
@@ -700,6 +706,16 @@ func (l *loop) take(c *fdConn, raw []byte) {
 func (l *loop) flush(c *fdConn) {
 	if !c.lingerEnd.IsZero() {
 		return
+	}
+	if lim := l.s.cfg.OutputLimit; lim != (OutputLimit{}) {
+		// As Redis: what waits for the client, before the write, so a
+		// single reply past the hard limit closes it.
+		pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)
+		if lim.over(pending, &c.softOver, l.now) {
+			logOutputLimit(l.s.log, c.addr, pending)
+			l.close(c)
+			return
+		}
 	}
 	for c.sent < len(c.out.b) {
 		n, err := syscall.Write(c.fd, c.out.b[c.sent:])

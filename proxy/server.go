@@ -51,6 +51,10 @@ type Config struct {
 	// AllowAdmin forwards commands that change every primary (FLUSHALL,
 	// CONFIG SET, SCRIPT FLUSH, ...); without it they are refused.
 	AllowAdmin bool
+	// OutputLimit is Redis's client-output-buffer-limit for the normal
+	// class: a client whose pending replies pass Hard, or stay over Soft
+	// for SoftFor, is closed. Zero values are no limit, Redis's default.
+	OutputLimit OutputLimit
 	// IdleTimeout closes a client that sent nothing for that long, as
 	// Redis's timeout; 0 never does. A subscriber, and a client waiting
 	// for replies (a blocking command), is not idle.
@@ -123,6 +127,34 @@ type stats struct {
 	limited     atomic.Int64
 	errors      atomic.Int64 // error replies
 	rejected    atomic.Int64 // connections turned away: --maxclients
+}
+
+// OutputLimit bounds the replies waiting for one client.
+type OutputLimit struct {
+	Hard, Soft int64
+	SoftFor    time.Duration
+}
+
+// over reports whether a client with pending reply bytes has passed l,
+// soft since when it went over the soft limit (reset when it is under it).
+func (l OutputLimit) over(pending int64, soft *time.Time, now time.Time) bool {
+	if l.Hard > 0 && pending > l.Hard {
+		return true
+	}
+	if l.Soft <= 0 || pending <= l.Soft {
+		*soft = time.Time{}
+		return false
+	}
+	if soft.IsZero() {
+		*soft = now
+	}
+	return now.Sub(*soft) >= l.SoftFor
+}
+
+// logOutputLimit reports a client closed for its output buffer, as Redis
+// logs it.
+func logOutputLimit(log *zap.Logger, addr string, pending int64) {
+	log.Warn("client closed for overcoming of output buffer limits", zap.String("addr", addr), zap.Int64("pending_bytes", pending))
 }
 
 // full turns nc away, as Redis does, when --maxclients clients are
@@ -325,7 +357,8 @@ type client struct {
 	pushed     []byte // what the tunnel sent, behind replies not yet out
 	// blocked are its blocking commands sent since its replies last
 	// caught up: cancelled if it goes away while they wait.
-	blocked []*router.Blocked
+	blocked  []*router.Blocked
+	softOver time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
 	user *User

@@ -956,3 +956,46 @@ func TestShutdownLosesNoReplies(t *testing.T) {
 		}
 	}
 }
+
+// The normal class's client-output-buffer-limit: a reply past the hard
+// limit closes its client, a smaller one is answered; a client that lets
+// replies pile up past the soft limit for longer than allowed is closed.
+// Both serving paths (the goroutine path blocks on its writes: hard only).
+func TestOutputBufferLimit(t *testing.T) {
+	big := strings.Repeat("x", 100<<10)
+	for _, loops := range []int{1, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops,
+			OutputLimit: proxy.OutputLimit{Hard: 64 << 10, Soft: 32 << 10, SoftFor: 200 * time.Millisecond}})
+		c := dialRaw(t, addr)
+		if got := c.do("ECHO", "small"); got != "$5\r\nsmall\r\n" {
+			t.Fatalf("loops %d: ECHO small: %q", loops, got)
+		}
+		c.send([]string{"ECHO", big})
+		if b, err := c.br.ReadByte(); err == nil {
+			t.Errorf("loops %d: a reply past the hard limit was sent (%q...), want the client closed", loops, b)
+		}
+	}
+	// Soft: 20 KiB replies, never read, pile up in sluice once the socket
+	// is full; closed within the sweep after 200 ms over 32 KiB.
+	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: 1,
+		OutputLimit: proxy.OutputLimit{Soft: 32 << 10, SoftFor: 200 * time.Millisecond}})
+	c := dialRaw(t, addr)
+	c.c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	mid := strings.Repeat("y", 20<<10)
+	var cmds [][]string
+	for range 400 { // 8 MB of replies, past what loopback sockets hold
+		cmds = append(cmds, []string{"ECHO", mid})
+	}
+	var b []byte
+	for _, args := range cmds {
+		b = router.AppendCommand(b, [][]byte{[]byte(args[0]), []byte(args[1])})
+	}
+	go func() {
+		c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		c.c.Write(b) // ends when sluice stops reading it, or closes it
+	}()
+	poll := dialRaw(t, addr)
+	waitUntil(t, "the server closes the client over the soft limit", func() bool {
+		return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
+	})
+}

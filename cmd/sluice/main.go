@@ -75,6 +75,7 @@ type options struct {
 	idleTimeout   int // seconds, as Redis's timeout
 	shutdown      time.Duration
 	metrics       string
+	outputLimit   outputLimit
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -104,6 +105,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.admin, "allow-admin", false, "forward commands that change every primary (FLUSHALL, FLUSHDB, CONFIG SET|RESETSTAT|GET, SCRIPT FLUSH); refused without it")
 	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the listen address")
 	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
+	fs.Var(&o.outputLimit, "client-output-buffer-limit", "`\"normal <hard> <soft> <seconds>\"`, as redis.conf: a client whose pending replies pass hard, or stay over soft that long, is closed; 0 is no limit")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at /metrics, and /healthz and /readyz, on this `address`; off when empty")
 	fs.StringVar(&o.requirepass, "requirepass", "", "the default user's `password`: clients AUTH before anything else")
 	fs.StringVar(&o.aclfile, "aclfile", "", "`file` of ACL users in Redis's syntax (user <name> on >pass ~keys +commands)")
@@ -323,8 +325,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
 		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
-		IdleTimeout: time.Duration(o.idleTimeout) * time.Second,
-		MaxBulkLen:  int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
+		IdleTimeout: time.Duration(o.idleTimeout) * time.Second, OutputLimit: proxy.OutputLimit(o.outputLimit),
+		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),

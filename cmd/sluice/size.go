@@ -2,6 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
 	"math"
 	"strconv"
 	"strings"
@@ -50,4 +54,32 @@ func (s *byteSize) String() string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// outputLimit is --client-output-buffer-limit, in redis.conf's syntax for
+// the normal class: "normal <hard> <soft> <soft seconds>".
+type outputLimit proxy.OutputLimit
+
+func (l *outputLimit) Set(v string) error {
+	f := strings.Fields(v)
+	if len(f) != 4 || strings.ToLower(f[0]) != "normal" {
+		return errors.New(`want "normal <hard> <soft> <soft seconds>" (the pubsub class is fixed at 32mb; sluice has no replica class)`)
+	}
+	var hard, soft byteSize
+	if err := hard.Set(f[1]); err != nil {
+		return err
+	}
+	if err := soft.Set(f[2]); err != nil {
+		return err
+	}
+	secs, err := strconv.ParseInt(f[3], 10, 32)
+	if err != nil || secs < 0 {
+		return errors.New("the soft limit's seconds must be 0 or more")
+	}
+	*l = outputLimit{Hard: int64(hard), Soft: int64(soft), SoftFor: time.Duration(secs) * time.Second}
+	return nil
+}
+
+func (l *outputLimit) String() string {
+	return fmt.Sprintf("normal %d %d %d", l.Hard, l.Soft, int64(l.SoftFor/time.Second))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"testing"
+	"time"
 )
 
 func TestByteSize(t *testing.T) {
@@ -44,6 +45,21 @@ func TestFramingFlags(t *testing.T) {
 	for _, args := range [][]string{{"--proto-max-bulk-len", "512kb"}, {"--client-query-buffer-limit", "lots"}} {
 		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+func TestOutputLimitFlag(t *testing.T) {
+	var l outputLimit
+	if err := l.Set("normal 256mb 64mb 60"); err != nil || l.Hard != 256<<20 || l.Soft != 64<<20 || l.SoftFor != time.Minute {
+		t.Errorf("normal 256mb 64mb 60: %+v, %v", l, err)
+	}
+	if l.String() != "normal 268435456 67108864 60" {
+		t.Errorf("String: %q", l.String())
+	}
+	for _, bad := range []string{"", "normal 1 2", "pubsub 32mb 8mb 60", "normal x 0 0", "normal 0 0 -1"} {
+		if err := l.Set(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
 		}
 	}
 }
