@@ -498,6 +498,7 @@ func (c *Cluster) run(ctx context.Context) {
 				c.readCommands(ctx)
 			}
 			c.probe(ctx, now)
+			c.releaseFallback()
 			c.tendHotKeys(ctx, now)
 			if c.cfg.Share <= 0 && !now.Before(nextBeat) {
 				c.beat(ctx)

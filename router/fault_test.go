@@ -297,6 +297,7 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	victim := c.Nodes[0]
 	brokeAt := time.Now()
 	breakNode(victim)
+	waitFor(t, 5*time.Second, "fallback buckets held during the outage", func() bool { return stats(r).LocalBuckets > 0 })
 	promotedAt := waitPrimaryChange(t, c, 0, victim)
 	if healNode != nil {
 		healNode(victim)
@@ -328,6 +329,9 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	if back.IsZero() || back.Sub(promotedAt) > time.Second {
 		t.Errorf("the victim's keys returned to the cluster at %v, %v after the promotion; want within 1s", back, back.Sub(promotedAt))
 	}
+	// The outage's fallback buckets are released once every shard is
+	// healthy again (they were held for good before).
+	waitFor(t, 5*time.Second, "the fallback buckets released", func() bool { return stats(r).LocalBuckets == 0 })
 	if partial {
 		for _, s := range hs {
 			if s.source != router.SourceCluster {

@@ -111,6 +111,19 @@ func (m *Memory) decide(r *Request, now int64) Result {
 	return Result{Result: br}
 }
 
+// clear forgets every bucket and lets go of their memory.
+func (m *Memory) clear() {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		if len(s.tats) > 0 {
+			s.tats = make(map[string]int64)
+			s.sweepAt = m.sweepAt(0)
+		}
+		s.mu.Unlock()
+	}
+}
+
 // start sets key's bucket to be full at tat (ns) unless this process holds
 // it already: a fallback bucket that starts where the cluster left it.
 func (m *Memory) start(key string, tat int64) {

@@ -285,6 +285,26 @@ func (c *Cluster) unhealthy() bool {
 	return false
 }
 
+// ownersHealthy reports whether every shard that owns slots in the slot
+// map is healthy: a failed primary that a replica replaced may stay
+// unhealthy for long (killed, or a replica now), and owns nothing.
+func (c *Cluster) ownersHealthy() bool {
+	t := c.topo.Load()
+	if t == nil {
+		return false
+	}
+	var last *shard
+	for _, s := range t.owners {
+		if s != nil && s != last {
+			if !s.healthy.Load() {
+				return false
+			}
+			last = s
+		}
+	}
+	return true
+}
+
 // probe sends one cheap keyed command to each unhealthy shard whose probe
 // is due, through the slot map, so that a promoted replica is what answers
 // once it owns the slots.
@@ -331,5 +351,14 @@ func (c *Cluster) probe(ctx context.Context, now time.Time) {
 			c.log.Info("shard healthy again: deciding its keys in the cluster", zap.String("shard", s.addr), zap.Duration("after", down))
 		}
 		s.mu.Unlock()
+	}
+}
+
+// releaseFallback lets the outage's fallback buckets go once every primary
+// that owns slots decides its keys again: they are of no more use, and
+// would be held until a sweep that only growth triggers.
+func (c *Cluster) releaseFallback() {
+	if c.local.Len() > 0 && c.ownersHealthy() {
+		c.local.clear()
 	}
 }
