@@ -55,6 +55,8 @@ type config struct {
 	// sluicePID is read for sluice's CPU by -neutral, whose load comes
 	// from redis-benchmark and so cannot count it in-process.
 	sluicePID int
+	soak      bool
+	kill      string // -soak: the primary to kill midway, host:port
 }
 
 func main() {
@@ -74,6 +76,8 @@ func main() {
 		runner = runHotSuite
 	case cfg.neutral:
 		runner = runNeutral
+	case cfg.soak:
+		runner = runSoak
 	}
 	if err := runner(cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -105,6 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.suite, "suite", false, "run the standard comparison set (make bench) against -addr and -cluster")
 	fs.BoolVar(&c.hotSuite, "hotsuite", false, "run the hot-key set (make bench-hot): accuracy with 1 and 3 instances at -addr, spread, throughput split vs -unsplit-addr vs direct")
 	fs.BoolVar(&c.neutral, "neutral", false, "run the standard comparisons with redis-benchmark as the client (make bench) against -addr and -cluster, with -clients, -keys uniform:N and the limit flags; a row's two runs take about 2x -duration")
+	fs.BoolVar(&c.soak, "soak", false, "steady mixed load against -addr for -duration, killing the primary at -kill midway; prints and checks sluice's RSS, descriptors, goroutines and fallback buckets (make soak)")
+	fs.StringVar(&c.kill, "kill", "", "-soak: the primary (`host:port`) to kill with SIGKILL midway")
 	fs.IntVar(&c.sluicePID, "sluice-pid", 0, "`pid` of the sluice at -addr, for -neutral's CPU figures (default: the process_id in its INFO)")
 	fs.StringVar(&c.report, "report", "", "write an HTML `file` with latency and throughput plots")
 	if err := fs.Parse(args); err != nil {

@@ -83,6 +83,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 	fmt.Fprintf(b, "tcp_port:%s\r\n", port)
 	// 0: each client on its own goroutine.
 	fmt.Fprintf(b, "io_loops:%d\r\n", s.ioLoops())
+	fmt.Fprintf(b, "goroutines:%d\r\n", runtime.NumGoroutine())
 	fmt.Fprintf(b, "uptime_in_seconds:%d\r\n", int64(up.Seconds()))
 	fmt.Fprintf(b, "uptime_in_days:%d\r\n", int64(up.Hours()/24))
 }
