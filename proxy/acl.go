@@ -290,14 +290,29 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	case s.cfg.Forwarder != nil:
 		specs := s.cfg.Forwarder.Commands()
 		if specs == nil {
-			return nil // answered TRYAGAIN: it runs nothing
+			// Refused rather than let through: the table may be read
+			// before forward looks again.
+			if c.user == nil {
+				return errNoAuth
+			}
+			return errNoTable
 		}
 		spec, err := cmdspec.Lookup(specs, args)
 		if err != nil {
 			return nil // answered the error: it runs nothing
 		}
 		name, cats = spec.Name, spec.Categories
-		idx, _ := spec.Keys(nil, args)
+		idx, kerr := spec.Keys(nil, args)
+		if c.user != nil && !c.user.allKeys {
+			switch {
+			case kerr != nil:
+				// Keys sluice cannot tell (SORT's BY and GET, a malformed
+				// line): only a user of every key may send it.
+				return errNoKey
+			case slices.Contains(cats, "scripting"):
+				return fmt.Errorf("NOPERM User %s may use some keys only: sluice cannot check the keys a script or function touches, so '%s' needs allkeys", c.user.name, name)
+			}
+		}
 		for _, i := range idx {
 			keys = append(keys, args[i])
 		}

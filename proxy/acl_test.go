@@ -135,7 +135,7 @@ func TestAuthMatrix(t *testing.T) {
 func TestAuthPassthrough(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	us := users(t, "user default off\nuser reader on >r ~cache:* +@read +multi +exec +set", "")
+	us := users(t, "user default off\nuser reader on >r ~cache:* +@read +@scripting +sort +multi +exec +set", "")
 	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}))
 	for _, tc := range []struct {
 		args []string
@@ -150,6 +150,8 @@ func TestAuthPassthrough(t *testing.T) {
 		{[]string{"DEL", "cache:1"}, "-NOPERM User reader has no permissions to run the 'del' command"},
 		{[]string{"CONFIG", "GET", "maxmemory"}, "-NOPERM User reader has no permissions to run the 'config|get' command"},
 		{[]string{"SET", "{cache:1}x", "v"}, "-NOPERM No permissions to access a key"},
+		{[]string{"SORT", "cache:1", "BY", "secret:*"}, "-NOPERM No permissions to access a key"},
+		{[]string{"EVAL", "return redis.call('GET', 'secret:1')", "1", "cache:1"}, "-NOPERM User reader may use some keys only"},
 		{[]string{"MULTI"}, "+OK"},
 		{[]string{"SET", "cache:1", "v"}, "+QUEUED"},
 		{[]string{"DEL", "cache:1"}, "-NOPERM"},

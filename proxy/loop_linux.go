@@ -424,6 +424,7 @@ func (l *loop) wakeUp() bool {
 		for _, c := range l.conns {
 			if !c.closing {
 				c.closing = true
+				c.cancelBlocked() // as Redis ends blocked clients at shutdown
 				l.mark(&c.client)
 			}
 		}

@@ -87,8 +87,10 @@ func (l *loop) flushNodes() {
 			l.writeNode(n)
 			n.p.Sent(now)
 		case !n.dialing && len(n.p.Out()) > 0:
+			// Not stamped yet: a node's deadline runs from the write, and
+			// the dial has its own timeout (connecting is not the node
+			// holding a command).
 			n.dialing = true
-			n.p.Sent(now) // a node that cannot be reached is found out by the dial
 			go l.dial(n)
 		}
 	}
@@ -137,6 +139,7 @@ func (l *loop) connected(ds []dialed) {
 		}
 		l.nodeIDs[n.id] = n
 		l.writeNode(n)
+		n.p.Sent(time.Now()) // what gathered during the dial
 	}
 }
 
