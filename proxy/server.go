@@ -107,8 +107,8 @@ type Server struct {
 	loops  []*loop        // when they are served by event loops
 	closed bool
 	// draining: Shutdown began; clients are answered what they sent and
-	// closed.
-	draining bool
+	// closed. Atomic: the goroutine path reads it after every pipeline.
+	draining atomic.Bool
 	// busy counts the goroutine path's pipelines being answered.
 	busy atomic.Int64
 	// loopErr is why a loop stopped serving, if one did.
@@ -254,11 +254,11 @@ func (s *Server) ioLoops() int {
 // closed: they stay the caller's.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed || s.draining {
+	if s.closed || s.draining.Load() {
 		s.mu.Unlock()
 		return s.Close()
 	}
-	s.draining = true
+	s.draining.Store(true)
 	ln, loops := s.ln, s.loops
 	s.mu.Unlock()
 	if ln != nil {
@@ -288,11 +288,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) isDraining() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.draining
-}
+func (s *Server) isDraining() bool { return s.draining.Load() }
 
 func (s *Server) Close() error {
 	s.cancel()

@@ -123,9 +123,9 @@ func (p *Pipe) Sent(now time.Time) {
 	}
 }
 
-// ReadBuf is where the next read from the node goes, at least min bytes.
-func (p *Pipe) ReadBuf(min int) []byte {
-	p.in = slices.Grow(p.in, min)
+// ReadBuf is where the next read from the node goes, at least n bytes.
+func (p *Pipe) ReadBuf(n int) []byte {
+	p.in = slices.Grow(p.in, n)
 	return p.in[len(p.in):cap(p.in)]
 }
 
