@@ -19,7 +19,7 @@
 --     may be; a missing one starts from it. "" or none: no base.
 --     "+<µs>": the base is that long from full, from now on this shard's
 --     clock: the state a sub-bucket had where it was decided before, carried
---     to where it is decided now;
+--     to where it is decided now; written even when the step takes nothing;
 --   n: how many calls of cost the step decides, in order, as n steps at
 --     one instant would;
 --   now, in µs: the shard's TIME unless a test gives its own.
@@ -88,7 +88,19 @@ local function step(key, c, u, v, cost, base, n, now)
     s = lapse
   end
   if base and byte(base, 1) == 43 then -- '+': from now
-    base = format('%d000', now + tonumber(sub(base, 2)))
+    local full = now + tonumber(sub(base, 2))
+    base = format('%d000', full)
+    -- A carried state is written at once, taken from or not: a denial
+    -- writes nothing, and the next call, which carries nothing, would
+    -- find the bucket here as it was (refilled while it was decided
+    -- elsewhere). A state from now on is full already: nothing to write.
+    if full > now and (not s or (#s == 19 and s < base)) then
+      local at = full + 999
+      local w = pcall('SET', key, base, 'PXAT', format('%d', (at - at % 1000) / 1000))
+      if type(w) == 'table' and w.err then
+        return 3, w.err, 0, 0, 0
+      end
+    end
   end
   -- A sub-bucket is never fuller than its split's base: a missing one
   -- starts there, and one left from an earlier split, fuller than the key

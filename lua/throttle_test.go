@@ -417,6 +417,14 @@ func TestThrottleOnCluster(t *testing.T) {
 		if r := one(t, lua.Call{Key: "{a}carried", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1, Base: "+4000000"}); r.Remaining != 5 {
 			t.Fatalf("a missing bucket 4s from full: got %+v, want 5 left after one", r)
 		}
+		// Carried by a denial, it stays: the next step carries nothing.
+		one(t, lua.Call{Key: "{a}refilled", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1})
+		if r := one(t, lua.Call{Key: "{a}refilled", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 7, Base: "+4000000"}); !r.Limited || r.Remaining != 6 {
+			t.Fatalf("a denial carrying 6 left: got %+v", r)
+		}
+		if r := one(t, lua.Call{Key: "{a}refilled", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0}); r.Remaining != 6 {
+			t.Fatalf("after a denial carried the state: got %+v, want its 6 left", r)
+		}
 		one(t, lua.Call{Key: "{a}emptier", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 8})
 		if r := one(t, lua.Call{Key: "{a}emptier", Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 0, Base: "+4000000"}); r.Remaining != 2 {
 			t.Fatalf("a bucket emptier than the carried state: got %+v, want its own 2 left", r)

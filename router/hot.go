@@ -285,8 +285,13 @@ func (st *splitState) placeable(topo *topology) bool {
 // shard: the split's, or, when i was last decided elsewhere, the state it
 // was last seen in there, as a time from now (the shard's clock adds it),
 // so that the move neither loses nor grants the tokens it had. now in µs.
+// Every step carries it until one is answered there (the script writes a
+// carried state, taken from or not): a failed step, or one still in
+// flight, may not have carried it, and the key there, refilled or expired
+// meanwhile, must not be taken as it is. Carrying twice is harmless,
+// since a base only ever empties a bucket.
 func (hk *hotKey) baseAt(st *splitState, i, at int, now int64) string {
-	prev := hk.placed[i].Swap(int32(at + 1))
+	prev := hk.placed[i].Load()
 	if prev == 0 || prev == int32(at+1) {
 		return st.base
 	}

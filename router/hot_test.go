@@ -695,13 +695,13 @@ func testSplitOutage(t *testing.T, n int) {
 	got := float64(s.allowed.Load() - allowed0)
 	sub := float64(capacity) / 3
 	t.Logf("admitted %.0f from the kill on, ideal %.1f over %.2fs: %.3fx", got, ideal, ended.Sub(killed).Seconds(), got/ideal)
-	// Two sub-buckets over, not one (the aim): the dead primary's
-	// sub-bucket may start its stand-in full (an instance that had not
-	// decided it before), and after the promotion the original key, which
-	// the replica holds as it was at the kill and which refilled untouched
-	// meanwhile, wins over the stand-in's state (a base applies only to a
-	// missing key). Measured: 1.00 to 1.04x, over one sub-bucket in about
-	// one run of three.
+	// The aim is one sub-bucket over; the bound is two so that a
+	// loaded machine does not fail make test. What passes one: instances'
+	// views of a sub-bucket differ by their last few milliseconds of calls
+	// (the first to move it carries its own), and a stand-in started by an
+	// instance that never decided that sub-bucket starts from the split's
+	// base. Measured on an idle machine: 1.00 to 1.03x, at most half a
+	// sub-bucket over.
 	if most := ideal + 2*sub + 3; got < 0.95*ideal || got > most {
 		t.Errorf("admitted %.0f from the kill on, want within [%.1f, %.1f]", got, 0.95*ideal, most)
 	}

@@ -154,6 +154,9 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		// which is the side a denial from it must err on.
 		sent := h.w.sent / 1000
 		h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
+		if h.w.st == h.hk.split.Load() {
+			h.hk.placed[h.sub].Store(int32(h.w.at + 1))
+		}
 		if br.Limited && h.steps < maxHotSteps {
 			if j := h.sibling(r, now); j >= 0 {
 				h.prev, h.prevSub = &br, h.sub
