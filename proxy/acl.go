@@ -355,6 +355,7 @@ func cmdAuth(s *Server, c *client, conn respConn, args [][]byte) {
 		return
 	}
 	c.user = u
+	c.published()
 	conn.WriteString("OK")
 }
 

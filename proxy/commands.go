@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sluice-rl/sluice/router"
 )
@@ -204,6 +205,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 		c.resp3 = args[1][0] == '3'
 		c.out.resp3, c.held.resp3 = c.resp3, c.resp3
 	}
+	c.published()
 	proto := 2
 	if c.resp3 {
 		proto = 3
@@ -250,6 +252,7 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 			return
 		}
 		c.name = string(args[2])
+		c.published()
 		conn.WriteString("OK")
 	case "GETNAME":
 		if len(args) != 2 {
@@ -289,18 +292,56 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 			s.writeError(conn, fmt.Errorf("Unrecognized option '%s'", truncate(args[2])))
 			return
 		}
+		c.published()
 		conn.WriteString("OK")
 	case "INFO":
-		conn.WriteVerbatim(c.info())
+		if len(args) != 2 {
+			wrongArgs()
+			return
+		}
+		conn.WriteVerbatim(c.view.line(time.Now()))
+	case "LIST":
+		list, err := s.clientList(args[2:])
+		if err != nil {
+			s.writeError(conn, err)
+			return
+		}
+		conn.WriteVerbatim(list)
+	case "REPLY":
+		// OFF and SKIP are not answered; ON is.
+		if len(args) != 3 {
+			wrongArgs()
+			return
+		}
+		switch strings.ToUpper(string(args[2])) {
+		case "ON":
+			c.replyOff = false
+			conn.WriteString("OK")
+		case "OFF":
+			c.replyOff = true
+		case "SKIP":
+			c.skip = true
+		default:
+			s.writeError(conn, errors.New("syntax error"))
+		}
+	case "NO-EVICT":
+		// sluice never evicts a client for memory: either answer holds.
+		if len(args) != 3 {
+			wrongArgs()
+			return
+		}
+		switch strings.ToUpper(string(args[2])) {
+		case "ON", "OFF":
+			conn.WriteString("OK")
+		default:
+			s.writeError(conn, errors.New("syntax error"))
+		}
 	default:
 		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLIENT HELP.", truncate(args[1])))
 	}
 }
 
 // info is the client's line of CLIENT INFO / CLIENT LIST.
-func (c *client) info() string {
-	return fmt.Sprintf("id=%d addr=%s name=%s db=0 resp=2 lib-name=%s lib-ver=%s\n", c.id, c.addr, c.name, c.lib, c.ver)
-}
 
 // cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO and COMMAND DOCS
 // from the table, enough for redis-cli's hints and clients that learn key

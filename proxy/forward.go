@@ -111,6 +111,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 		return err
 	}
 	s.metrics.forwarded(spec.Name)
+	c.view.cmd.Store(&spec.Name)
 	if fo, ok := fanOuts[spec.Name]; ok {
 		return s.fanOut(c, r, spec, args, fo)
 	}

@@ -514,7 +514,8 @@ func TestPassthroughTransactions(t *testing.T) {
 		}
 	}
 	// What a cluster refuses: keys of two slots, and sluice's own commands.
-	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	conn := dialRaw(t, addr)
 	for _, step := range []struct {
 		cmd  []string
 		want string
@@ -536,6 +537,17 @@ func TestPassthroughTransactions(t *testing.T) {
 		if got := conn.do(step.cmd...); got != step.want {
 			t.Errorf("%q: got %q, want %q", step.cmd, got, step.want)
 		}
+	}
+	// CLIENT LIST shows a client in a transaction (flags=x), and no more
+	// once it ends.
+	other := dialRaw(t, addr)
+	conn.do("MULTI")
+	if list := other.do("CLIENT", "LIST"); strings.Count(list, "flags=x") != 1 {
+		t.Errorf("CLIENT LIST during another client's MULTI: %q", list)
+	}
+	conn.do("DISCARD")
+	if list := other.do("CLIENT", "LIST"); strings.Contains(list, "flags=x") {
+		t.Errorf("CLIENT LIST after DISCARD: %q", list)
 	}
 }
 

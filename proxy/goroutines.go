@@ -60,9 +60,11 @@ func (c *goClient) wait(m *metrics) {
 }
 
 func (s *Server) closedConn(conn redcon.Conn, err error) {
-	s.stats.connected.Add(-1)
 	if c, ok := conn.Context().(*goClient); ok {
+		s.gone(&c.client)
 		c.unpin() // its WATCH ends with it
+	} else {
+		s.stats.connected.Add(-1)
 	}
 	switch {
 	case errors.Is(err, errQueryBuffer):

@@ -828,7 +828,7 @@ func (l *loop) close(c *fdConn) {
 // discard closes c's socket and stops counting it.
 func (l *loop) discard(c *fdConn) {
 	syscall.Close(c.fd)
-	l.s.stats.connected.Add(-1)
+	l.s.gone(&c.client)
 }
 
 func (l *loop) shutdown() {

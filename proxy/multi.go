@@ -44,6 +44,7 @@ func (s *Server) transaction(c *client, r *round, name string, args [][]byte) (b
 	switch name {
 	case "multi":
 		c.multi = &txn{slot: router.AnySlot}
+		c.published()
 		s.replyNow(c, "+OK\r\n")
 	case "exec":
 		return true, errExecNoMulti
@@ -89,6 +90,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	switch name {
 	case "exec":
 		c.multi = nil
+		c.published()
 		switch {
 		case t.dirty:
 			c.unpin() // EXEC ends the watches, whatever it answers
@@ -106,6 +108,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		return nil
 	case "discard":
 		c.multi = nil
+		c.published()
 		c.unpin()
 		s.replyNow(c, "+OK\r\n")
 		return nil

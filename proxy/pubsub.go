@@ -48,6 +48,7 @@ func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 	if !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe") {
 		c.subscribed = true
 	}
+	c.published()
 	return s.toTunnel(c, args)
 }
 
@@ -99,6 +100,7 @@ func (c *client) pushData(data []byte) bool {
 	}
 	if c.subscribed && leftNoSubscription(data) {
 		c.subscribed = false
+		c.published()
 	}
 	if c.inFlight() == 0 {
 		c.out.b = append(c.out.b, data...)

@@ -116,6 +116,7 @@ type Server struct {
 
 	stats   stats
 	metrics *metrics
+	clients clientTable // every connected client, for CLIENT LIST
 }
 
 // stats are the counters INFO reports.
@@ -358,12 +359,26 @@ type client struct {
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
 	user *User
+	// CLIENT REPLY: replyOff drops every reply until ON; skip drops the
+	// next command's.
+	replyOff, skip bool
+	view           *clientView // what CLIENT LIST shows of it
 }
 
 // newClient counts a connection that has begun and names it.
 func (s *Server) newClient(addr string) client {
 	s.stats.connected.Add(1)
-	return client{id: s.stats.connections.Add(1), addr: addr, user: s.cfg.Users.defaultUser()}
+	c := client{id: s.stats.connections.Add(1), addr: addr, user: s.cfg.Users.defaultUser()}
+	c.view = &clientView{id: c.id, addr: addr, created: time.Now()}
+	c.published()
+	s.clients.add(c.view)
+	return c
+}
+
+// gone stops counting c as connected.
+func (s *Server) gone(c *client) {
+	s.stats.connected.Add(-1)
+	s.clients.remove(c.id)
 }
 
 type slotState uint8
@@ -382,6 +397,9 @@ type slot struct {
 	req   router.Request
 	res   router.Result
 	raw   []byte // a forwarded command's reply (cmd is nil)
+	// silent: rendered (a decision still counts) and dropped, after
+	// CLIENT REPLY OFF or SKIP.
+	silent bool
 }
 
 // inFlight is how many commands were read and not yet replied to.
@@ -525,8 +543,36 @@ func (r *round) command(args [][]byte) []byte {
 // else is answered at once. It reports false after QUIT: nothing after it
 // runs.
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
+	c.view.last.Store(r.start.UnixNano())
+	if !c.replyOff && !c.skip {
+		return s.takeOne(c, r, args)
+	}
+	skip := c.skip
+	c.skip = false
+	q0, out0, held0 := len(c.q), len(c.out.b), len(c.held.b)
+	more := s.takeOne(c, r, args)
+	if c.replyOff || skip {
+		// Its reply is dropped: what it wrote now, and what it waits for
+		// once rendered. A slot stays, so that later slots keep their
+		// places.
+		c.out.b = c.out.b[:min(out0, len(c.out.b))]
+		c.held.b = c.held.b[:min(held0, len(c.held.b))]
+		for i := q0; i < len(c.q); i++ {
+			if c.q[i].state == slotHeld {
+				c.q[i].n = 0
+			}
+			c.q[i].silent = true
+		}
+	}
+	return more
+}
+
+func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 	s.stats.commands.Add(1)
 	cmd, err := lookup(args)
+	if cmd != nil {
+		c.view.cmd.Store(&cmd.name)
+	}
 	if (err == nil || err == errUnknownCommand) && (c.user == nil || !c.user.all) {
 		if aerr := s.authorize(c, cmd, args); aerr != nil {
 			if c.multi != nil {
@@ -627,10 +673,14 @@ func (s *Server) drain(c *client) {
 			c.out.b = append(c.out.b, c.held.b[c.heldOff:c.heldOff+sl.n]...)
 			c.heldOff += sl.n
 		case slotDecided:
+			mark := len(c.out.b)
 			if sl.cmd == nil {
 				c.out.b = append(c.out.b, sl.raw...)
 			} else {
 				s.reply(&c.out, sl)
+			}
+			if sl.silent {
+				c.out.b = c.out.b[:mark]
 			}
 		}
 		*sl = slot{} // let its key go
@@ -665,11 +715,14 @@ func (c *client) reset() {
 	}
 	c.resp3, c.out.resp3, c.held.resp3 = false, false, false
 	c.name, c.lib, c.ver = "", "", ""
+	c.replyOff, c.skip = false, false
+	c.published()
 }
 
 func cmdReset(s *Server, c *client, conn respConn, _ [][]byte) {
 	c.reset()
 	c.user = s.cfg.Users.defaultUser() // as Redis: back to the default user
+	c.published()
 	conn.WriteString("RESET")
 }
 

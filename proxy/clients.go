@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// CLIENT LIST shows every client of sluice, each served by its own event
+// loop or goroutine. What it shows of a client lives in a view that the
+// client's own goroutine publishes to: its name, user and modes where they
+// change (rarely, under the view's lock), its last command and when it
+// came with every command (two atomic stores). Other goroutines read only
+// the view, never the client.
+type clientView struct {
+	id      int64
+	addr    string
+	created time.Time
+
+	last atomic.Int64           // unix ns of its last command
+	cmd  atomic.Pointer[string] // its last command's name, from a command table
+
+	mu sync.Mutex
+	viewFields
+}
+
+// viewFields are a client's fields that change only through commands that
+// set them (CLIENT SETNAME, HELLO, AUTH, MULTI, SUBSCRIBE, RESET, ...).
+type viewFields struct {
+	name, lib, ver, user string
+	resp3, multi, pubsub bool
+}
+
+// clientTable is every connected client's view, by id.
+type clientTable struct {
+	mu sync.Mutex
+	m  map[int64]*clientView
+}
+
+func (t *clientTable) add(v *clientView) {
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = make(map[int64]*clientView)
+	}
+	t.m[v.id] = v
+	t.mu.Unlock()
+}
+
+func (t *clientTable) remove(id int64) {
+	t.mu.Lock()
+	delete(t.m, id)
+	t.mu.Unlock()
+}
+
+// list is the views of the clients kept by keep, in id order (the order
+// Redis lists them in).
+func (t *clientTable) list(keep func(*clientView) bool) []*clientView {
+	t.mu.Lock()
+	out := make([]*clientView, 0, len(t.m))
+	for _, v := range t.m {
+		if keep(v) {
+			out = append(out, v)
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b *clientView) int { return int(a.id - b.id) })
+	return out
+}
+
+// published records c's fields for CLIENT LIST; it is called wherever one
+// of them changes.
+func (c *client) published() {
+	f := viewFields{name: c.name, lib: c.lib, ver: c.ver, resp3: c.resp3, multi: c.multi != nil,
+		pubsub: c.subscribed || c.tunnel != nil}
+	if c.user != nil {
+		f.user = c.user.name
+	}
+	c.view.mu.Lock()
+	c.view.viewFields = f
+	c.view.mu.Unlock()
+}
+
+// line is v's line of CLIENT LIST and CLIENT INFO, with Redis's field
+// names; the fields Redis gives of its own buffers and memory, which
+// sluice does not keep per client, are left out rather than made up.
+func (v *clientView) line(now time.Time) string {
+	v.mu.Lock()
+	f := v.viewFields
+	v.mu.Unlock()
+	flags := ""
+	if f.multi {
+		flags += "x"
+	}
+	if f.pubsub {
+		flags += "P"
+	}
+	if flags == "" {
+		flags = "N"
+	}
+	cmd := "NULL"
+	if p := v.cmd.Load(); p != nil {
+		cmd = *p
+	}
+	idle := int64(0)
+	if last := v.last.Load(); last > 0 {
+		idle = max(now.UnixNano()-last, 0) / int64(time.Second)
+	}
+	resp := 2
+	if f.resp3 {
+		resp = 3
+	}
+	user := f.user
+	if user == "" {
+		user = "default"
+	}
+	return fmt.Sprintf("id=%d addr=%s name=%s age=%d idle=%d flags=%s db=0 cmd=%s user=%s resp=%d lib-name=%s lib-ver=%s\n",
+		v.id, v.addr, f.name, int64(now.Sub(v.created)/time.Second), idle, flags, cmd, user, resp, f.lib, f.ver)
+}
+
+// clientList answers CLIENT LIST [TYPE normal|pubsub|master|replica|slave]
+// [ID id [id ...]], as Redis 7.
+func (s *Server) clientList(args [][]byte) (string, error) {
+	var ids []int64
+	kind := ""
+	for i := 0; i < len(args); i++ {
+		switch opt := strings.ToUpper(string(args[i])); {
+		case opt == "TYPE" && i+1 < len(args):
+			kind = strings.ToLower(string(args[i+1]))
+			switch kind {
+			case "normal", "pubsub", "master", "replica", "slave":
+			default:
+				return "", fmt.Errorf("Unknown client type '%s'", truncate(args[i+1]))
+			}
+			i++
+		case opt == "ID" && i+1 < len(args):
+			for i++; i < len(args); i++ {
+				id, err := strconv.ParseInt(string(args[i]), 10, 64)
+				if err != nil || id <= 0 {
+					return "", fmt.Errorf("Invalid client ID")
+				}
+				ids = append(ids, id)
+			}
+		default:
+			return "", errors.New("syntax error")
+		}
+	}
+	views := s.clients.list(func(v *clientView) bool {
+		if ids != nil && !slices.Contains(ids, v.id) {
+			return false
+		}
+		if kind == "" {
+			return true
+		}
+		v.mu.Lock()
+		pubsub := v.pubsub
+		v.mu.Unlock()
+		// sluice has no replicas or masters among its clients.
+		return (kind == "pubsub") == pubsub && (kind == "normal" || kind == "pubsub")
+	})
+	now := time.Now()
+	var b strings.Builder
+	for _, v := range views {
+		b.WriteString(v.line(now))
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,111 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluice-rl/sluice/router"
+)
+
+// lineOf is the CLIENT LIST line of client id, or "".
+func lineOf(list string, id int64) string {
+	for _, line := range strings.Split(list, "\n") {
+		if strings.HasPrefix(line, "id="+strconv.FormatInt(id, 10)+" ") {
+			return line
+		}
+	}
+	return ""
+}
+
+func TestClientList(t *testing.T) {
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		ctx := context.Background()
+		a := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
+		defer a.Close()
+		b := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 3})
+		defer b.Close()
+		if err := a.Do(ctx, "CLIENT", "SETNAME", "alpha").Err(); err != nil {
+			t.Fatal(err)
+		}
+		idA, _ := a.Do(ctx, "CLIENT", "ID").Int64()
+		idB, err := b.Do(ctx, "CLIENT", "ID").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Do(ctx, "THROTTLE", "k", 5, 1, "1s")
+
+		list, err := a.Do(ctx, "CLIENT", "LIST").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		la, lb := lineOf(list, idA), lineOf(list, idB)
+		for _, want := range []string{"name=alpha", "flags=N", "cmd=client", "resp=2", "user=default", "db=0", "addr=127.0.0.1:"} {
+			if !strings.Contains(la, want) {
+				t.Errorf("A's line %q lacks %q", la, want)
+			}
+		}
+		for _, want := range []string{"name= ", "cmd=throttle", "resp=3", "lib-name=go-redis"} {
+			if !strings.Contains(lb, want) {
+				t.Errorf("B's line %q lacks %q", lb, want)
+			}
+		}
+		if info, err := b.Do(ctx, "CLIENT", "INFO").Text(); err != nil || !strings.HasPrefix(info, "id="+strconv.FormatInt(idB, 10)+" ") || !strings.Contains(info, "cmd=client") {
+			t.Errorf("B's CLIENT INFO: %q, %v", info, err)
+		}
+
+		// ID and TYPE filter.
+		only, err := a.Do(ctx, "CLIENT", "LIST", "ID", idB, 99999).Text()
+		if err != nil || strings.Count(only, "\n") != 1 || lineOf(only, idB) == "" {
+			t.Errorf("CLIENT LIST ID %d: %q, %v", idB, only, err)
+		}
+		if pubsub, err := a.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text(); err != nil || pubsub != "" {
+			t.Errorf("CLIENT LIST TYPE pubsub: %q, %v, want none", pubsub, err)
+		}
+		if normal, err := a.Do(ctx, "CLIENT", "LIST", "TYPE", "normal").Text(); err != nil || lineOf(normal, idA) == "" || lineOf(normal, idB) == "" {
+			t.Errorf("CLIENT LIST TYPE normal: %q, %v", normal, err)
+		}
+		for _, bad := range [][]any{{"CLIENT", "LIST", "TYPE", "robot"}, {"CLIENT", "LIST", "ID", "x"}, {"CLIENT", "LIST", "NOPE"}} {
+			if err := a.Do(ctx, bad...).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR ") {
+				t.Errorf("%v: %v, want an ERR", bad, err)
+			}
+		}
+
+		// A client that leaves is no longer listed.
+		b.Close()
+		waitUntil(t, "B gone from CLIENT LIST", func() bool {
+			list, err := a.Do(ctx, "CLIENT", "LIST").Text()
+			return err == nil && lineOf(list, idB) == "" && lineOf(list, idA) != ""
+		})
+	})
+}
+
+func TestClientReply(t *testing.T) {
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		conn, r := raw(t, serve(t, router.NewMemory(0)))
+		// OFF: nothing is answered, a decision included, until ON; SKIP:
+		// the next command is not answered. The unanswered THROTTLE still
+		// took its token: the last one is limited.
+		io.WriteString(conn, "CLIENT REPLY OFF\r\nPING\r\nTHROTTLE r 1 1 1h\r\nNOSUCH\r\nCLIENT REPLY ON\r\n"+
+			"CLIENT REPLY SKIP\r\nECHO a\r\nECHO b\r\nCLIENT NO-EVICT on\r\nTHROTTLE r 1 1 1h\r\nCLIENT REPLY sideways\r\n")
+		want := "+OK\r\n$1\r\nb\r\n+OK\r\n*5\r\n:1\r\n:1\r\n:0\r\n"
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(r, got); err != nil || string(got) != want {
+			t.Fatalf("got %q, %v, want %q", got, err, want)
+		}
+		// The rest of the limited reply, then the syntax error.
+		for range 2 {
+			if _, err := r.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if line, err := r.ReadString('\n'); err != nil || line != "-ERR syntax error\r\n" {
+			t.Fatalf("CLIENT REPLY sideways: %q, %v", line, err)
+		}
+	})
+}
