@@ -22,6 +22,9 @@ type command struct {
 	request func(args [][]byte) (router.Request, error)
 	reply   func(conn replyWriter, req *router.Request, res *router.Result)
 	counts  bool // an allowed reply counts as an allowed decision in INFO
+	// policies: its short forms take their limit from a named policy
+	// (byPolicy); request parses the rest.
+	policies bool
 
 	local func(s *Server, c *client, conn respConn, args [][]byte)
 	// acl are its ACL categories (without '@'), as Redis gives its own.
@@ -44,8 +47,8 @@ var commandCommand, infoCommand *command
 
 func init() {
 	table := []*command{
-		{name: "throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseThrottle, reply: replyThrottle, counts: true, acl: []string{"write", "fast"}},
+		{name: "throttle", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
+			request: parseThrottle, reply: replyThrottle, counts: true, policies: true, acl: []string{"write", "fast"}},
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"}},
 		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,

@@ -63,6 +63,10 @@ type Config struct {
 	// new one is answered "ERR max number of clients reached" and closed,
 	// as by Redis's maxclients. 0 means 10,000, Redis's default.
 	MaxClients int
+	// Policies, when not nil, are the named limits THROTTLE may use
+	// instead of giving its own (THROTTLE key POLICY name, or a key that
+	// matches a rule); SetPolicies replaces them.
+	Policies *Policies
 	// Users, when not nil, are the ACL users clients authenticate as
 	// (--requirepass, --aclfile); nil lets every client run everything.
 	Users *Users
@@ -116,6 +120,9 @@ type Server struct {
 
 	stats   stats
 	metrics *metrics
+	// policies is swapped whole on a reload; a command keeps the policy it
+	// was parsed with.
+	policies atomic.Pointer[Policies]
 }
 
 // stats are the counters INFO reports.
@@ -125,8 +132,11 @@ type stats struct {
 	commands    atomic.Int64
 	allowed     atomic.Int64
 	limited     atomic.Int64
-	errors      atomic.Int64 // error replies
-	rejected    atomic.Int64 // connections turned away: --maxclients
+	// shadowLimited are allowed replies that a shadow policy's limit
+	// would have denied (counted in allowed too: the client was allowed).
+	shadowLimited atomic.Int64
+	errors        atomic.Int64 // error replies
+	rejected      atomic.Int64 // connections turned away: --maxclients
 }
 
 // OutputLimit bounds the replies waiting for one client.
@@ -185,6 +195,7 @@ func New(cfg Config) *Server {
 	if s.cfg.MaxClients <= 0 {
 		s.cfg.MaxClients = 10000
 	}
+	s.SetPolicies(cfg.Policies)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -381,7 +392,8 @@ type slot struct {
 	cmd   *command
 	req   router.Request
 	res   router.Result
-	raw   []byte // a forwarded command's reply (cmd is nil)
+	pol   *policy // the named policy that gave req its limit, or nil
+	raw   []byte  // a forwarded command's reply (cmd is nil)
 }
 
 // inFlight is how many commands were read and not yet replied to.
@@ -561,9 +573,15 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	}
 	if err == nil && cmd.request != nil {
 		var req router.Request
-		if req, err = cmd.request(args); err == nil {
+		var pol *policy
+		if cmd.policies && byPolicy(args) {
+			req, pol, err = s.policies.Load().request(args)
+		} else {
+			req, err = cmd.request(args)
+		}
+		if err == nil {
 			seq := c.base + uint64(len(c.q))
-			c.q = append(c.q, slot{state: slotWaiting, cmd: cmd, req: req})
+			c.q = append(c.q, slot{state: slotWaiting, cmd: cmd, req: req, pol: pol})
 			r.reqs = append(r.reqs, req)
 			r.to = append(r.to, target{c: c, seq: seq})
 			return true
@@ -717,13 +735,19 @@ func (s *Server) reply(w *replyBuf, sl *slot) {
 		s.writeError(w, sl.res.Err)
 		return
 	}
+	if sl.cmd.counts {
+		s.metrics.decided(sl.pol, &sl.res)
+	}
+	if sl.res.Limited && sl.pol != nil && sl.pol.shadow {
+		// Allowed with the bucket's real remaining and reset; as for any
+		// denial, nothing was taken.
+		s.stats.shadowLimited.Add(1)
+		sl.res.Limited, sl.res.RetryAfter = false, -1
+	}
 	if sl.res.Limited {
 		s.stats.limited.Add(1)
 	} else if sl.cmd.counts {
 		s.stats.allowed.Add(1)
-	}
-	if sl.cmd.counts {
-		s.metrics.decided(&sl.res)
 	}
 	sl.cmd.reply(w, &sl.req, &sl.res)
 }
