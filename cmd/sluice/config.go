@@ -47,6 +47,9 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 			return config{}, fmt.Errorf("line %d: %q is set twice", k.Line, k.Value)
 		}
 		seen[k.Value] = true
+		if v.Tag == "!!null" && (k.Value == "policies" || k.Value == "keys") {
+			continue // a section left empty: none
+		}
 		switch name := k.Value; {
 		case name == "policies":
 			if policies, err = readPolicies(v); err != nil {

@@ -55,6 +55,12 @@ policies:
 	if n, _ := o.policies.Len(); n != 1 {
 		t.Errorf("got %d policies, want 1", n)
 	}
+	// Empty sections are none.
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	writeConfig(t, empty, "policies:\nkeys:\n")
+	if o, err := parseFlags([]string{"--config", empty}, func(string) string { return "" }, os.Stderr); err != nil || o.policies == nil {
+		t.Errorf("empty sections: %v, %v", o.policies, err)
+	}
 	// SLUICE_CONFIG names the file over --config.
 	other := filepath.Join(t.TempDir(), "other.yaml")
 	writeConfig(t, other, "backend-timeout: 15ms\n")

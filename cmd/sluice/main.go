@@ -375,6 +375,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		zap.String("backend", backend),
 		zap.String("cluster", o.cluster),
 		zap.String("fallback", o.fallback),
+		zap.String("config", o.config),
 		zap.String("version", buildVersion()))
 
 	var ready atomic.Bool // serving: the cluster answered, or its keys go to the fallback
