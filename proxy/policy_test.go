@@ -215,3 +215,36 @@ func TestShadowPolicy(t *testing.T) {
 		t.Log(text)
 	}
 }
+
+// gatedDecider holds each Submit until released, so that a test can act
+// while a decision is in flight.
+type gatedDecider struct {
+	proxy.Decider
+	submitted, release chan struct{}
+}
+
+func (g gatedDecider) Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func(idx []int)) {
+	g.submitted <- struct{}{}
+	<-g.release
+	g.Decider.Submit(ctx, reqs, res, done)
+}
+
+// A command read before a reload keeps the policy it was parsed with.
+func TestInFlightKeepsItsPolicy(t *testing.T) {
+	// A goroutine per client: the gate holds whoever calls Submit, which
+	// must not be an event loop that also serves SetPolicies' test.
+	g := gatedDecider{Decider: router.NewMemory(0), submitted: make(chan struct{}, 8), release: make(chan struct{})}
+	srv, addr := serveServer(t, proxy.Config{Decider: g, Backend: "test", Loops: -1,
+		Policies: mustPolicies(t, []proxy.Policy{{Name: "p", Capacity: 3, Refill: 1, Period: "1s"}}, nil)})
+	conn := dialRaw(t, addr)
+	conn.send([]string{"THROTTLE", "k", "POLICY", "p"})
+	<-g.submitted
+	srv.SetPolicies(mustPolicies(t, []proxy.Policy{{Name: "p", Capacity: 9, Refill: 1, Period: "1s"}}, nil))
+	close(g.release)
+	if got := conn.read(); !strings.HasPrefix(got, "*5\r\n:0\r\n:3\r\n:2\r\n") {
+		t.Fatalf("decided across a reload: %q, want the old policy's bucket of 3", got)
+	}
+	if got := conn.do("THROTTLE", "k2", "POLICY", "p"); !strings.HasPrefix(got, "*5\r\n:0\r\n:9\r\n:8\r\n") {
+		t.Fatalf("after the reload: %q, want the new policy's bucket of 9", got)
+	}
+}

@@ -132,11 +132,12 @@ type stats struct {
 	commands    atomic.Int64
 	allowed     atomic.Int64
 	limited     atomic.Int64
+	errors      atomic.Int64 // error replies
+	rejected    atomic.Int64 // connections turned away: --maxclients
+
 	// shadowLimited are allowed replies that a shadow policy's limit
 	// would have denied (counted in allowed too: the client was allowed).
 	shadowLimited atomic.Int64
-	errors        atomic.Int64 // error replies
-	rejected      atomic.Int64 // connections turned away: --maxclients
 }
 
 // OutputLimit bounds the replies waiting for one client.
