@@ -231,8 +231,8 @@ func (g gatedDecider) Submit(ctx context.Context, reqs []router.Request, res []r
 
 // A command read before a reload keeps the policy it was parsed with.
 func TestInFlightKeepsItsPolicy(t *testing.T) {
-	// A goroutine per client: the gate holds whoever calls Submit, which
-	// must not be an event loop that also serves SetPolicies' test.
+	// A goroutine per client: the gate holds the caller of Submit, and an
+	// event loop held so would hold every client with it.
 	g := gatedDecider{Decider: router.NewMemory(0), submitted: make(chan struct{}, 8), release: make(chan struct{})}
 	srv, addr := serveServer(t, proxy.Config{Decider: g, Backend: "test", Loops: -1,
 		Policies: mustPolicies(t, []proxy.Policy{{Name: "p", Capacity: 3, Refill: 1, Period: "1s"}}, nil)})
