@@ -105,7 +105,35 @@ func FuzzParseThrottle(f *testing.F) {
 	f.Add([]byte("{tag}k"), []byte("1000000"), []byte("1000000"), []byte("1s"), []byte("0"), false)
 	f.Add([]byte(""), []byte("1"), []byte("1"), []byte("1d"), []byte("2"), true)
 	f.Add([]byte("k"), []byte("15"), []byte("30"), []byte("60"), []byte("-1"), false)
+	// The policy forms read the key, the policy's name from capacity's
+	// place, and the cost.
+	f.Add([]byte("api:free:1"), []byte("free"), []byte("POLICY"), []byte("1s"), []byte("2"), false)
+	f.Add([]byte("api:paid:1"), []byte("paid"), []byte("policy"), []byte("1s"), []byte(""), true)
+	policies, err := NewPolicies([]Policy{
+		{Name: "free", Capacity: 100, Refill: 10, Period: "1s"},
+		{Name: "paid", Capacity: 1000, Refill: 100, Period: "1s", Shadow: true},
+	}, []KeyRule{{"api:free:*", "free"}, {"api:*", "paid"}})
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, key, capacity, refill, period, cost []byte, cell bool) {
+		for _, args := range [][][]byte{
+			{[]byte("THROTTLE"), key, refill, capacity, cost},
+			{[]byte("THROTTLE"), key, refill, capacity},
+			{[]byte("THROTTLE"), key, cost},
+			{[]byte("THROTTLE"), key},
+		} {
+			if !byPolicy(args) {
+				continue
+			}
+			req, pol, err := policies.request(args)
+			if err != nil {
+				continue
+			}
+			if pol == nil || req.Key != string(key) || req.Cost < 0 || req.Interval != pol.iv {
+				t.Fatalf("%q: accepted a bad request %+v by %+v", args, req, pol)
+			}
+		}
 		args := [][]byte{[]byte("THROTTLE"), key, capacity, refill, period, cost}
 		parse := parseThrottle
 		if cell {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -23,10 +24,38 @@ type command struct {
 	request func(args [][]byte) (router.Request, error)
 	reply   func(conn replyWriter, req *router.Request, res *router.Result)
 	counts  bool // an allowed reply counts as an allowed decision in INFO
+	// policies: its short forms take their limit from a named policy
+	// (byPolicy); request parses the rest.
+	policies bool
 
 	local func(s *Server, c *client, conn respConn, args [][]byte)
 	// acl are its ACL categories (without '@'), as Redis gives its own.
 	acl []string
+	// summary and args are its COMMAND DOCS, which redis-cli's hints read;
+	// a command without a summary has none.
+	summary string
+	args    []argDoc
+}
+
+// argDoc is one argument as COMMAND DOCS describes it, in Redis's terms:
+// a oneof or a block holds args of its own.
+type argDoc struct {
+	name, typ, token string
+	optional         bool
+	args             []argDoc
+}
+
+// throttleArgs are THROTTLE's three forms: the limit inline, a policy by
+// name, or neither (the policy of the key's rule).
+var throttleArgs = []argDoc{
+	{name: "key", typ: "key"},
+	{name: "limit", typ: "oneof", optional: true, args: []argDoc{
+		{name: "inline", typ: "block", args: []argDoc{
+			{name: "capacity", typ: "integer"}, {name: "refill", typ: "integer"}, {name: "period", typ: "string"},
+		}},
+		{name: "policy", typ: "string", token: "POLICY"},
+	}},
+	{name: "cost", typ: "integer", optional: true},
 }
 
 // commands is the command table, by lower-case name. It is built once, in
@@ -45,8 +74,9 @@ var commandCommand, infoCommand *command
 
 func init() {
 	table := []*command{
-		{name: "throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseThrottle, reply: replyThrottle, counts: true, acl: []string{"write", "fast"}},
+		{name: "throttle", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
+			request: parseThrottle, reply: replyThrottle, counts: true, policies: true, acl: []string{"write", "fast"},
+			summary: "Takes cost tokens from key's bucket, under a limit given inline, a named policy, or the policy of the key's rule", args: throttleArgs},
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"}},
 		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,
@@ -372,10 +402,55 @@ func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 			}
 		}
 	case "DOCS":
-		// No documentation yet; an empty map keeps redis-cli content.
-		conn.WriteMap(0)
+		// Only what has a summary: redis-cli keeps its own hints for the
+		// rest.
+		var docs []*command
+		for name, cmd := range commands {
+			if cmd.summary != "" && (len(args) == 2 || slices.ContainsFunc(args[2:], func(a []byte) bool { return strings.EqualFold(string(a), name) })) {
+				docs = append(docs, cmd)
+			}
+		}
+		conn.WriteMap(len(docs))
+		for _, cmd := range docs {
+			conn.WriteBulkString(cmd.name)
+			conn.WriteMap(3)
+			conn.WriteBulkString("summary")
+			conn.WriteBulkString(cmd.summary)
+			conn.WriteBulkString("group")
+			conn.WriteBulkString("sluice")
+			conn.WriteBulkString("arguments")
+			writeArgDocs(conn, cmd.args)
+		}
 	default:
 		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", truncate(args[1])))
+	}
+}
+
+func writeArgDocs(conn respConn, args []argDoc) {
+	conn.WriteArray(len(args))
+	for _, a := range args {
+		n := 2
+		for _, has := range []bool{a.token != "", a.optional, a.args != nil} {
+			n += btoi(has)
+		}
+		conn.WriteMap(n)
+		conn.WriteBulkString("name")
+		conn.WriteBulkString(a.name)
+		conn.WriteBulkString("type")
+		conn.WriteBulkString(a.typ)
+		if a.token != "" {
+			conn.WriteBulkString("token")
+			conn.WriteBulkString(a.token)
+		}
+		if a.optional {
+			conn.WriteBulkString("flags")
+			conn.WriteSet(1)
+			conn.WriteString("optional")
+		}
+		if a.args != nil {
+			conn.WriteBulkString("arguments")
+			writeArgDocs(conn, a.args)
+		}
 	}
 }
 

@@ -23,6 +23,7 @@ var infoSections = []struct {
 	{"server", "Server", (*Server).infoServer},
 	{"clients", "Clients", (*Server).infoClients},
 	{"stats", "Stats", (*Server).infoStats},
+	{"policies", "Policies", (*Server).infoPolicies},
 	{"memory", "Memory", (*Server).infoMemory},
 	{"backend", "Backend", (*Server).infoBackend},
 	{"cpu", "CPU", (*Server).infoCPU},
@@ -99,6 +100,30 @@ func (s *Server) infoStats(b *strings.Builder) {
 	fmt.Fprintf(b, "total_error_replies:%d\r\n", s.stats.errors.Load())
 	fmt.Fprintf(b, "throttle_allowed:%d\r\n", s.stats.allowed.Load())
 	fmt.Fprintf(b, "throttle_limited:%d\r\n", s.stats.limited.Load())
+	fmt.Fprintf(b, "throttle_shadow_limited:%d\r\n", s.stats.shadowLimited.Load())
+}
+
+// infoPolicies lists the policies in force, each with its decisions as
+// the bucket made them: a shadow policy's limited were allowed, and say
+// what enforcing it would deny.
+func (s *Server) infoPolicies(b *strings.Builder) {
+	p := s.policies.Load()
+	n, rules := p.Len()
+	fmt.Fprintf(b, "policies:%d\r\n", n)
+	fmt.Fprintf(b, "key_rules:%d\r\n", rules)
+	if p == nil {
+		return
+	}
+	for _, name := range sortedKeys(p.byName) {
+		pol := p.byName[name]
+		var allowed, limited int64
+		for src := range pol.counts.decisions {
+			allowed += pol.counts.decisions[src][0].Load()
+			limited += pol.counts.decisions[src][1].Load()
+		}
+		fmt.Fprintf(b, "policy_%s:capacity=%d,refill=%d,period_us=%d,shadow=%d,allowed=%d,limited=%d\r\n",
+			name, pol.limit.Capacity, pol.limit.Refill, pol.limit.Period, btoi(pol.shadow), allowed, limited)
+	}
 }
 
 // statser is a Decider that reports its state, for INFO.

@@ -22,8 +22,12 @@ type metrics struct {
 	decisions [router.NumSources][2]atomic.Int64
 	latency   prometheus.Histogram
 
-	mu       sync.RWMutex // guards commands
+	mu       sync.RWMutex // guards commands and policies
 	commands map[string]*atomic.Int64
+	// policies are the named policies' counters by name, kept across
+	// reloads (a counter never goes back) for every name ever configured,
+	// which bounds them.
+	policies map[string]*policyCounts
 }
 
 func newMetrics() *metrics {
@@ -36,14 +40,38 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
 		}),
 		commands: map[string]*atomic.Int64{},
+		policies: map[string]*policyCounts{},
 	}
 }
 
-// decided counts one decision.
-func (m *metrics) decided(res *router.Result) {
-	if int(res.Source) < len(m.decisions) {
-		m.decisions[res.Source][btoi(res.Limited)].Add(1)
+// decided counts one decision, made by pol (nil: inline), as the bucket
+// made it: a shadow policy's limited decision counts as limited here,
+// whatever its reply says.
+func (m *metrics) decided(pol *policy, res *router.Result) {
+	if int(res.Source) >= len(m.decisions) {
+		return
 	}
+	if pol == nil {
+		m.decisions[res.Source][btoi(res.Limited)].Add(1)
+		return
+	}
+	pol.counts.decisions[res.Source][btoi(res.Limited)].Add(1)
+	if pol.shadow && res.Limited {
+		pol.counts.shadowed.Add(1)
+	}
+}
+
+// policyCounts are the counters of the policy named name, made on first
+// use.
+func (m *metrics) policyCounts(name string) *policyCounts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.policies[name]
+	if c == nil {
+		c = new(policyCounts)
+		m.policies[name] = c
+	}
+	return c
 }
 
 // forwarded counts one passthrough command by its name (the cluster's
@@ -71,6 +99,15 @@ func (m *metrics) observe(start, now time.Time, n int) {
 	}
 }
 
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -87,8 +124,10 @@ func (s *Server) MetricsHandler() http.Handler {
 
 var (
 	descDecisions = prometheus.NewDesc("sluice_decisions_total",
-		"THROTTLE, CL.THROTTLE and GCRA decisions by result, by what made them, and by policy (inline: the limit came with the call).",
+		"THROTTLE, CL.THROTTLE and GCRA decisions by result (as the bucket decided: a shadow policy's limited ones were allowed), by what made them, and by policy (inline: the limit came with the call).",
 		[]string{"result", "source", "policy"}, nil)
+	descShadowed = prometheus.NewDesc("sluice_shadow_limited_total",
+		"Decisions a shadow policy allowed that its limit would have denied.", []string{"policy"}, nil)
 	descConnected = prometheus.NewDesc("sluice_connected_clients", "Clients connected now.", nil, nil)
 	descAccepted  = prometheus.NewDesc("sluice_connections_total", "Client connections accepted since start.", nil, nil)
 	descRejected  = prometheus.NewDesc("sluice_rejected_connections_total", "Client connections turned away at --maxclients.", nil, nil)
@@ -109,7 +148,7 @@ var (
 type collector struct{ s *Server }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descDecisions, descConnected, descAccepted, descRejected, descCommands,
+	for _, d := range []*prometheus.Desc{descDecisions, descShadowed, descConnected, descAccepted, descRejected, descCommands,
 		descErrors, descForwarded, descHealthy, descShardErrs, descFallback, descHotKeys, descHotSplit,
 		descClusterUp, descBuckets} {
 		ch <- d
@@ -126,6 +165,24 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	table := s.policies.Load()
+	m.mu.RLock()
+	for _, name := range sortedKeys(m.policies) {
+		pc := m.policies[name]
+		for src := range pc.decisions {
+			for lim, result := range []string{"allowed", "limited"} {
+				if n := pc.decisions[src][lim].Load(); n > 0 {
+					ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), result, router.Source(src).String(), name)
+				}
+			}
+		}
+		// A shadow policy's series is there from the start, so that a
+		// roll-out's dashboard shows 0 rather than nothing.
+		if n := pc.shadowed.Load(); n > 0 || table.shadow(name) {
+			ch <- prometheus.MustNewConstMetric(descShadowed, prometheus.CounterValue, float64(n), name)
+		}
+	}
+	m.mu.RUnlock()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -138,12 +195,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCommands, float64(s.stats.commands.Load()))
 	counter(descErrors, float64(s.stats.errors.Load()))
 	m.mu.RLock()
-	names := make([]string, 0, len(m.commands))
-	for name := range m.commands {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range sortedKeys(m.commands) {
 		counter(descForwarded, float64(m.commands[name].Load()), name)
 	}
 	m.mu.RUnlock()

@@ -20,7 +20,10 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"})
+	// A named policy's request is the same router.Request an inline limit
+	// makes, so the cluster decides it alike.
+	policies := mustPolicies(t, []proxy.Policy{{Name: "two", Capacity: 2, Refill: 1, Period: "1s"}}, []proxy.KeyRule{{"mk:p*", "two"}})
+	srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", Policies: policies})
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	conn := dialRaw(t, ln.Addr().String())
@@ -30,6 +33,11 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	for range 3 {
 		conn.do("THROTTLE", "mk:t", "2", "1", "1s")
 	}
+	conn.do("THROTTLE", "mk:p1", "POLICY", "two")
+	conn.do("THROTTLE", "mk:p1")
+	if got := conn.do("THROTTLE", "mk:p1"); !strings.HasPrefix(got, "*5\r\n:1\r\n:2\r\n") {
+		t.Errorf("a third call by a policy of 2: got %q, want limited", got)
+	}
 	rec := httptest.NewRecorder()
 	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	text := rec.Body.String()
@@ -38,7 +46,9 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		`sluice_passthrough_commands_total{command="set"} 1`,
 		`sluice_decisions_total{policy="inline",result="allowed",source="cluster"} 2`,
 		`sluice_decisions_total{policy="inline",result="limited",source="cluster"} 1`,
-		`sluice_decision_duration_seconds_count 3`,
+		`sluice_decisions_total{policy="two",result="allowed",source="cluster"} 2`,
+		`sluice_decisions_total{policy="two",result="limited",source="cluster"} 1`,
+		`sluice_decision_duration_seconds_count 6`,
 		`sluice_connected_clients 1`,
 		`sluice_cluster_connected 1`,
 	} {

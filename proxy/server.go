@@ -63,6 +63,10 @@ type Config struct {
 	// new one is answered "ERR max number of clients reached" and closed,
 	// as by Redis's maxclients. 0 means 10,000, Redis's default.
 	MaxClients int
+	// Policies, when not nil, are the named limits THROTTLE may use
+	// instead of giving its own (THROTTLE key POLICY name, or a key that
+	// matches a rule); SetPolicies replaces them.
+	Policies *Policies
 	// Users, when not nil, are the ACL users clients authenticate as
 	// (--requirepass, --aclfile); nil lets every client run everything.
 	Users *Users
@@ -117,6 +121,9 @@ type Server struct {
 	stats   stats
 	metrics *metrics
 	clients clientTable // every connected client, for CLIENT LIST
+	// policies is swapped whole on a reload; a command keeps the policy it
+	// was parsed with.
+	policies atomic.Pointer[Policies]
 }
 
 // stats are the counters INFO reports.
@@ -128,6 +135,10 @@ type stats struct {
 	limited     atomic.Int64
 	errors      atomic.Int64 // error replies
 	rejected    atomic.Int64 // connections turned away: --maxclients
+
+	// shadowLimited are allowed replies that a shadow policy's limit
+	// would have denied (counted in allowed too: the client was allowed).
+	shadowLimited atomic.Int64
 }
 
 // OutputLimit bounds the replies waiting for one client.
@@ -186,6 +197,7 @@ func New(cfg Config) *Server {
 	if s.cfg.MaxClients <= 0 {
 		s.cfg.MaxClients = 10000
 	}
+	s.SetPolicies(cfg.Policies)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
@@ -396,7 +408,8 @@ type slot struct {
 	cmd   *command
 	req   router.Request
 	res   router.Result
-	raw   []byte // a forwarded command's reply (cmd is nil)
+	pol   *policy // the named policy that gave req its limit, or nil
+	raw   []byte  // a forwarded command's reply (cmd is nil)
 	// silent: rendered (a decision still counts) and dropped, after
 	// CLIENT REPLY OFF or SKIP.
 	silent bool
@@ -607,9 +620,15 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 	}
 	if err == nil && cmd.request != nil {
 		var req router.Request
-		if req, err = cmd.request(args); err == nil {
+		var pol *policy
+		if cmd.policies && byPolicy(args) {
+			req, pol, err = s.policies.Load().request(args)
+		} else {
+			req, err = cmd.request(args)
+		}
+		if err == nil {
 			seq := c.base + uint64(len(c.q))
-			c.q = append(c.q, slot{state: slotWaiting, cmd: cmd, req: req})
+			c.q = append(c.q, slot{state: slotWaiting, cmd: cmd, req: req, pol: pol})
 			r.reqs = append(r.reqs, req)
 			r.to = append(r.to, target{c: c, seq: seq})
 			return true
@@ -770,13 +789,19 @@ func (s *Server) reply(w *replyBuf, sl *slot) {
 		s.writeError(w, sl.res.Err)
 		return
 	}
+	if sl.cmd.counts {
+		s.metrics.decided(sl.pol, &sl.res)
+	}
+	if sl.res.Limited && sl.pol != nil && sl.pol.shadow {
+		// Allowed with the bucket's real remaining and reset; as for any
+		// denial, nothing was taken.
+		s.stats.shadowLimited.Add(1)
+		sl.res.Limited, sl.res.RetryAfter = false, -1
+	}
 	if sl.res.Limited {
 		s.stats.limited.Add(1)
 	} else if sl.cmd.counts {
 		s.stats.allowed.Add(1)
-	}
-	if sl.cmd.counts {
-		s.metrics.decided(&sl.res)
 	}
 	sl.cmd.reply(w, &sl.req, &sl.res)
 }

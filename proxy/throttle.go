@@ -19,10 +19,11 @@ var (
 	errQuantity   = errors.New("quantity must be a non-negative integer")
 )
 
-// parseThrottle parses THROTTLE key capacity refill period [cost].
+// parseThrottle parses THROTTLE key capacity refill period [cost], the
+// limit inline (Policies.request parses the policy forms).
 func parseThrottle(args [][]byte) (router.Request, error) {
-	if len(args) > 6 {
-		return router.Request{}, errors.New("wrong number of arguments for 'throttle' command")
+	if len(args) < 5 || len(args) > 6 {
+		return router.Request{}, errThrottleNArgs
 	}
 	capacity, ok := parseInt(args[2])
 	if !ok || capacity < 1 {

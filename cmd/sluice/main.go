@@ -3,8 +3,15 @@
 // Cluster, or in memory when no cluster is given.
 //
 // Every flag can also be set in the environment as SLUICE_<NAME>, with the
-// name in upper case and dashes as underscores (SLUICE_LOG_LEVEL=debug); a
-// flag on the command line wins.
+// name in upper case and dashes as underscores (SLUICE_LOG_LEVEL=debug),
+// and in the --config file under its own name (log-level: debug). The
+// environment wins over the command line, which wins over the file: an
+// orchestrator sets the environment per deployment, over the command line
+// baked into an image.
+//
+// SIGHUP reads the --config file again and swaps its policies and key
+// rules in whole; a file that does not check is refused and the old one
+// stays. Other settings take effect on a restart.
 package main
 
 import (
@@ -19,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -76,6 +84,12 @@ type options struct {
 	shutdown      time.Duration
 	metrics       string
 	outputLimit   outputLimit
+	// config is the file of policies and settings SIGHUP reads again.
+	config   string
+	policies *proxy.Policies
+	// settings are every flag's value as it took effect, by name: a
+	// reload compares them to say what needs a restart.
+	settings map[string]string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -113,25 +127,51 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a client idle for this many `seconds`, as Redis's timeout (subscribers and clients waiting for a reply excepted); 0 never does")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "most clients connected at once; past it a new one is answered \"ERR max number of clients reached\" and closed")
 	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen without --requirepass or a default user with a password; no allows it")
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := f.Value.Set(v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s: %w", name, err)
-			}
-			f.DefValue = v
-		}
-	})
-	if envErr != nil {
-		return o, envErr
-	}
+	fs.StringVar(&o.config, "config", "", "YAML `file` of named policies, the key patterns that select them, and any flag by its name; SIGHUP reloads its policies")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	// Precedence: the environment, then the command line, then the file,
+	// then the defaults.
+	onCommandLine := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	env := func(f *flag.Flag) (string, string) {
+		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		return name, getenv(name)
+	}
+	if _, v := env(fs.Lookup("config")); v != "" {
+		o.config = v
+	}
+	if o.config != "" {
+		cfg, err := readConfig(o.config, fs)
+		if err != nil {
+			return o, fmt.Errorf("--config %s: %w", o.config, err)
+		}
+		for name, v := range cfg.flags {
+			if _, e := env(fs.Lookup(name)); e == "" && !onCommandLine[name] {
+				if err := fs.Set(name, v); err != nil {
+					return o, fmt.Errorf("--config %s: %s: %w", o.config, name, err)
+				}
+			}
+		}
+		o.policies = cfg.policies
+	}
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if name, v := env(f); v != "" && envErr == nil {
+			if err := f.Value.Set(v); err != nil {
+				envErr = fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return o, envErr
+	}
+	o.settings = map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { o.settings[f.Name] = f.Value.String() })
 	if o.announce != "" {
 		if _, port, err := net.SplitHostPort(o.announce); err != nil || port == "" {
 			return o, fmt.Errorf("--announce must be host:port, not %q", o.announce)
@@ -268,6 +308,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	var decider proxy.Decider
 	var forwarder proxy.Forwarder // the cluster's, for ordinary commands
@@ -326,12 +369,13 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
 		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
 		IdleTimeout: time.Duration(o.idleTimeout) * time.Second, OutputLimit: proxy.OutputLimit(o.outputLimit),
-		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit)})
+		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit), Policies: o.policies})
 	log.Info("sluice started",
 		zap.String("listen", ln.Addr().String()),
 		zap.String("backend", backend),
 		zap.String("cluster", o.cluster),
 		zap.String("fallback", o.fallback),
+		zap.String("config", o.config),
 		zap.String("version", buildVersion()))
 
 	var ready atomic.Bool // serving: the cluster answered, or its keys go to the fallback
@@ -348,11 +392,16 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	ready.Store(true)
-	select {
-	case err = <-served:
-		log.Error("serving failed", zap.Error(err))
-		return 1
-	case <-ctx.Done():
+	for serving := true; serving; {
+		select {
+		case err = <-served:
+			log.Error("serving failed", zap.Error(err))
+			return 1
+		case <-hup:
+			reload(log, srv, o, args, getenv)
+		case <-ctx.Done():
+			serving = false
+		}
 	}
 	// SIGTERM: no more clients; what was read is answered, within
 	// --shutdown-timeout; then the cluster's connections close (deferred).
@@ -366,6 +415,38 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	<-served
 	log.Info("sluice stopped", zap.Duration("took", time.Since(start)))
 	return 0
+}
+
+// reload reads the --config file again (SIGHUP), with the same command
+// line and environment: its policies and key rules replace the server's
+// whole. Every other setting is read at start only; those the file
+// changed are named, to be applied by a restart. A file that does not
+// check changes nothing, and is one log line.
+func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, getenv func(string) string) {
+	if running.config == "" {
+		log.Warn("SIGHUP: no --config to reload")
+		return
+	}
+	o, err := parseFlags(args, getenv, io.Discard)
+	if err != nil {
+		log.Error("config not reloaded: keeping the one in force", zap.Error(err))
+		return
+	}
+	srv.SetPolicies(o.policies)
+	var restart []string
+	for name, v := range o.settings {
+		if running.settings[name] != v {
+			restart = append(restart, name)
+		}
+	}
+	sort.Strings(restart)
+	n, rules := o.policies.Len()
+	fields := []zap.Field{zap.String("config", o.config), zap.Int("policies", n), zap.Int("key_rules", rules)}
+	if len(restart) > 0 {
+		log.Warn("config reloaded", append(fields, zap.Strings("restart_needed", restart))...)
+		return
+	}
+	log.Info("config reloaded", fields...)
 }
 
 // hotThreshold maps the flag's 0 (off) to the router's negative.

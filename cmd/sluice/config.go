@@ -1,0 +1,153 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-rl/sluice/proxy"
+)
+
+// config is what a --config file holds: the named policies and the key
+// rules that select them, and values for any flag, by the flag's name.
+type config struct {
+	policies *proxy.Policies
+	flags    map[string]string
+}
+
+// readConfig reads and checks the YAML file at path; fs names the flags it
+// may set. An error names the line and the key at fault.
+func readConfig(path string, fs *flag.FlagSet) (config, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return config{}, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(text, &doc); err != nil {
+		return config{}, err
+	}
+	cfg := config{flags: map[string]string{}}
+	if len(doc.Content) == 0 { // an empty file
+		return cfg, nil
+	}
+	top := doc.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return config{}, fmt.Errorf("line %d: want a mapping of keys to values", top.Line)
+	}
+	var policies []proxy.Policy
+	var rules []proxy.KeyRule
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		k, v := top.Content[i], top.Content[i+1]
+		if seen[k.Value] {
+			return config{}, fmt.Errorf("line %d: %q is set twice", k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		if v.Tag == "!!null" && (k.Value == "policies" || k.Value == "keys") {
+			continue // a section left empty: none
+		}
+		switch name := k.Value; {
+		case name == "policies":
+			if policies, err = readPolicies(v); err != nil {
+				return config{}, err
+			}
+		case name == "keys":
+			// A mapping, read as a Node because its order is the rules'
+			// order: the first pattern that matches a key wins.
+			if err := wantKind(v, yaml.MappingNode, "keys", "a mapping of key patterns to policy names"); err != nil {
+				return config{}, err
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				pat, pol := v.Content[j], v.Content[j+1]
+				if err := wantKind(pol, yaml.ScalarNode, "keys: "+pat.Value, "a policy name"); err != nil {
+					return config{}, err
+				}
+				rules = append(rules, proxy.KeyRule{Pattern: pat.Value, Policy: pol.Value})
+			}
+		case name == "config":
+			return config{}, fmt.Errorf("line %d: a config file cannot name another", k.Line)
+		case fs.Lookup(name) == nil:
+			return config{}, fmt.Errorf("line %d: unknown key %q: not a policy section nor a flag of sluice", k.Line, name)
+		default:
+			value, err := flagValue(v)
+			if err != nil {
+				return config{}, fmt.Errorf("line %d: %s: %w", k.Line, name, err)
+			}
+			cfg.flags[name] = value
+		}
+	}
+	if cfg.policies, err = proxy.NewPolicies(policies, rules); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+// readPolicies reads policies: name: {capacity, refill, period, shadow}.
+func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
+	if err := wantKind(n, yaml.MappingNode, "policies", "a mapping of names to policies"); err != nil {
+		return nil, err
+	}
+	var out []proxy.Policy
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		name, body := n.Content[i], n.Content[i+1]
+		p := proxy.Policy{Name: name.Value}
+		where := "policy " + name.Value
+		if err := wantKind(body, yaml.MappingNode, where, "{capacity: N, refill: N, period: 1s}"); err != nil {
+			return nil, err
+		}
+		for j := 0; j+1 < len(body.Content); j += 2 {
+			k, v := body.Content[j], body.Content[j+1]
+			if err := wantKind(v, yaml.ScalarNode, where+": "+k.Value, "a value"); err != nil {
+				return nil, err
+			}
+			var err error
+			switch k.Value {
+			case "capacity":
+				err = v.Decode(&p.Capacity)
+			case "refill":
+				err = v.Decode(&p.Refill)
+			case "period":
+				p.Period = v.Value // THROTTLE's syntax, which proxy checks
+			case "shadow":
+				err = v.Decode(&p.Shadow)
+			default:
+				err = errors.New("unknown key: want capacity, refill, period or shadow")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("line %d: policy %q: %s: %w", k.Line, name.Value, k.Value, err)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func wantKind(n *yaml.Node, kind yaml.Kind, where, want string) error {
+	if n.Kind != kind {
+		return fmt.Errorf("line %d: %s: want %s", n.Line, where, want)
+	}
+	return nil
+}
+
+// flagValue is a flag's value as its command line would give it: a
+// scalar, or a sequence of them joined by commas (--cluster, --hot-keys).
+func flagValue(n *yaml.Node) (string, error) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Value, nil
+	case yaml.SequenceNode:
+		items := make([]string, len(n.Content))
+		for i, item := range n.Content {
+			if item.Kind != yaml.ScalarNode {
+				return "", errors.New("want a value or a list of values")
+			}
+			items[i] = item.Value
+		}
+		return strings.Join(items, ","), nil
+	}
+	return "", errors.New("want a value or a list of values")
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The environment wins over the command line, which wins over the file,
+// which wins over the defaults.
+func TestConfigPrecedence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, `
+backend-timeout: 10ms
+forward-timeout: 3s
+max-blocking: 7
+hot-keys: [tenant:big, "login:*"]
+read-from-replicas: true
+protected-mode: no
+policies:
+  free: {capacity: 100, refill: 10, period: 1s}
+`)
+	env := map[string]string{"SLUICE_BACKEND_TIMEOUT": "30ms", "SLUICE_MAX_BLOCKING": "9"}
+	o, err := parseFlags([]string{"--config", path, "--backend-timeout", "20ms", "--forward-timeout", "4s", "--max-blocking", "8"},
+		func(k string) string { return env[k] }, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		got, want any
+	}{
+		{"backend-timeout: env over flag over file", o.backendTimeout, 30 * time.Millisecond},
+		{"max-blocking: env over flag over file", o.maxBlocking, 9},
+		{"forward-timeout: flag over file", o.forwardTimeout, 4 * time.Second},
+		{"hot-keys: file, a list", o.hotKeys, "tenant:big,login:*"},
+		{"read-from-replicas: file", o.replicas, true},
+		{"protected-mode: file", o.protectedMode, "no"},
+		{"hot-cooldown: default", o.hotCooldown, 10 * time.Second},
+	} {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	if n, _ := o.policies.Len(); n != 1 {
+		t.Errorf("got %d policies, want 1", n)
+	}
+	// Empty sections are none.
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	writeConfig(t, empty, "policies:\nkeys:\n")
+	if o, err := parseFlags([]string{"--config", empty}, func(string) string { return "" }, os.Stderr); err != nil || o.policies == nil {
+		t.Errorf("empty sections: %v, %v", o.policies, err)
+	}
+	// SLUICE_CONFIG names the file over --config.
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	writeConfig(t, other, "backend-timeout: 15ms\n")
+	o, err = parseFlags([]string{"--config", path}, func(k string) string {
+		if k == "SLUICE_CONFIG" {
+			return other
+		}
+		return ""
+	}, os.Stderr)
+	if n, _ := o.policies.Len(); err != nil || o.backendTimeout != 15*time.Millisecond || n != 0 {
+		t.Errorf("SLUICE_CONFIG over --config: backend-timeout %v, %v; want 15ms from it, no policies", o.backendTimeout, err)
+	}
+}
+
+// A file that does not check is refused at start, and says where.
+func TestBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct{ text, want string }{
+		{"nope: 1\n", `line 1: unknown key "nope"`},
+		{"backend-timeout: fast\n", "backend-timeout: parse error"},
+		{"backend-timeout: 0s\n", "must be positive"},
+		{"hot-keys: {a: b}\n", "hot-keys: want a value or a list of values"},
+		{"config: other.yaml\n", "cannot name another"},
+		{"policies: [free]\n", "policies: want a mapping"},
+		{"policies:\n  free: {capacity: many, refill: 1, period: 1s}\n", `line 2: policy "free": capacity:`},
+		{"policies:\n  free: {capacity: 1, refill: 1, period: 1s, burst: 2}\n", `policy "free": burst: unknown key`},
+		{"policies:\n  free: {capacity: 1, refill: 1, period: 1w}\n", `policy "free": period must be`},
+		{"policies:\n  free: {capacity: 1, refill: 1, period: 1s}\nkeys:\n  \"api:*\": paid\n", `names policy "paid", which is not defined`},
+		{"policies: {}\npolicies: {}\n", `"policies" is set twice`},
+		{"policies:\n  free: {capacity: 1\n", "yaml:"},
+		{"- a\n- b\n", "want a mapping"},
+	} {
+		path := filepath.Join(dir, "sluice.yaml")
+		writeConfig(t, path, tt.text)
+		var out strings.Builder
+		if code := run([]string{"--config", path}, func(string) string { return "" }, &out); code != 2 || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tt.text, code, out.String(), tt.want)
+		}
+	}
+}
+
+// SIGHUP to the binary: a good file's policies replace the old ones, and a
+// setting it changed is named as needing a restart; a bad file is one
+// error line, and the old policies stay.
+func TestReloadOnSIGHUP(t *testing.T) {
+	requireRedisCLI(t)
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, `
+policies:
+  free: {capacity: 3, refill: 1, period: 1h}
+  paid: {capacity: 1000, refill: 100, period: 1s}
+keys:
+  "api:free:*": free
+  "api:*": paid
+`)
+	p := start(t, binary(t), []string{"SLUICE_LISTEN=127.0.0.1:0"}, "--config", path)
+	throttleCap := func(args ...string) string {
+		t.Helper()
+		got := redisCLI(t, p.addr, append([]string{"THROTTLE"}, args...)...)
+		if len(got) != 5 {
+			t.Fatalf("THROTTLE %v: %v", args, got)
+		}
+		return got[1]
+	}
+	if got := throttleCap("api:free:1"); got != "3" {
+		t.Fatalf("api:free:1 by its rule: capacity %s, want 3", got)
+	}
+	if got := throttleCap("k", "POLICY", "paid"); got != "1000" {
+		t.Fatalf("POLICY paid: capacity %s, want 1000", got)
+	}
+	hup := func() {
+		t.Helper()
+		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	writeConfig(t, path, `
+backend-timeout: 20ms
+policies:
+  free: {capacity: 5, refill: 1, period: 1h}
+  gold: {capacity: 7, refill: 1, period: 1h}
+keys:
+  "api:free:*": free
+`)
+	hup()
+	line := p.nextLine(t)
+	if line["msg"] != "config reloaded" || line["policies"] != 2.0 || line["key_rules"] != 1.0 ||
+		strings.Join(toStrings(line["restart_needed"]), ",") != "backend-timeout" {
+		t.Fatalf("after a good file: %v; want config reloaded, 2 policies, 1 rule, backend-timeout to restart", line)
+	}
+	if got := throttleCap("api:free:2"); got != "5" {
+		t.Fatalf("api:free:2 after the reload: capacity %s, want 5", got)
+	}
+	if got := throttleCap("k", "POLICY", "gold"); got != "7" {
+		t.Fatalf("POLICY gold after the reload: capacity %s, want 7", got)
+	}
+	if got := strings.Join(redisCLI(t, p.addr, "THROTTLE", "api:other"), " "); !strings.Contains(got, "ERR no policy matches key 'api:other'") {
+		t.Fatalf("a rule the reload dropped: %q", got)
+	}
+
+	writeConfig(t, path, `
+policies:
+  free: {capacity: 9, refill: 1, period: 1h}
+keys:
+  "api:free:*": platinum
+`)
+	hup()
+	if line := p.nextLine(t); line["msg"] != "config not reloaded: keeping the one in force" || !strings.Contains(line["error"].(string), `"platinum"`) {
+		t.Fatalf("after a bad file: %v", line)
+	}
+	if got := throttleCap("api:free:3"); got != "5" {
+		t.Fatalf("api:free:3 after a refused reload: capacity %s, want 5 (the old policy)", got)
+	}
+	// One line for the refusal: the next one is the next reload's.
+	writeConfig(t, path, "policies:\n  free: {capacity: 11, refill: 1, period: 1h}\nkeys:\n  \"*\": free\n")
+	hup()
+	if line := p.nextLine(t); line["msg"] != "config reloaded" || line["restart_needed"] != nil {
+		t.Fatalf("after a good file again: %v; want config reloaded, nothing to restart", line)
+	}
+	if got := throttleCap("anything"); got != "11" {
+		t.Fatalf("a key the catch-all rule maps: capacity %s, want 11", got)
+	}
+	stop(t, p)
+}
+
+func toStrings(v any) []string {
+	items, _ := v.([]any)
+	out := make([]string, len(items))
+	for i, item := range items {
+		out[i], _ = item.(string)
+	}
+	return out
+}
