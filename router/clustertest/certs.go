@@ -40,7 +40,7 @@ type Certs struct {
 // certificate is unknown to the other's servers.
 func NewCerts(t testing.TB) *Certs {
 	t.Helper()
-	c, err := newCerts(t.TempDir())
+	c, err := WriteCerts(t.TempDir())
 	if err != nil {
 		t.Fatalf("clustertest: making certificates: %v", err)
 	}
@@ -53,7 +53,9 @@ func (c *Certs) ClientTLS() *tls.Config {
 	return &tls.Config{RootCAs: c.Pool, Certificates: []tls.Certificate{c.Client}}
 }
 
-func newCerts(dir string) (*Certs, error) {
+// WriteCerts is NewCerts outside a test (make bench): the files go to dir,
+// which must exist.
+func WriteCerts(dir string) (*Certs, error) {
 	c := &Certs{Dir: dir, Pool: x509.NewCertPool()}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
