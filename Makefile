@@ -71,15 +71,23 @@ cluster-stop:
 # latency, accuracy and memory), then redis-benchmark (-neutral, about
 # 40 s), a C client whose own cost does not hide sluice's; it is given
 # sluice's pid to read sluice's CPU.
+# The same sluice also serves TLS on BENCH_TLS_ADDR, with certificates
+# made for the run (bench -certs), for -neutral's TLS rows.
 BENCH_ADDR := 127.0.0.1:6399
+BENCH_TLS_ADDR := 127.0.0.1:6398
+BENCH_TLS := $(CLUSTER_DIR)/tls
 bench: cluster
 	$(GO) build -o $(CLUSTER_DIR)/sluice ./cmd/sluice
 	$(GO) build -o $(CLUSTER_DIR)/bench ./bench
-	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn --maxclients 11000 & pid=$$!; \
+	@$(CLUSTER_DIR)/bench -certs $(BENCH_TLS) >/dev/null
+	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn --maxclients 11000 \
+		--tls-listen $(BENCH_TLS_ADDR) --tls-cert-file $(BENCH_TLS)/node.crt --tls-key-file $(BENCH_TLS)/node.key \
+		--tls-ca-cert-file $(BENCH_TLS)/ca.crt & pid=$$!; \
 		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) ping >/dev/null 2>&1; do sleep 0.1; done; \
 		$(CLUSTER_DIR)/bench -suite -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -duration 2s -rounds 3; rc=$$?; \
 		echo; \
-		$(CLUSTER_DIR)/bench -neutral -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -sluice-pid $$pid -duration 4s || rc=$$?; \
+		$(CLUSTER_DIR)/bench -neutral -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -sluice-pid $$pid -duration 4s \
+			-tls-addr $(BENCH_TLS_ADDR) -tls-dir $(BENCH_TLS) || rc=$$?; \
 		kill $$pid; exit $$rc
 
 # Soak, not in make test: a steady mixed load through one sluice for

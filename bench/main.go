@@ -57,6 +57,10 @@ type config struct {
 	sluicePID int
 	soak      bool
 	kill      string // -soak: the primary to kill midway, host:port
+	// -neutral's TLS rows: sluice's --tls-listen, and the directory of
+	// the certificates (-certs writes them there).
+	tlsAddr, tlsDir string
+	certs           string
 }
 
 func main() {
@@ -78,6 +82,8 @@ func main() {
 		runner = runNeutral
 	case cfg.soak:
 		runner = runSoak
+	case cfg.certs != "":
+		runner = writeCerts
 	}
 	if err := runner(cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -112,6 +118,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.soak, "soak", false, "steady mixed load against -addr for -duration, killing the primary at -kill midway; prints and checks sluice's RSS, descriptors, goroutines and fallback buckets (make soak)")
 	fs.StringVar(&c.kill, "kill", "", "-soak: the primary (`host:port`) to kill with SIGKILL midway")
 	fs.IntVar(&c.sluicePID, "sluice-pid", 0, "`pid` of the sluice at -addr, for -neutral's CPU figures (default: the process_id in its INFO)")
+	fs.StringVar(&c.tlsAddr, "tls-addr", "", "sluice's --tls-listen `address`: -neutral adds rows of TLS against plain (needs -tls-dir)")
+	fs.StringVar(&c.tlsDir, "tls-dir", "", "`directory` of the certificates -certs wrote: ca.crt, client.crt, client.key")
+	fs.StringVar(&c.certs, "certs", "", "write a CA and certificates (node.crt for sluice, client.crt for clients) in this `directory` and exit")
 	fs.StringVar(&c.report, "report", "", "write an HTML `file` with latency and throughput plots")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -133,6 +142,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.periodUS, err = parsePeriod(c.lim.period); err != nil {
 		return c, err
+	}
+	if (c.tlsAddr == "") != (c.tlsDir == "") {
+		return c, errors.New("-tls-addr and -tls-dir go together")
 	}
 	if c.clients < 1 || c.pipeline < 1 || c.rounds < 1 {
 		return c, errors.New("-clients, -pipeline and -rounds must be at least 1")

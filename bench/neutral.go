@@ -546,6 +546,12 @@ func runNeutral(cfg config, out io.Writer) error {
 			return fmt.Errorf("%s: %w", row.name, err)
 		}
 	}
+	var tlsOut bytes.Buffer // printed after the tables above
+	if cfg.tlsAddr != "" {
+		if err := nt.runTLS(ctx, id, &tlsOut); err != nil {
+			return err
+		}
+	}
 
 	// The floor any RESP server pays per request on this machine: what
 	// one redis-server spends answering unpipelined PINGs.
@@ -569,6 +575,7 @@ func runNeutral(cfg config, out io.Writer) error {
 
 	printNeutral(out, rows, ping, pingAddr, pingCPU, len(nt.nodes))
 	printPassthrough(out, passRows)
+	out.Write(tlsOut.Bytes())
 	fmt.Fprintf(out, "\nredis-benchmark rows took %.0f s\n", time.Since(start).Seconds())
 	return nil
 }

@@ -59,9 +59,8 @@ func loopable(ln net.Listener) bool {
 	return false
 }
 
-// serveLoops starts the loops and hands them the clients ln accepts. It is
-// called with s.mu held and unlocks it.
-func (s *Server) serveLoops(ln net.Listener) error {
+// startLoops starts the event loops; it is called with s.mu held.
+func (s *Server) startLoops() error {
 	for range s.cfg.Loops {
 		l, err := s.newLoop()
 		if err != nil {
@@ -69,13 +68,17 @@ func (s *Server) serveLoops(ln net.Listener) error {
 				l.stop()
 			}
 			s.loops = nil
-			s.mu.Unlock()
-			ln.Close()
 			return err
 		}
 		s.loops = append(s.loops, l)
 		go l.run()
 	}
+	return nil
+}
+
+// acceptLoops hands the loops the clients ln accepts, in turn.
+func (s *Server) acceptLoops(ln net.Listener) error {
+	s.mu.Lock()
 	loops := s.loops
 	s.mu.Unlock()
 
@@ -124,9 +127,9 @@ func (s *Server) loopFailed(err error) {
 	if s.loopErr == nil {
 		s.loopErr = fmt.Errorf("proxy: event loop: %w", err)
 	}
-	ln := s.ln
+	lns := s.lns
 	s.mu.Unlock()
-	ln.Close()
+	closeAll(lns)
 }
 
 // takeSocket takes nc's socket away from Go's poller: a duplicate of its

@@ -14,7 +14,9 @@ func (*loop) stop() {}
 
 func loopable(net.Listener) bool { return false }
 
-func (s *Server) serveLoops(net.Listener) error { panic("unreachable") }
+func (s *Server) startLoops() error { panic("unreachable") }
+
+func (s *Server) acceptLoops(net.Listener) error { panic("unreachable") }
 
 // fdConn is a loop's client; there are none here.
 type fdConn struct{}

@@ -27,7 +27,7 @@ var subscribing = map[string]bool{
 	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
 }
 
-var errPubSubGoroutines = errors.New("sluice serves pub/sub on its event loops only, not with --io-loops -1")
+var errPubSubGoroutines = errors.New("sluice serves pub/sub on its event loops only: not to TLS clients, nor with --io-loops -1")
 
 // subscribe sends a subscription command through c's tunnel, opening it.
 func (s *Server) subscribe(c *client, name string, args [][]byte) error {

@@ -106,9 +106,9 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu     sync.Mutex // guards the fields below
-	ln     net.Listener
-	rs     *redcon.Server // when clients are served on goroutines
-	loops  []*loop        // when they are served by event loops
+	lns    []net.Listener
+	rs     []*redcon.Server // those serving clients on goroutines
+	loops  []*loop          // when clients are served by event loops
 	closed bool
 	// draining: Shutdown began; clients are answered what they sent and
 	// closed. Atomic: the goroutine path reads it after every pipeline.
@@ -212,26 +212,65 @@ func (s *Server) ListenAndServe(addr string) error {
 	return s.Serve(ln)
 }
 
-// Serve serves clients on ln until Close; it closes ln. After Close it
-// returns nil.
-func (s *Server) Serve(ln net.Listener) error {
+// Serve serves clients on every listener given until Close; it closes
+// them. TCP and Unix listeners share the event loops; any other (a
+// tls.NewListener, say) serves each client on its own goroutine. A
+// listener that fails ends serving on all of them, and Serve returns why;
+// after Close it returns nil.
+func (s *Server) Serve(lns ...net.Listener) error {
+	if len(lns) == 0 {
+		return errors.New("proxy: Serve needs a listener")
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		ln.Close()
+		closeAll(lns)
 		return nil
 	}
-	if s.ln != nil {
+	if s.lns != nil {
 		s.mu.Unlock()
 		return errors.New("proxy: Serve called twice")
 	}
-	s.ln = ln
-	if s.cfg.Loops > 0 && loopable(ln) {
-		return s.serveLoops(ln) // unlocks s.mu
+	s.lns = lns
+	served := make(chan error, len(lns))
+	for _, ln := range lns {
+		if s.cfg.Loops > 0 && loopable(ln) {
+			if s.loops == nil {
+				if err := s.startLoops(); err != nil {
+					s.mu.Unlock()
+					closeAll(lns)
+					return err
+				}
+			}
+			go func() { served <- s.acceptLoops(ln) }()
+			continue
+		}
+		rs := redcon.NewServer("", s.serveRESP, s.accept, s.closedConn)
+		s.rs = append(s.rs, rs)
+		go func() { served <- rs.Serve(&framedListener{Listener: ln, f: s.newFramer(), s: s}) }()
 	}
-	s.rs = redcon.NewServer("", s.serveRESP, s.accept, s.closedConn)
 	s.mu.Unlock()
-	return s.rs.Serve(&framedListener{Listener: ln, f: s.newFramer(), s: s})
+	var err error
+	for range lns {
+		e := <-served
+		s.mu.Lock()
+		ended := s.closed || s.draining.Load()
+		if e == nil {
+			e = s.loopErr
+		}
+		s.mu.Unlock()
+		if !ended {
+			err = e
+			s.Close()
+		}
+	}
+	return err
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
 }
 
 func (s *Server) newFramer() framer {
@@ -242,14 +281,15 @@ func (s *Server) newFramer() framer {
 	}
 }
 
-// Addr is the address being served, or nil before Serve.
+// Addr is the address being served (of the first listener given to
+// Serve), or nil before Serve.
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	if s.lns == nil {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].Addr()
 }
 
 // ioLoops is how many event loops serve clients.
@@ -272,11 +312,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return s.Close()
 	}
 	s.draining.Store(true)
-	ln, loops := s.ln, s.loops
+	lns, loops := s.lns, s.loops
 	s.mu.Unlock()
-	if ln != nil {
-		ln.Close()
-	}
+	closeAll(lns)
 	done := make(chan struct{})
 	go func() {
 		for _, l := range loops {
@@ -307,15 +345,17 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.mu.Lock()
 	s.closed = true
-	rs, ln, loops := s.rs, s.ln, s.loops
+	rs, lns, loops := s.rs, s.lns, s.loops
 	s.mu.Unlock()
 	var err error
-	if ln != nil {
-		// Also for redcon's server, which may not have the listener yet.
-		err = ln.Close()
+	for _, ln := range lns {
+		// Also for redcon's servers, which may not have the listener yet.
+		if e := ln.Close(); err == nil {
+			err = e
+		}
 	}
-	if rs != nil {
-		rs.Close()
+	for _, r := range rs {
+		r.Close()
 	}
 	for _, l := range loops {
 		l.stop()

@@ -3,8 +3,10 @@ package router
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"slices"
@@ -74,6 +76,15 @@ type ClusterConfig struct {
 	// Logger receives one line per change of shard state and per key that
 	// becomes hot or cools down; nil means none.
 	Logger *zap.Logger
+	// TLS, when set, is how every connection to the nodes is made: the
+	// nodes' CA (RootCAs) and the certificate sluice presents. The event
+	// loops' own connections cannot carry TLS (the loops read raw
+	// sockets), so with it every call goes through rueidis and the
+	// router's own connections, as on the goroutine path.
+	TLS *tls.Config
+	// Username and Password authenticate every connection to the nodes
+	// (AUTH [username] password); an empty Username is the default user.
+	Username, Password string
 }
 
 // Cluster keeps buckets in a Redis Cluster, each decided by the Lua step on
@@ -94,10 +105,13 @@ type Cluster struct {
 	id        string // this instance, in the heartbeat
 
 	client atomic.Pointer[rueidis.Client] // nil until the cluster first answers
-	topo   atomic.Pointer[topology]
-	stale  atomic.Bool   // an error suggests the slot map moved
-	share  atomic.Uint64 // float64 bits of the local share in use
-	live   atomic.Int64  // sluice instances counted by the last heartbeat
+	// connectErr is why the last attempt to connect failed, for
+	// WaitConnected to tell.
+	connectErr atomic.Pointer[error]
+	topo       atomic.Pointer[topology]
+	stale      atomic.Bool   // an error suggests the slot map moved
+	share      atomic.Uint64 // float64 bits of the local share in use
+	live       atomic.Int64  // sluice instances counted by the last heartbeat
 
 	mu          sync.Mutex            // guards shards, backends, idle and scripts
 	shards      map[string]*shard     // by primary address, kept across topologies
@@ -178,6 +192,15 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// pipes is via, or nil when the loops' pipes cannot reach the nodes: they
+// are raw sockets, and TLS needs crypto/tls between them and the loop.
+func (c *Cluster) pipes(via Pipes) Pipes {
+	if c.cfg.TLS != nil {
+		return nil
+	}
+	return via
+}
+
 // Close stops the background work and the connections.
 func (c *Cluster) Close() {
 	c.stop()
@@ -192,13 +215,18 @@ func (c *Cluster) Close() {
 func (c *Cluster) Connected() bool { return c.client.Load() != nil }
 
 // WaitConnected waits until the cluster has answered and its slot map is
-// read, or ctx ends.
+// read, or ctx ends; then it returns why the last attempt to connect
+// failed (a wrong password, a certificate the nodes refuse, ...), if one
+// did.
 func (c *Cluster) WaitConnected(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for c.topo.Load() == nil {
 		select {
 		case <-ctx.Done():
+			if err := c.connectErr.Load(); err != nil {
+				return fmt.Errorf("router: connecting to the cluster: %w", *err)
+			}
 			return ctx.Err()
 		case <-tick.C:
 		}
@@ -236,6 +264,7 @@ func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done
 // reads the replies and calls done on its own goroutine. Hot keys and
 // resets take Submit's way.
 func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res []Result, done func(idx []int)) {
+	via = c.pipes(via)
 	cl := c.client.Load()
 	if cl == nil {
 		c.Decide(ctx, reqs, res)
@@ -482,6 +511,7 @@ func (c *Cluster) run(ctx context.Context) {
 		if c.client.Load() == nil {
 			if !now.Before(nextConnect) {
 				if err := c.connect(ctx); err != nil {
+					c.connectErr.Store(&err)
 					c.log.Debug("cluster not reachable yet", zap.Strings("seeds", c.cfg.Seeds), zap.Error(err))
 					connectBackoff = min(2*connectBackoff, 8*c.cfg.ProbeInterval)
 					nextConnect = now.Add(connectBackoff)
@@ -526,6 +556,9 @@ func (c *Cluster) connect(ctx context.Context) error {
 		Dialer:        net.Dialer{Timeout: time.Second},
 		// A dead connection is noticed well before a client would give up.
 		ConnWriteTimeout: 2 * time.Second,
+		TLSConfig:        c.cfg.TLS,
+		Username:         c.cfg.Username,
+		Password:         c.cfg.Password,
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha1"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -136,6 +137,7 @@ func (c *Cluster) readCommands(ctx context.Context) {
 // go on via's when via is not nil: the caller's event loop then writes
 // them, reads their replies and calls done on its own goroutine.
 func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replies [][]byte, done func(idx []int)) {
+	via = c.pipes(via)
 	topo := c.topo.Load()
 	// One allocation of each kind per call, not per command.
 	b := &fwdBatch{replies: replies, done: done, idx: make([]int, len(cmds))}
@@ -223,7 +225,7 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	conn, br := c.idleConn(pool)
 	if conn == nil {
 		var err error
-		if conn, br, err = dial(addr, f.resp3, f.readonly, 4<<10); err != nil {
+		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10); err != nil {
 			fail([]*forwarded{f}, addr, err)
 			return
 		}
@@ -361,10 +363,18 @@ var readonlyCmd = []byte("*1\r\n$8\r\nREADONLY\r\n")
 // hello3 switches a connection to RESP3.
 var hello3 = []byte("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
 
-// dial connects to a node, in RESP3 when asked, and READONLY (to read
-// from a replica) when asked.
-func dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Reader, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
+// dial connects to a node: over TLS and authenticated when the cluster
+// asks for that (ClusterConfig.TLS, Username, Password), in RESP3 when
+// asked, and READONLY (to read from a replica) when asked.
+func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Reader, error) {
+	d := &net.Dialer{Timeout: time.Second}
+	var conn net.Conn
+	var err error
+	if c.cfg.TLS != nil {
+		conn, err = tls.DialWithDialer(d, "tcp", addr, c.cfg.TLS)
+	} else {
+		conn, err = d.Dial("tcp", addr)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -372,9 +382,14 @@ func dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Read
 	conn.SetDeadline(time.Now().Add(time.Second))
 	for _, step := range []struct {
 		on   bool
+		name string
 		cmd  []byte
 		want byte
-	}{{resp3, hello3, '%'}, {readonly, readonlyCmd, '+'}} {
+	}{
+		{c.cfg.Password != "", "AUTH", c.authCmd(), '+'},
+		{resp3, "HELLO 3", hello3, '%'},
+		{readonly, "READONLY", readonlyCmd, '+'},
+	} {
 		if !step.on {
 			continue
 		}
@@ -384,7 +399,8 @@ func dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Read
 			r, err = reply.Read(br, nil)
 		}
 		if err == nil && (len(r) == 0 || r[0] != step.want) {
-			err = fmt.Errorf("%q answered %q", step.cmd, r[:min(len(r), 64)])
+			// The reply, never the command: AUTH's holds the password.
+			err = fmt.Errorf("router: %s to %s answered %q", step.name, addr, bytes.TrimRight(r[:min(len(r), 128)], "\r\n"))
 		}
 		if err != nil {
 			conn.Close()
@@ -393,6 +409,16 @@ func dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Read
 	}
 	conn.SetDeadline(time.Time{})
 	return conn, br, nil
+}
+
+// authCmd is the AUTH a new connection sends first: AUTH user pass for an
+// ACL user, AUTH pass for the default one.
+func (c *Cluster) authCmd() []byte {
+	args := [][]byte{[]byte("AUTH"), []byte(c.cfg.Password)}
+	if c.cfg.Username != "" {
+		args = [][]byte{args[0], []byte(c.cfg.Username), args[1]}
+	}
+	return AppendCommand(nil, args)
 }
 
 // closeBackends closes every forwarding connection.
@@ -648,7 +674,7 @@ func (b *backend) write() {
 		}
 		if b.conn == nil {
 			b.mu.Unlock()
-			conn, br, err := dial(b.addr, b.resp3, b.readonly, 16<<10)
+			conn, br, err := b.c.dial(b.addr, b.resp3, b.readonly, 16<<10)
 			b.mu.Lock()
 			if err != nil {
 				failed := b.queue

@@ -76,7 +76,7 @@ func (p *Pipe) Addr() string { return p.addr }
 // Dial connects to the node, in the pipe's protocol, from any goroutine;
 // the loop then owns the connection's socket.
 func (p *Pipe) Dial() (net.Conn, error) {
-	conn, br, err := dial(p.addr, p.resp3, p.readonly, 512)
+	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512)
 	if err == nil && br.Buffered() > 0 {
 		conn.Close()
 		return nil, errors.New("the node sent what nothing asked for")

@@ -32,16 +32,16 @@ var errTunnelClosed = errors.New("router: tunnel closed")
 func (c *Cluster) Tunnel(sl int, resp3 bool, onData func([]byte), onEnd func(error)) *Tunnel {
 	t := &Tunnel{}
 	addr := c.addrOf(c.topo.Load(), sl)
-	go t.run(addr, resp3, onData, onEnd)
+	go t.run(c, addr, resp3, onData, onEnd)
 	return t
 }
 
-func (t *Tunnel) run(addr string, resp3 bool, onData func([]byte), onEnd func(error)) {
+func (t *Tunnel) run(c *Cluster, addr string, resp3 bool, onData func([]byte), onEnd func(error)) {
 	if addr == "" {
 		onEnd(errors.New("CLUSTERDOWN sluice has no slot map of the cluster yet"))
 		return
 	}
-	conn, br, err := dial(addr, resp3, false, 16<<10)
+	conn, br, err := c.dial(addr, resp3, false, 16<<10)
 	if err != nil {
 		onEnd(err)
 		return

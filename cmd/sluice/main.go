@@ -90,6 +90,7 @@ type options struct {
 	// settings are every flag's value as it took effect, by name: a
 	// reload compares them to say what needs a restart.
 	settings map[string]string
+	tls      tlsOptions
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -127,6 +128,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a client idle for this many `seconds`, as Redis's timeout (subscribers and clients waiting for a reply excepted); 0 never does")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "most clients connected at once; past it a new one is answered \"ERR max number of clients reached\" and closed")
 	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen without --requirepass or a default user with a password; no allows it")
+	fs.StringVar(&o.tls.listen, "tls-listen", "", "`address` to serve RESP over TLS on, beside --listen (an empty --listen serves TLS only); off when empty")
+	fs.StringVar(&o.tls.cert, "tls-cert-file", "", "`file` of the PEM certificate served on --tls-listen, and presented to the cluster with --cluster-tls")
+	fs.StringVar(&o.tls.key, "tls-key-file", "", "`file` of the PEM private key of --tls-cert-file")
+	fs.StringVar(&o.tls.ca, "tls-ca-cert-file", "", "`file` of PEM CA certificates that verify clients' certificates, and the nodes' with --cluster-tls (the system's roots when empty)")
+	fs.StringVar(&o.tls.authClients, "tls-auth-clients", "yes", "client certificates on --tls-listen, as Redis's tls-auth-clients: yes (required), optional (verified if presented) or no")
+	fs.StringVar(&o.tls.clientCert, "tls-client-cert-file", "", "`file` of the PEM certificate presented to the cluster with --cluster-tls, when not --tls-cert-file")
+	fs.StringVar(&o.tls.clientKey, "tls-client-key-file", "", "`file` of the PEM private key of --tls-client-cert-file")
+	fs.BoolVar(&o.tls.cluster, "cluster-tls", false, "reach the cluster's nodes over TLS (nodes with tls-port), verified with --tls-ca-cert-file")
+	fs.StringVar(&o.tls.clusterUser, "cluster-user", "", "ACL `user` sluice authenticates as to the cluster's nodes; empty is the default user")
+	fs.StringVar(&o.tls.clusterPassword, "cluster-password", "", "`password` sluice authenticates with to the cluster's nodes (AUTH)")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of named policies, the key patterns that select them, and any flag by its name; SIGHUP reloads its policies")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -172,6 +183,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	o.settings = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { o.settings[f.Name] = f.Value.String() })
+	if err := o.tls.check(o.listen, o.cluster); err != nil {
+		return o, err
+	}
 	if o.announce != "" {
 		if _, port, err := net.SplitHostPort(o.announce); err != nil || port == "" {
 			return o, fmt.Errorf("--announce must be host:port, not %q", o.announce)
@@ -244,9 +258,9 @@ func loadUsers(o options) (*proxy.Users, error) {
 			return nil, fmt.Errorf("--aclfile: %w", err)
 		}
 	}
-	if o.protectedMode == "yes" && (users == nil || !users.AuthRequired()) && !loopback(o.listen) {
-		return nil, fmt.Errorf("protected mode: --listen %s is reachable from other hosts, and no password is set: anyone could THROTTLE.RESET any bucket. "+
-			"Set --requirepass (or a default user with a password in --aclfile), listen on a loopback address, or pass --protected-mode no", o.listen)
+	if addr := exposed(o); o.protectedMode == "yes" && (users == nil || !users.AuthRequired()) && addr != "" {
+		return nil, fmt.Errorf("protected mode: %s is reachable from other hosts, and no password is set: anyone could THROTTLE.RESET any bucket. "+
+			"Set --requirepass (or a default user with a password in --aclfile), listen on a loopback address, or pass --protected-mode no", addr)
 	}
 	return users, nil
 }
@@ -319,6 +333,11 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		decider = router.NewMemory(0)
 	} else {
 		backend = "cluster"
+		clusterTLS, err := o.tls.clusterTLS()
+		if err != nil {
+			log.Error("cannot reach the cluster with TLS", zap.Error(err))
+			return 1
+		}
 		policy, _ := router.ParsePolicy(o.fallback)
 		share, _ := strconv.ParseFloat(o.fallbackShare, 64) // "auto" leaves 0
 		c := router.NewCluster(router.ClusterConfig{
@@ -336,15 +355,18 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			HotCooldown:      o.hotCooldown,
 			FlushDelay:       o.flushDelay,
 			Logger:           log,
+			TLS:              clusterTLS,
+			Username:         o.tls.clusterUser,
+			Password:         o.tls.clusterPassword,
 		})
 		defer c.Close()
 		decider, forwarder = c, c
 		// Serve cluster decisions from the first request when the cluster
 		// is up; when it is not, serve by the fallback policy meanwhile.
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if c.WaitConnected(wctx) != nil {
+		if err := c.WaitConnected(wctx); err != nil {
 			log.Warn("cluster not reachable yet: answering by the fallback policy until it is",
-				zap.String("cluster", o.cluster), zap.String("fallback", o.fallback))
+				zap.String("cluster", o.cluster), zap.String("fallback", o.fallback), zap.Error(err))
 		}
 		cancel()
 	}
@@ -361,7 +383,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
 	}
 
-	ln, err := net.Listen("tcp", o.listen)
+	lns, err := listeners(o)
 	if err != nil {
 		log.Error("cannot listen", zap.Error(err))
 		return 1
@@ -370,8 +392,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
 		IdleTimeout: time.Duration(o.idleTimeout) * time.Second, OutputLimit: proxy.OutputLimit(o.outputLimit),
 		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit), Policies: o.policies})
+	plain, secure := servedAddrs(o, lns)
 	log.Info("sluice started",
-		zap.String("listen", ln.Addr().String()),
+		zap.String("listen", plain),
+		zap.String("tls_listen", secure),
 		zap.String("backend", backend),
 		zap.String("cluster", o.cluster),
 		zap.String("fallback", o.fallback),
@@ -390,7 +414,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		log.Info("metrics listening", zap.String("addr", mln.Addr().String()))
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(lns...) }()
 	ready.Store(true)
 	for serving := true; serving; {
 		select {

@@ -34,9 +34,10 @@ func binary(t *testing.T) string {
 
 // process is a running sluice whose JSON log lines are decoded.
 type process struct {
-	cmd   *exec.Cmd
-	lines chan map[string]any
-	addr  string
+	cmd     *exec.Cmd
+	lines   chan map[string]any
+	addr    string
+	tlsAddr string // --tls-listen's, when served
 }
 
 func start(t *testing.T, bin string, env []string, args ...string) *process {
@@ -67,6 +68,7 @@ func start(t *testing.T, bin string, env []string, args ...string) *process {
 	})
 	started := p.next(t, "sluice started")
 	p.addr, _ = started["listen"].(string)
+	p.tlsAddr, _ = started["tls_listen"].(string)
 	return p
 }
 

@@ -43,6 +43,17 @@ type Config struct {
 	// PartialCoverage sets cluster-require-full-coverage no, so keys of
 	// healthy shards stay available while another shard has no primary.
 	PartialCoverage bool
+	// TLS serves every node on TLS only (tls-port, port 0), its cluster
+	// bus and replication too (tls-cluster, tls-replication), with
+	// certificates made for the test (Cluster.Certs). Clients present a
+	// certificate of the same authority, as Redis requires by default
+	// (tls-auth-clients yes).
+	TLS bool
+	// Password, when set, is required of every client: the default
+	// user's (requirepass) or, with User, that ACL user's, the default
+	// user being off then. Replicas authenticate with it (masteruser,
+	// masterauth).
+	User, Password string
 }
 
 func (c Config) primaries() int {
@@ -73,12 +84,27 @@ func (c Config) nodeTimeout() time.Duration {
 type Cluster struct {
 	// Nodes are the primaries first (in slot order), then the replicas.
 	Nodes []*Node
+	// Certs are the nodes' certificates with Config.TLS, else nil.
+	Certs *Certs
+	// User and Password are Config's: what clients authenticate with.
+	User, Password string
+}
+
+// ClientOption is what a rueidis client needs to reach the cluster: its
+// addresses, and its TLS configuration and credentials when it has them.
+func (c *Cluster) ClientOption() rueidis.ClientOption {
+	opt := rueidis.ClientOption{InitAddress: c.Addrs(), DisableCache: true, Username: c.User, Password: c.Password}
+	if c.Certs != nil {
+		opt.TLSConfig = c.Certs.ClientTLS()
+	}
+	return opt
 }
 
 // Node is one redis-server process of a Cluster.
 type Node struct {
 	Addr   string // 127.0.0.1:port
 	ID     string // cluster node ID
+	c      *Cluster
 	dir    string
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when cmd has exited
@@ -102,12 +128,15 @@ func Require(t testing.TB) {
 func New(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	Require(t)
-	c := &Cluster{}
+	c := &Cluster{User: cfg.User, Password: cfg.Password}
+	if cfg.TLS {
+		c.Certs = NewCerts(t)
+	}
 	t.Cleanup(c.close)
 	np, nr := cfg.primaries(), cfg.replicas()
 	root := t.TempDir()
 	for i := 0; i < np*(1+nr); i++ {
-		n, err := startNode(filepath.Join(root, strconv.Itoa(i)), cfg)
+		n, err := c.startNode(filepath.Join(root, strconv.Itoa(i)), cfg)
 		if err != nil {
 			t.Fatalf("clustertest: %v", err)
 		}
@@ -132,13 +161,10 @@ func (c *Cluster) Addrs() []string {
 
 // Do sends one command to node n and returns its reply.
 func (n *Node) Do(ctx context.Context, args ...string) rueidis.RedisResult {
-	cl, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{n.Addr},
-		ForceSingleClient: true,
-		DisableCache:      true,
-		DisableRetry:      true,
-		Dialer:            net.Dialer{Timeout: time.Second},
-	})
+	opt := n.c.ClientOption()
+	opt.InitAddress, opt.ForceSingleClient, opt.DisableRetry = []string{n.Addr}, true, true
+	opt.Dialer = net.Dialer{Timeout: time.Second}
+	cl, err := rueidis.NewClient(opt)
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
@@ -180,7 +206,7 @@ func (c *Cluster) close() {
 	}
 }
 
-func startNode(dir string, cfg Config) (*Node, error) {
+func (c *Cluster) startNode(dir string, cfg Config) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -196,7 +222,7 @@ func startNode(dir string, cfg Config) (*Node, error) {
 		if cfg.PartialCoverage {
 			full = "no"
 		}
-		conf := strings.Join([]string{
+		lines := []string{
 			"port " + strconv.Itoa(port),
 			"bind 127.0.0.1",
 			"dir " + dir,
@@ -215,11 +241,26 @@ func startNode(dir string, cfg Config) (*Node, error) {
 			"repl-diskless-sync-delay 0",
 			// Tests make a node slow on purpose with DEBUG SLEEP.
 			"enable-debug-command local",
-		}, "\n") + "\n"
+		}
+		if c.Certs != nil {
+			// The bus port is tls-port+10000 then, as freePort keeps free.
+			lines[0] = "port 0"
+			lines = append(lines, "tls-port "+strconv.Itoa(port),
+				"tls-cert-file "+c.Certs.CertFile, "tls-key-file "+c.Certs.KeyFile, "tls-ca-cert-file "+c.Certs.CAFile,
+				"tls-cluster yes", "tls-replication yes")
+		}
+		switch {
+		case cfg.User != "":
+			lines = append(lines, "user default off", "user "+cfg.User+" on >"+cfg.Password+" ~* &* +@all",
+				"masteruser "+cfg.User, "masterauth "+cfg.Password)
+		case cfg.Password != "":
+			lines = append(lines, "requirepass "+cfg.Password, "masterauth "+cfg.Password)
+		}
+		conf := strings.Join(lines, "\n") + "\n"
 		if err := os.WriteFile(filepath.Join(dir, "redis.conf"), []byte(conf), 0o644); err != nil {
 			return nil, err
 		}
-		n := &Node{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
+		n := &Node{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, c: c}
 		if err := n.spawn(); err != nil {
 			return nil, err
 		}
@@ -412,7 +453,14 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node) error {
 		if len(keys) == 0 {
 			break
 		}
-		args := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, keys...)
+		args := []string{"MIGRATE", host, port, "", "0", "5000"}
+		switch {
+		case c.User != "":
+			args = append(args, "AUTH2", c.User, c.Password)
+		case c.Password != "":
+			args = append(args, "AUTH", c.Password)
+		}
+		args = append(append(args, "KEYS"), keys...)
 		if err := from.Do(ctx, args...).Error(); err != nil {
 			return fmt.Errorf("clustertest: migrating keys of slot %d: %w", slot, err)
 		}

@@ -2,13 +2,16 @@ package clustertest_test
 
 import (
 	"context"
+	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 func TestClusterServesEverySlot(t *testing.T) {
@@ -93,5 +96,44 @@ func TestMoveSlotTakesItsKeys(t *testing.T) {
 	}
 	if v, err := to.Do(ctx, "GET", key).ToString(); err != nil || v != "v" {
 		t.Fatalf("GET on the new owner: %q, %v; want the key moved with its slot", v, err)
+	}
+}
+
+// A TLS cluster whose clients authenticate as an ACL user: its nodes
+// answer only on TLS, refuse a client without the user's password, and
+// replicate and move slots (MIGRATE) with TLS and the same user.
+func TestClusterTLSAndUser(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 3, Replicas: 1, TLS: true, User: "sluice", Password: "s3cret"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := rueidis.NewClient(c.ClientOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.Do(ctx, cl.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
+		t.Fatalf("SET over TLS as the user: %v", err)
+	}
+	if got, err := cl.Do(ctx, cl.B().AclWhoami().Build()).ToString(); err != nil || got != "sluice" {
+		t.Fatalf("ACL WHOAMI: got %q, %v, want sluice", got, err)
+	}
+	if err := c.MoveSlot(ctx, slot.Of("k"), c.Nodes[0]); err != nil {
+		t.Fatalf("moving a slot with its key: %v", err)
+	}
+	if got, err := cl.Do(ctx, cl.B().Get().Key("k").Build()).ToString(); err != nil || got != "v" {
+		t.Fatalf("GET after the move: got %q, %v", got, err)
+	}
+
+	opt := c.ClientOption()
+	opt.Password = "wrong"
+	if _, err := rueidis.NewClient(opt); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("a wrong password: got %v, want WRONGPASS", err)
+	}
+	opt = c.ClientOption()
+	opt.TLSConfig = nil
+	opt.Dialer = net.Dialer{Timeout: time.Second}
+	if cl, err := rueidis.NewClient(opt); err == nil {
+		cl.Close()
+		t.Fatal("a client without TLS was served")
 	}
 }

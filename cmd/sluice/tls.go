@@ -1,0 +1,169 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+)
+
+// tlsOptions are the flags of TLS, for clients (--tls-listen) and for the
+// cluster (--cluster-tls), named as Redis names its own.
+type tlsOptions struct {
+	listen string
+	// The certificate sluice serves clients with, and presents to the
+	// cluster unless clientCert is given (Redis's tls-client-cert-file).
+	cert, key string
+	// ca verifies clients' certificates, and the nodes' (the system's
+	// roots when empty).
+	ca                    string
+	clientCert, clientKey string
+	authClients           string // yes, no or optional
+	cluster               bool
+	clusterUser           string
+	clusterPassword       string
+}
+
+func (o *tlsOptions) check(listen, cluster string) error {
+	switch {
+	case listen == "" && o.listen == "":
+		return errors.New("--listen and --tls-listen are both empty: nothing to serve")
+	case o.authClients != "yes" && o.authClients != "no" && o.authClients != "optional":
+		return fmt.Errorf("--tls-auth-clients must be yes, no or optional, not %q", o.authClients)
+	case o.listen != "" && (o.cert == "" || o.key == ""):
+		return errors.New("--tls-listen needs --tls-cert-file and --tls-key-file")
+	case o.listen != "" && o.authClients != "no" && o.ca == "":
+		return errors.New("--tls-auth-clients yes or optional needs --tls-ca-cert-file to verify clients' certificates (or --tls-auth-clients no)")
+	case (o.clientCert == "") != (o.clientKey == ""):
+		return errors.New("--tls-client-cert-file and --tls-client-key-file go together")
+	case (o.cert == "") != (o.key == ""):
+		return errors.New("--tls-cert-file and --tls-key-file go together")
+	case cluster == "" && (o.cluster || o.clusterUser != "" || o.clusterPassword != ""):
+		return errors.New("--cluster-tls, --cluster-user and --cluster-password need --cluster")
+	case o.clusterUser != "" && o.clusterPassword == "":
+		return errors.New("--cluster-user needs --cluster-password")
+	}
+	return nil
+}
+
+// serverTLS is how clients on --tls-listen are served. Client
+// certificates are asked for as Redis's tls-auth-clients: yes requires
+// one the CA signed, optional verifies one if it is presented.
+func (o *tlsOptions) serverTLS() (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(o.cert, o.key)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file, --tls-key-file: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	switch o.authClients {
+	case "yes":
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	case "optional":
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	if o.authClients != "no" {
+		if cfg.ClientCAs, err = loadCA(o.ca); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+// clusterTLS is how sluice reaches the nodes with --cluster-tls, nil
+// without it. As Redis's own cluster bus and replication, it uses the
+// tls-* files: the nodes are verified against --tls-ca-cert-file (the
+// system's roots without it) and sluice presents --tls-client-cert-file,
+// else --tls-cert-file, else nothing (nodes with tls-auth-clients no).
+func (o *tlsOptions) clusterTLS() (*tls.Config, error) {
+	if !o.cluster {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.ca != "" {
+		var err error
+		if cfg.RootCAs, err = loadCA(o.ca); err != nil {
+			return nil, err
+		}
+	}
+	certFile, keyFile, flags := o.clientCert, o.clientKey, "--tls-client-cert-file, --tls-client-key-file"
+	if certFile == "" {
+		certFile, keyFile, flags = o.cert, o.key, "--tls-cert-file, --tls-key-file"
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flags, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func loadCA(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-ca-cert-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--tls-ca-cert-file: no PEM certificate in %s", file)
+	}
+	return pool, nil
+}
+
+// listeners listens on --listen and --tls-listen, those that are set:
+// the plain one first, so that it is the address INFO and CLUSTER SLOTS
+// give when both are served.
+func listeners(o options) ([]net.Listener, error) {
+	var lns []net.Listener
+	if o.listen != "" {
+		ln, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+	}
+	if o.tls.listen != "" {
+		cfg, err := o.tls.serverTLS()
+		if err == nil {
+			var ln net.Listener
+			if ln, err = net.Listen("tcp", o.tls.listen); err == nil {
+				lns = append(lns, tls.NewListener(ln, cfg))
+			}
+		}
+		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			return nil, err
+		}
+	}
+	return lns, nil
+}
+
+// servedAddrs are the addresses of listeners' plain and TLS listener, ""
+// for one not served.
+func servedAddrs(o options, lns []net.Listener) (plain, secure string) {
+	if o.listen != "" {
+		plain = lns[0].Addr().String()
+	}
+	if o.tls.listen != "" {
+		secure = lns[len(lns)-1].Addr().String()
+	}
+	return plain, secure
+}
+
+// exposed is the first listen address other hosts may reach without
+// authenticating, as flag and address, or "": a TLS listener that
+// requires client certificates authenticates its clients.
+func exposed(o options) string {
+	if o.listen != "" && !loopback(o.listen) {
+		return "--listen " + o.listen
+	}
+	if o.tls.listen != "" && o.tls.authClients != "yes" && !loopback(o.tls.listen) {
+		return "--tls-listen " + o.tls.listen
+	}
+	return ""
+}

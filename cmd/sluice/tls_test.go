@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// redisCLITLS runs redis-cli over TLS, trusting certs' CA and presenting
+// the given client certificate (none when cert is "").
+func redisCLITLS(addr string, certs *clustertest.Certs, cert, key string, args ...string) (string, error) {
+	host, port, _ := strings.Cut(addr, ":")
+	tlsArgs := []string{"-h", host, "-p", port, "--tls", "--cacert", certs.CAFile}
+	if cert != "" {
+		tlsArgs = append(tlsArgs, "--cert", cert, "--key", key)
+	}
+	out, err := exec.Command("redis-cli", append(tlsArgs, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func TestTLSFlagsRefused(t *testing.T) {
+	certs := clustertest.NewCerts(t)
+	none := func(string) string { return "" }
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", ""}, "nothing to serve"},
+		{[]string{"--tls-listen", "127.0.0.1:0"}, "--tls-listen needs --tls-cert-file"},
+		{[]string{"--tls-listen", "127.0.0.1:0", "--tls-cert-file", certs.CertFile, "--tls-key-file", certs.KeyFile}, "needs --tls-ca-cert-file"},
+		{[]string{"--tls-auth-clients", "maybe"}, "--tls-auth-clients must be yes, no or optional"},
+		{[]string{"--tls-cert-file", certs.CertFile}, "go together"},
+		{[]string{"--cluster-tls"}, "need --cluster"},
+		{[]string{"--cluster", "127.0.0.1:7000", "--cluster-user", "u"}, "--cluster-user needs --cluster-password"},
+		{[]string{"--tls-listen", "0.0.0.0:0", "--tls-cert-file", certs.CertFile, "--tls-key-file", certs.KeyFile, "--tls-auth-clients", "optional", "--tls-ca-cert-file", certs.CAFile}, "protected mode: --tls-listen 0.0.0.0:0"},
+	} {
+		var out strings.Builder
+		if code := run(tt.args, none, &out); code != 2 || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%q: exit %d, %q; want 2 and %q", tt.args, code, out.String(), tt.want)
+		}
+	}
+	// Client certificates required: the TLS listener authenticates its
+	// clients, so protected mode lets it listen on every address.
+	o := options{protectedMode: "yes", tls: tlsOptions{listen: "0.0.0.0:0", authClients: "yes"}}
+	if _, err := loadUsers(o); err != nil {
+		t.Errorf("--tls-listen 0.0.0.0:0 with client certificates required: %v, want it to start", err)
+	}
+}
+
+// --tls-listen with an empty --listen: sluice serves TLS only, to clients
+// with a certificate of the CA; one of another authority, or none, is
+// refused; plain RESP gets nothing on the TLS port.
+func TestTLSListen(t *testing.T) {
+	requireRedisCLI(t)
+	certs, stranger := clustertest.NewCerts(t), clustertest.NewCerts(t)
+	p := start(t, binary(t), nil, "--listen", "", "--tls-listen", "127.0.0.1:0",
+		"--tls-cert-file", certs.CertFile, "--tls-key-file", certs.KeyFile, "--tls-ca-cert-file", certs.CAFile)
+	if p.addr != "" || p.tlsAddr == "" {
+		t.Fatalf("serving plain on %q and TLS on %q, want TLS only", p.addr, p.tlsAddr)
+	}
+	for want := 4; want >= 0; want-- {
+		got, err := redisCLITLS(p.tlsAddr, certs, certs.ClientCertFile, certs.ClientKeyFile, "THROTTLE", "user:1", "5", "1", "1s")
+		if f := strings.Fields(got); err != nil || len(f) != 5 || f[0] != "0" || f[2] != strconv.Itoa(want) {
+			t.Fatalf("THROTTLE over TLS: %q, %v; want allowed with %d left", got, err, want)
+		}
+	}
+	if got, err := redisCLITLS(p.tlsAddr, certs, certs.ClientCertFile, certs.ClientKeyFile, "PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING over TLS: %q, %v", got, err)
+	}
+	for name, cert := range map[string][2]string{"another CA's": {stranger.ClientCertFile, stranger.ClientKeyFile}, "no": {"", ""}} {
+		if got, err := redisCLITLS(p.tlsAddr, certs, cert[0], cert[1], "PING"); err == nil && got == "PONG" {
+			t.Errorf("%s client certificate: answered %q, want refused", name, got)
+		}
+	}
+	host, port, _ := strings.Cut(p.tlsAddr, ":")
+	if out, err := exec.Command("redis-cli", "-h", host, "-p", port, "PING").CombinedOutput(); err == nil && strings.TrimSpace(string(out)) == "PONG" {
+		t.Error("plain RESP on the TLS port was answered PONG")
+	}
+	stop(t, p)
+}
+
+// --cluster-tls with --cluster-user and --cluster-password: sluice reaches
+// a cluster served only on TLS, as an ACL user, presenting --tls-cert-file
+// and verifying the nodes with --tls-ca-cert-file; its decisions are the
+// cluster's. A wrong password says so on starting.
+func TestClusterTLS(t *testing.T) {
+	requireRedisCLI(t)
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, TLS: true, User: "sluice", Password: "s3cret"})
+	bin := binary(t)
+	args := []string{"--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ","), "--cluster-tls",
+		"--tls-ca-cert-file", c.Certs.CAFile, "--tls-cert-file", c.Certs.CertFile, "--tls-key-file", c.Certs.KeyFile,
+		"--cluster-user", c.User}
+	p := start(t, bin, []string{"SLUICE_CLUSTER_PASSWORD=" + c.Password}, args...)
+	checkFiveThenDenied(t, p.addr, "user:1")
+	// Forwarding starts once sluice has read the cluster's command table.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got := redisCLI(t, p.addr, "SET", "k", "v")
+		if len(got) == 1 && got[0] == "OK" {
+			break
+		}
+		if got[0] != "TRYAGAIN" || time.Now().After(deadline) {
+			t.Fatalf("SET: %v", got)
+		}
+	}
+	if got := redisCLI(t, p.addr, "GET", "k"); len(got) != 1 || got[0] != "v" {
+		t.Errorf("GET: %v", got)
+	}
+	cl, err := rueidis.NewClient(c.ClientOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if n, err := cl.Do(ctx, cl.B().Exists().Key(router.KeyPrefix+"user:1").Build()).AsInt64(); err != nil || n != 1 {
+		t.Errorf("the bucket in the cluster: EXISTS %d, %v, want 1", n, err)
+	}
+	stop(t, p)
+
+	cmd := exec.Command(bin, append(append([]string{"--log-format", "json"}, args...), "--cluster-password", "bad-pass-7")...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if line := sc.Text(); strings.Contains(line, "cluster not reachable yet") {
+			if !strings.Contains(line, "WRONGPASS") || strings.Contains(line, "bad-pass-7") {
+				t.Errorf("with a wrong password: %s; want WRONGPASS, without the password", line)
+			}
+			return
+		}
+	}
+	t.Fatal("sluice with a wrong cluster password logged no warning")
+}

@@ -1,0 +1,259 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// serveTLS serves cfg on a plain listener and a TLS one beside it, as
+// --listen and --tls-listen do, and returns both addresses.
+func serveTLS(t *testing.T, cfg proxy.Config, tc *tls.Config) (plain, secure string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(cfg)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln, tls.NewListener(tln, tc)) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String(), tln.Addr().String()
+}
+
+// serverTLS is a server's TLS configuration from certs, asking clients for
+// a certificate as auth says.
+func serverTLS(t *testing.T, certs *clustertest.Certs, auth tls.ClientAuthType) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(certs.CertFile, certs.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: certs.Pool, ClientAuth: auth}
+}
+
+func newTLSGoRedis(t *testing.T, addr string, tc *tls.Config) *goredis.Client {
+	tc.ServerName = "localhost"
+	c := goredis.NewClient(&goredis.Options{Addr: addr, TLSConfig: tc, MaxRetries: -1, DialTimeout: 2 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Clients on TLS and on plain RESP at once, from one server (the plain
+// ones on the event loops, the TLS ones on goroutines): THROTTLE and a
+// forwarded command work on both, decided by the cluster. With client
+// certificates required, one of an unknown authority and none at all are
+// refused; with them optional, only the unknown one is.
+func TestTLSClients(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	certs, stranger := clustertest.NewCerts(t), clustertest.NewCerts(t)
+	ctx := context.Background()
+
+	plain, secure := serveTLS(t, proxy.Config{Decider: r, Forwarder: r}, serverTLS(t, certs, tls.RequireAndVerifyClientCert))
+	for _, tt := range []struct {
+		name string
+		cl   *goredis.Client
+	}{
+		{"tls", newTLSGoRedis(t, secure, certs.ClientTLS())},
+		{"plain", newGoRedis(t, plain)},
+	} {
+		key := "tls:" + tt.name
+		if got := throttle(t, tt.cl, "THROTTLE", key, 2, 1, "1s"); got[0] != 0 {
+			t.Errorf("%s: THROTTLE: got %v, want allowed", tt.name, got)
+		}
+		if err := tt.cl.Set(ctx, key, tt.name, 0).Err(); err != nil {
+			t.Fatalf("%s: SET: %v", tt.name, err)
+		}
+		if got, err := tt.cl.Get(ctx, key).Result(); err != nil || got != tt.name {
+			t.Errorf("%s: GET: got %q, %v, want %q", tt.name, got, err, tt.name)
+		}
+	}
+	if got, fell := r.Decisions(router.SourceCluster), r.Decisions(router.SourceLocal); got != 2 || fell != 0 {
+		t.Errorf("decisions: %d by the cluster and %d by the fallback, want 2 and 0", got, fell)
+	}
+
+	unknown := certs.ClientTLS()
+	unknown.Certificates = []tls.Certificate{stranger.Client}
+	none := certs.ClientTLS()
+	none.Certificates = nil
+	for _, tt := range []struct {
+		name   string
+		auth   tls.ClientAuthType
+		client *tls.Config
+		served bool
+	}{
+		{"required: unknown authority", tls.RequireAndVerifyClientCert, unknown, false},
+		{"required: no certificate", tls.RequireAndVerifyClientCert, none, false},
+		{"optional: unknown authority", tls.VerifyClientCertIfGiven, unknown, false},
+		{"optional: no certificate", tls.VerifyClientCertIfGiven, none, true},
+		{"optional: known", tls.VerifyClientCertIfGiven, certs.ClientTLS(), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, secure := serveTLS(t, proxy.Config{Decider: router.NewMemory(0)}, serverTLS(t, certs, tt.auth))
+			got, err := newTLSGoRedis(t, secure, tt.client).Ping(ctx).Result()
+			if tt.served && (err != nil || got != "PONG") {
+				t.Fatalf("PING: got %q, %v, want PONG", got, err)
+			}
+			if !tt.served && err == nil {
+				t.Fatalf("PING was answered %q, want the connection refused", got)
+			}
+			// A refused client takes nothing from the others.
+			if got, err := newTLSGoRedis(t, secure, certs.ClientTLS()).Ping(ctx).Result(); err != nil || got != "PONG" {
+				t.Fatalf("PING with a good certificate after it: got %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// tlsRouter is a router that reaches c with TLS and its credentials, and
+// has read the command table.
+func tlsRouter(t *testing.T, c *clustertest.Cluster, cfg router.ClusterConfig) *router.Cluster {
+	t.Helper()
+	cfg.Seeds, cfg.Timeout, cfg.HotThreshold = c.Addrs(), time.Second, -1
+	r := router.NewCluster(cfg)
+	t.Cleanup(r.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitConnected(ctx); err != nil {
+		t.Fatalf("router did not connect: %v", err)
+	}
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	return r
+}
+
+// clusterSession checks what goes to the nodes on every kind of
+// connection sluice makes to them: bucket steps, forwarded commands, a
+// blocking command (a connection of its own), WATCH (a pinned one) and
+// SUBSCRIBE (a tunnel, on the event loops only). The decisions must be
+// the cluster's.
+func clusterSession(t *testing.T, c *clustertest.Cluster, r *router.Cluster, addr, prefix string, pubsub bool) {
+	t.Helper()
+	ctx := context.Background()
+	before := r.Decisions(router.SourceCluster)
+	cl := newGoRedis(t, addr)
+	key := prefix + ":k"
+	if got := throttle(t, cl, "THROTTLE", key, 2, 1, "1s"); got[0] != 0 {
+		t.Errorf("THROTTLE: got %v, want allowed", got)
+	}
+	direct, err := rueidis.NewClient(c.ClientOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if n, err := direct.Do(ctx, direct.B().Exists().Key(router.KeyPrefix+key).Build()).AsInt64(); err != nil || n != 1 {
+		t.Errorf("the bucket in the cluster: EXISTS %d, %v, want 1", n, err)
+	}
+	if got := r.Decisions(router.SourceCluster) - before; got != 1 || r.Decisions(router.SourceLocal) != 0 {
+		t.Errorf("%d decisions by the cluster and %d by the fallback, want 1 and 0", got, r.Decisions(router.SourceLocal))
+	}
+	if err := cl.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	if got, err := cl.Get(ctx, key).Result(); err != nil || got != "v" {
+		t.Errorf("GET: got %q, %v", got, err)
+	}
+	watch := dialRaw(t, addr)
+	if got := watch.do("BLPOP", prefix+":list", "0.05"); got != "*-1\r\n" {
+		t.Errorf("BLPOP on an empty list: %q, want a null array", got)
+	}
+	for _, cmd := range [][]string{{"WATCH", key}, {"MULTI"}, {"SET", key, "w"}} {
+		if got := watch.do(cmd...); got[0] != '+' {
+			t.Fatalf("%q: %q", cmd, got)
+		}
+	}
+	if got := watch.do("EXEC"); got != "*1\r\n+OK\r\n" {
+		t.Errorf("EXEC: %q", got)
+	}
+	if !pubsub {
+		return
+	}
+	sub := dialRaw(t, addr)
+	if got := sub.do("SUBSCRIBE", prefix); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {
+		t.Fatalf("SUBSCRIBE: %q", got)
+	}
+	// The count is of the publishing node's subscribers only.
+	if err := cl.Publish(ctx, prefix, "hi").Err(); err != nil {
+		t.Fatalf("PUBLISH: %v", err)
+	}
+	if got := sub.read(); !strings.HasSuffix(got, "$2\r\nhi\r\n") {
+		t.Errorf("the message: %q", got)
+	}
+}
+
+// sluice in front of a cluster served only on TLS, whose clients
+// authenticate as an ACL user (--cluster-tls, --cluster-user,
+// --cluster-password): every kind of connection works, from the event
+// loops (which leave their own connections to rueidis then) and from
+// goroutines.
+func TestTLSToTheCluster(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, TLS: true, User: "sluice", Password: "s3cret"})
+	r := tlsRouter(t, c, router.ClusterConfig{TLS: c.Certs.ClientTLS(), Username: c.User, Password: c.Password})
+	eachSession(t, c, r)
+}
+
+// eachSession runs clusterSession through a server with event loops and
+// one with a goroutine per client.
+func eachSession(t *testing.T, c *clustertest.Cluster, r *router.Cluster) {
+	for _, m := range []struct {
+		name  string
+		loops int
+	}{{"loops", 0}, {"goroutines", -1}} {
+		t.Run(m.name, func(t *testing.T) {
+			clusterSession(t, c, r, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: m.loops}), t.Name(), m.loops >= 0)
+		})
+	}
+}
+
+// A password without TLS: the event loops' own connections to the nodes
+// authenticate too (AUTH before anything else). A password the nodes no
+// longer take is a clear error on the commands that needed a new
+// connection, and on connecting.
+func TestClusterPassword(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, Password: "s3cret"})
+	r := tlsRouter(t, c, router.ClusterConfig{Password: c.Password})
+	eachSession(t, c, r)
+
+	t.Run("wrong password", func(t *testing.T) {
+		bad := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Password: "wrong"})
+		t.Cleanup(bad.Close)
+		wctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := bad.WaitConnected(wctx); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+			t.Errorf("connecting with a wrong password: %v, want WRONGPASS", err)
+		}
+
+		// The nodes change their password: connections made before go on,
+		// a loop's new one is refused.
+		for _, n := range c.Nodes {
+			if err := n.Do(context.Background(), "CONFIG", "SET", "requirepass", "changed").Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+		if got := conn.do("GET", "tls:k"); !strings.HasPrefix(got, "-ERR sluice: connection to ") || !strings.Contains(got, "AUTH") || !strings.Contains(got, "WRONGPASS") {
+			t.Errorf("GET on a new connection: %q, want the node's refusal of AUTH", got)
+		} else if strings.Contains(got, "s3cret") {
+			t.Errorf("the error shows the password: %q", got)
+		}
+	})
+}
