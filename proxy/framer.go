@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -301,9 +302,26 @@ type framedConn struct {
 	// server's IdleTimeout); redcon reads only between commands, so a
 	// client waiting for a reply is never idle.
 	idle time.Duration
+	// shaken: a TLS client's handshake is done (and bounded in time).
+	shaken bool
 }
 
+// handshakeTimeout bounds a TLS client's handshake (a variable for tests): a client that
+// connects and sends nothing would otherwise hold its goroutine, and its
+// place under --maxclients, for good.
+var handshakeTimeout = 10 * time.Second
+
 func (c *framedConn) Read(p []byte) (int, error) {
+	if !c.shaken {
+		c.shaken = true
+		if tc, ok := c.Conn.(*tls.Conn); ok {
+			tc.SetDeadline(time.Now().Add(handshakeTimeout))
+			if err := tc.Handshake(); err != nil {
+				return 0, err
+			}
+			tc.SetDeadline(time.Time{})
+		}
+	}
 	n, whole := 0, false
 	for n < len(p) {
 		if c.off < len(c.out) {
@@ -459,6 +477,12 @@ func (l *framedListener) Accept() (net.Conn, error) {
 				<-l.s.ctx.Done()
 			}
 			return nil, err
+		}
+		if _, ok := c.(*tls.Conn); ok && l.s.atCapacity() {
+			// Its refusal needs a handshake first: not on the accepting
+			// goroutine, which a client that never answers would hold.
+			go l.s.reject(c, handshakeTimeout)
+			continue
 		}
 		if !l.s.full(c) {
 			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout}, nil

@@ -172,14 +172,24 @@ func logOutputLimit(log *zap.Logger, addr string, pending int64) {
 // full turns nc away, as Redis does, when --maxclients clients are
 // connected already, and reports whether it did.
 func (s *Server) full(nc net.Conn) bool {
-	if s.stats.connected.Load() < int64(s.cfg.MaxClients) {
+	if !s.atCapacity() {
 		return false
 	}
+	s.reject(nc, 100*time.Millisecond)
+	return true
+}
+
+// reject answers nc that sluice has no room for, within d, and closes it.
+func (s *Server) reject(nc net.Conn, d time.Duration) {
 	s.stats.rejected.Add(1)
-	nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	// A TLS client's handshake reads too: the deadline covers both ways.
+	nc.SetDeadline(time.Now().Add(d))
 	nc.Write([]byte("-ERR max number of clients reached\r\n"))
 	nc.Close()
-	return true
+}
+
+func (s *Server) atCapacity() bool {
+	return s.stats.connected.Load() >= int64(s.cfg.MaxClients)
 }
 
 // New returns a Server that is not yet listening.

@@ -1,8 +1,10 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -256,4 +258,42 @@ func TestClusterPassword(t *testing.T) {
 			t.Errorf("the error shows the password: %q", got)
 		}
 	})
+}
+
+// A client that connects to the TLS port and never handshakes is closed
+// after the handshake bound, and its place under --maxclients goes to the
+// next; one turned away past --maxclients is turned away off the
+// accepting goroutine, so a silent one holds up no other.
+func TestTLSSilentClients(t *testing.T) {
+	proxy.SetHandshakeTimeout(t.Cleanup, 300*time.Millisecond)
+	certs := clustertest.NewCerts(t)
+	ctx := context.Background()
+	_, secure := serveTLS(t, proxy.Config{Decider: router.NewMemory(0), MaxClients: 1}, serverTLS(t, certs, tls.RequireAndVerifyClientCert))
+
+	silent, _ := raw(t, secure)
+	if _, err := silent.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("a client that never handshakes: read %v, want it closed by sluice", err)
+	}
+	good := newTLSGoRedis(t, secure, certs.ClientTLS())
+	waitUntil(t, "a client served once the silent one is gone", func() bool { return good.Ping(ctx).Err() == nil })
+
+	// good holds the only place: a silent one past it, then another client.
+	silent, _ = raw(t, secure)
+	defer silent.Close()
+	tc := certs.ClientTLS()
+	tc.ServerName = "localhost"
+	other, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", secure, tc)
+	if err != nil {
+		t.Fatalf("a client past --maxclients behind a silent one: %v", err)
+	}
+	defer other.Close()
+	other.SetDeadline(time.Now().Add(3 * time.Second))
+	if line, err := bufio.NewReader(other).ReadString('\n'); line != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("a client past --maxclients behind a silent one: %q, %v, want ERR max number of clients reached", line, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
