@@ -139,14 +139,36 @@ func requireRedisCLI(t *testing.T) {
 	}
 }
 
+// stop sends SIGTERM and waits for a clean exit: nothing logged at warn
+// or above on the way (no shard marked unhealthy as its connections
+// close, no failed backend call).
 func stop(t *testing.T, p *process) {
 	t.Helper()
+	for len(p.lines) > 0 {
+		<-p.lines // what it logged before
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	p.next(t, "sluice stopped")
-	if err := p.cmd.Wait(); err != nil {
-		t.Fatalf("sluice exited with %v after SIGTERM, want 0", err)
+	stopped := false
+	timeout := time.After(20 * time.Second)
+	for done := false; !done; {
+		select {
+		case line, ok := <-p.lines:
+			switch {
+			case !ok:
+				done = true
+			case line["msg"] == "sluice stopped":
+				stopped = true
+			case line["level"] != "info" && line["level"] != "debug":
+				t.Errorf("logged after SIGTERM: %v", line)
+			}
+		case <-timeout:
+			t.Fatal("sluice did not exit within 20s of SIGTERM")
+		}
+	}
+	if err := p.cmd.Wait(); err != nil || !stopped {
+		t.Fatalf("sluice exited with %v after SIGTERM (stopped logged: %v), want 0", err, stopped)
 	}
 }
 
