@@ -7,6 +7,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -87,6 +88,10 @@ type Config struct {
 	// yet to run; a client past it is closed. 0 means 1 GiB, Redis's
 	// default.
 	QueryBufferLimit int64
+	// MaxKeyLen bounds the key of THROTTLE, CL.THROTTLE, GCRA and
+	// THROTTLE.RESET, in bytes; 0 means 1 MiB, which is also the most it
+	// may be.
+	MaxKeyLen int
 	// Announce is the host:port sluice gives cluster-mode clients as the
 	// one node that owns every slot; "" means the address being served.
 	Announce string
@@ -667,6 +672,9 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		if err == nil {
 			return true
 		}
+	}
+	if err == nil && cmd.request != nil && len(args) > 1 && s.cfg.MaxKeyLen > 0 && len(args[1]) > s.cfg.MaxKeyLen {
+		err = fmt.Errorf("key must be at most %d bytes (--throttle-max-key-len)", s.cfg.MaxKeyLen)
 	}
 	if err == nil && cmd.request != nil {
 		var req router.Request

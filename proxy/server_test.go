@@ -1004,3 +1004,24 @@ func TestOutputBufferLimit(t *testing.T) {
 		return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
 	})
 }
+
+// --throttle-max-key-len: a bucket command's key longer than the server's
+// bound is answered an error, and nothing is decided; both serving paths.
+func TestThrottleMaxKeyLen(t *testing.T) {
+	const tooLong = "-ERR key must be at most 8 bytes (--throttle-max-key-len)\r\n"
+	for _, loops := range []int{0, -1} {
+		conn, r := raw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), MaxKeyLen: 8, Loops: loops}))
+		for _, tt := range []struct{ cmd, want string }{
+			{"THROTTLE 123456789 5 1 1s\r\n", tooLong},
+			{"CL.THROTTLE 123456789 5 1 1\r\n", tooLong},
+			{"GCRA 123456789 5 1 1\r\n", tooLong},
+			{"THROTTLE.RESET 123456789\r\n", tooLong},
+			{"THROTTLE 12345678 5 1 1s\r\n", "*5\r\n"},
+		} {
+			io.WriteString(conn, tt.cmd)
+			if line, err := r.ReadString('\n'); err != nil || line != tt.want {
+				t.Fatalf("loops %d, %q: got %q, %v, want %q", loops, tt.cmd, line, err, tt.want)
+			}
+		}
+	}
+}

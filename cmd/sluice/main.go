@@ -61,6 +61,7 @@ type options struct {
 	// The framing limits, Redis's own.
 	protoMaxBulkLen  byteSize
 	queryBufferLimit byteSize
+	maxKeyLen        byteSize
 	// flushDelay lets the writer to each shard wait a moment after a write
 	// so that concurrent clients' commands share the next one.
 	flushDelay     time.Duration
@@ -113,7 +114,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets of a hot key this instance splits, at most 16; 0 means one per primary (a split made by another instance keeps its own number)")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
 	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
-	o.protoMaxBulkLen, o.queryBufferLimit = 512<<20, 1<<30
+	o.protoMaxBulkLen, o.queryBufferLimit, o.maxKeyLen = 512<<20, 1<<30, 1<<20
+	fs.Var(&o.maxKeyLen, "throttle-max-key-len", "longest key THROTTLE, CL.THROTTLE, GCRA and THROTTLE.RESET take (`bytes`, same syntax), at most 1mb; a longer one is answered an error")
 	fs.Var(&o.protoMaxBulkLen, "proto-max-bulk-len", "longest argument a client may send, as Redis's proto-max-bulk-len (`bytes`, or with b, k, kb, m, mb, g, gb)")
 	fs.Var(&o.queryBufferLimit, "client-query-buffer-limit", "most `bytes` of one command, as Redis's client-query-buffer-limit: a client past it is closed")
 	fs.BoolVar(&o.replicas, "read-from-replicas", false, "send forwarded read-only commands (GET, MGET, ...) to a replica of their slot's primary; replicas lag, so a read may miss a write just made")
@@ -207,6 +209,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.loops < -1 || o.loops > maxLoops {
 		return o, fmt.Errorf("--io-loops must be -1, 0 or up to %d", maxLoops)
+	}
+	if o.maxKeyLen < 1 || o.maxKeyLen > 1<<20 {
+		return o, errors.New("--throttle-max-key-len must be from 1 byte to 1mb")
 	}
 	if o.protoMaxBulkLen < 1<<20 || o.queryBufferLimit < 1<<20 {
 		return o, errors.New("--proto-max-bulk-len and --client-query-buffer-limit must be at least 1mb, as in Redis")
@@ -391,7 +396,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
 		Logger: log, Loops: o.loops, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
 		IdleTimeout: time.Duration(o.idleTimeout) * time.Second, OutputLimit: proxy.OutputLimit(o.outputLimit),
-		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit), Policies: o.policies})
+		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit), MaxKeyLen: int(o.maxKeyLen), Policies: o.policies})
 	plain, secure := servedAddrs(o, lns)
 	log.Info("sluice started",
 		zap.String("listen", plain),

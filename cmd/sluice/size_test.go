@@ -42,7 +42,11 @@ func TestFramingFlags(t *testing.T) {
 	if err != nil || o.protoMaxBulkLen != 2<<20 || o.queryBufferLimit != 4<<20 {
 		t.Fatalf("environment over flag: %d, %d, %v; want 2 MiB and 4 MiB", o.protoMaxBulkLen, o.queryBufferLimit, err)
 	}
-	for _, args := range [][]string{{"--proto-max-bulk-len", "512kb"}, {"--client-query-buffer-limit", "lots"}} {
+	if o, err := parseFlags([]string{"--throttle-max-key-len", "256"}, func(string) string { return "" }, io.Discard); err != nil || o.maxKeyLen != 256 {
+		t.Errorf("--throttle-max-key-len 256: %d, %v", o.maxKeyLen, err)
+	}
+	for _, args := range [][]string{{"--proto-max-bulk-len", "512kb"}, {"--client-query-buffer-limit", "lots"},
+		{"--throttle-max-key-len", "0"}, {"--throttle-max-key-len", "2mb"}} {
 		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
 		}
