@@ -25,7 +25,8 @@
 --   now, in µs: the shard's TIME unless a test gives its own.
 -- It writes only when it takes tokens, with a PXAT of the instant the
 -- bucket is full (in ms, rounded up, on the same clock as TIME), so an idle
--- bucket disappears and never earlier; a denial or a peek writes nothing.
+-- bucket disappears and never earlier; a denial or a peek writes nothing,
+-- but for a carried state ("+<µs>" base, below), which is written first.
 --
 -- One bucket, declared (keys of a slot being migrated must come this way,
 -- so that MOVED and ASK work):

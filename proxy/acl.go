@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tidwall/match"
+	"github.com/sluice-rl/sluice/router/glob"
 
 	cmdspec "github.com/sluice-rl/sluice/router/command"
 )
@@ -209,7 +209,7 @@ func (u *User) mayUse(key []byte) bool {
 		return true
 	}
 	for _, p := range u.keys {
-		if match.Match(string(key), p) {
+		if glob.Match(string(key), p) {
 			return true
 		}
 	}

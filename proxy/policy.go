@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/tidwall/match"
+	"github.com/sluice-rl/sluice/router/glob"
 
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/bucket"
@@ -152,7 +152,7 @@ func (p *Policies) shadow(name string) bool {
 // match is the policy of the first rule key matches, or nil.
 func (p *Policies) match(key string) *policy {
 	for _, r := range p.rules {
-		if match.Match(key, r.pattern) {
+		if glob.Match(key, r.pattern) {
 			return r.policy
 		}
 	}

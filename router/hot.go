@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/match"
+	"github.com/sluice-rl/sluice/router/glob"
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
@@ -128,7 +128,7 @@ func (h *hotSet) observe(key string, now int64) *hotKey {
 
 func (h *hotSet) declared(key string) bool {
 	for _, p := range h.patterns {
-		if match.Match(key, p) {
+		if glob.Match(key, p) {
 			return true
 		}
 	}

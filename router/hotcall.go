@@ -153,8 +153,10 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		// sub-bucket is full (and has tokens) no sooner than this says,
 		// which is the side a denial from it must err on.
 		sent := h.w.sent / 1000
-		h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
-		if h.w.st == h.hk.split.Load() {
+		if cur := h.hk.split.Load(); cur != nil && h.w.st.gen == cur.gen {
+			// Only this split's answers: another split's sub-bucket i is
+			// another bucket, whose state must never be carried here.
+			h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
 			h.hk.placed[h.sub].Store(int32(h.w.at + 1))
 		}
 		if br.Limited && h.steps < maxHotSteps {

@@ -28,8 +28,15 @@ func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
 	for _, hk := range *c.hot.keys.Load() {
 		hk.rate.Store(math.Float64bits(c.hot.counter.Rate(hk.key, ns)))
 		if !hk.detected.Load() {
-			if o := topo.ownerOf(hk.parent); hk.held.Load() && (o == nil || o.healthy.Load()) && hk.renewing.CompareAndSwap(false, true) {
-				wg.Go(func() { c.renew(ctx, hk) })
+			o := topo.ownerOf(hk.parent)
+			switch st := hk.split.Load(); {
+			case hk.held.Load():
+				if (o == nil || o.healthy.Load()) && hk.renewing.CompareAndSwap(false, true) {
+					wg.Go(func() { c.renew(ctx, hk) })
+				}
+			case st != nil && st.until > ns && st.until-ns <= int64(c.hot.ttl/4) && (o == nil || o.healthy.Load()) &&
+				hk.renewing.CompareAndSwap(false, true):
+				wg.Go(func() { c.reread(ctx, hk, st) })
 			}
 			continue
 		}
@@ -116,6 +123,39 @@ func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topo
 		return -1
 	}
 	return time.Duration(sum / n)
+}
+
+// reread reads again the marker of a split hk follows, a quarter of its
+// time before it ends (its maker renews it at half), and so extends it. A
+// follower that waited for it to lapse would find it lapsed in the moment
+// between a kill of the parent's primary and sluice seeing it, and then
+// not be allowed to hold it through the outage (held needs the split live
+// when the shard went down): its calls would all go to fallback. A peek
+// on the parent, which writes nothing, answers the marker; any other
+// answer (a different split, the bucket it lapsed into) is left to the
+// next call, as before.
+func (c *Cluster) reread(ctx context.Context, hk *hotKey, st *splitState) {
+	defer hk.renewing.Store(false)
+	p, cl := hk.parts.Load(), c.client.Load()
+	if p == nil || cl == nil {
+		return
+	}
+	owner := c.topo.Load().ownerOf(hk.parent)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	calls := []lua.Call{{Key: hk.parent, Capacity: p.whole.Capacity, U: p.whole.U, V: p.whole.V}}
+	res, errs := make([]lua.Result, 1), make([]error, 1)
+	sent := time.Now().UnixNano()
+	c.throttle.Do(ctx, c.nodeOr(owner, *cl), calls, res, errs)
+	var se *lua.SplitError
+	switch {
+	case errors.As(errs[0], &se):
+		if se.Split.Gen == st.gen {
+			hk.setSplit(se.Split, sent)
+		}
+	default:
+		c.failed(owner, errs[0])
+	}
 }
 
 // renew writes hk's split marker, or extends it. A new split takes the
