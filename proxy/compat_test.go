@@ -1,7 +1,5 @@
 package proxy_test
 
-// Pub/sub is not in the script yet; TestPassthroughPubSub covers it with raw RESP.
-
 import (
 	"bufio"
 	"bytes"
@@ -39,7 +37,10 @@ import (
 // Go ones below) writes strings, hashes, lists, sets, sorted sets,
 // streams and expiries; MGET, MSET and DEL across slots; a pipeline; a
 // transaction in one slot and one across two slots; a BLPOP that another
-// connection satisfies once the harness has seen it block; SCAN over the
+// connection satisfies once the harness has seen it block; pub/sub (a
+// second connection subscribes to a channel and a pattern, a message is
+// published once both are confirmed, both deliveries are awaited, then
+// both unsubscribed, each as the library reports it); SCAN over the
 // whole key space; EVAL, SCRIPT LOAD and EVALSHA; and, through sluice
 // only, THROTTLE and GCRA, checked against the README's answers.
 //
@@ -57,6 +58,16 @@ import (
 //     and rueidis refuse one across slots themselves; ioredis and
 //     node-redis send it to one node), so a standalone client is compared
 //     with the same client talking to one Redis node.
+//
+// Every library subscribes in cluster mode too, each its own way:
+// go-redis's ClusterClient and redis-py's RedisCluster (ClusterPubSub) on
+// the primary of the channel's slot, ioredis's Redis.Cluster,
+// node-redis's createCluster and a rueidis dedicated client on a node of
+// their choosing, redis-cli -c on its seed; through sluice, a one-node
+// cluster, all of them on sluice. A cluster delivers a message on every
+// node, but PUBLISH counts the receiving node's subscribers only, so the
+// count while a subscriber listens compares by kind (compatCounted); once
+// it has unsubscribed, the count is 0 everywhere and compares exactly.
 func TestCompat(t *testing.T) {
 	for _, tag := range append([]string{compatTags.Node, compatTags.Other}, compatTags.Spread...) {
 		if strings.ContainsAny(tag, "{}") {
@@ -190,6 +201,36 @@ func (e *compatEnv) waitUnblocked(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%d clients still blocked on the primaries", n)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitNoSubscribers returns once no node counts a subscriber to a
+// channel or pattern: a killed redis-cli's subscriptions end when its
+// node, or sluice and then its node, sees the connection close.
+func (e *compatEnv) waitNoSubscribers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		total := 0
+		for _, n := range e.cluster.Nodes {
+			chans, err := n.Do(ctx, "PUBSUB", "CHANNELS").AsStrSlice()
+			if err != nil {
+				return fmt.Errorf("PUBSUB CHANNELS on %s: %w", n.Addr, err)
+			}
+			pats, err := n.Do(ctx, "PUBSUB", "NUMPAT").AsInt64()
+			if err != nil {
+				return fmt.Errorf("PUBSUB NUMPAT on %s: %w", n.Addr, err)
+			}
+			total += len(chans) + int(pats)
+		}
+		if total == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d channels and patterns still subscribed on the nodes", total)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -627,6 +668,18 @@ func compatTTL(secs int64) int64 {
 	return int64(math.Round(float64(secs)/100)) * 100
 }
 
+// compatCounted stands for PUBLISH's count of receivers while a
+// subscriber listens: a cluster node counts only its own subscribers, and
+// neither a cluster client nor sluice puts the publisher on the
+// subscriber's node every time, so only the reply's kind (a count, not an
+// error) compares. The drivers do the same.
+func compatCounted(v any) any {
+	if n, ok := v.(int64); ok && n >= 0 {
+		return "count"
+	}
+	return v
+}
+
 // compatPanic runs f and reports a panic as its result: rueidis refuses
 // some commands in cluster mode by panicking.
 func compatPanic(f func() any) (v any) {
@@ -920,6 +973,41 @@ func compatGoRedis(proto int) func(context.Context, *compatEnv, compatPlan) (*co
 			}
 			out = append(out, res(c.RPush(ctx, k("bl", "q"), "item")))
 			return append(out, <-popped)
+		})
+		// A second client subscribes: ClusterClient.Subscribe on the
+		// primary of the channel's slot. Receive gives each confirmation
+		// (a Subscription, with the connection's count) and message in
+		// turn.
+		rec.step(p, "pubsub", func() any {
+			ch, pat := k("", "ps:ch"), k("", "ps:*")
+			sub := connect()
+			defer sub.Close()
+			ps := sub.Subscribe(ctx, ch)
+			defer ps.Close()
+			next := func() any {
+				m, err := ps.ReceiveTimeout(ctx, 5*time.Second)
+				if err != nil {
+					return compatErr(err)
+				}
+				return m
+			}
+			out := map[string]any{"subscribe": next()}
+			if err := ps.PSubscribe(ctx, pat); err != nil {
+				return compatErr(err)
+			}
+			out["psubscribe"] = next()
+			out["publish"] = compatCounted(res(c.Publish(ctx, ch, "hello")))
+			out["messages"] = []any{next(), next()}
+			if err := ps.Unsubscribe(ctx, ch); err != nil {
+				return compatErr(err)
+			}
+			out["unsubscribe"] = next()
+			if err := ps.PUnsubscribe(ctx, pat); err != nil {
+				return compatErr(err)
+			}
+			out["punsubscribe"] = next()
+			out["publish_after"] = res(c.Publish(ctx, ch, "again")) // nobody listens: 0 on every node
+			return out
 		})
 		rec.step(p, "scripts", func() any {
 			out := []any{res(c.Eval(ctx, compatIncrScript, []string{k("sc", "n")}, "x"))}
@@ -1230,6 +1318,43 @@ func compatRueidis(proto int) func(context.Context, *compatEnv, compatPlan) (*co
 			}
 			out = append(out, do(b().Rpush().Key(k("bl", "q")).Element("item").Build()))
 			return append(out, <-popped)
+		})
+		// A dedicated client subscribes, in cluster mode on a node of
+		// rueidis's choosing; its hooks report each confirmation (with the
+		// connection's count) and message in turn.
+		rec.step(p, "pubsub", func() any {
+			ch, pat := k("", "ps:ch"), k("", "ps:*")
+			dc, release := c.Dedicate()
+			defer release()
+			events := make(chan any, 8)
+			dc.SetPubSubHooks(rueidis.PubSubHooks{
+				OnMessage:      func(m rueidis.PubSubMessage) { events <- m },
+				OnSubscription: func(s rueidis.PubSubSubscription) { events <- s },
+			})
+			next := func() any {
+				select {
+				case ev := <-events:
+					return ev
+				case <-time.After(5 * time.Second):
+					return compatErr(errors.New("no pub/sub event within 5 s"))
+				}
+			}
+			subscribe := func(cmd rueidis.Completed) any {
+				if err := dc.Do(ctx, cmd).Error(); err != nil {
+					return compatErr(err)
+				}
+				return next()
+			}
+			out := map[string]any{
+				"subscribe":  subscribe(b().Subscribe().Channel(ch).Build()),
+				"psubscribe": subscribe(b().Psubscribe().Pattern(pat).Build()),
+				"publish":    compatCounted(do(b().Publish().Channel(ch).Message("hello").Build())),
+				"messages":   []any{next(), next()},
+			}
+			out["unsubscribe"] = subscribe(b().Unsubscribe().Channel(ch).Build())
+			out["punsubscribe"] = subscribe(b().Punsubscribe().Pattern(pat).Build())
+			out["publish_after"] = do(b().Publish().Channel(ch).Message("again").Build()) // nobody listens: 0 on every node
+			return out
 		})
 		rec.step(p, "scripts", func() any {
 			out := []any{do(b().Eval().Script(compatIncrScript).Numkeys(1).Key(k("sc", "n")).Arg("x").Build())}
@@ -1567,6 +1692,81 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 		out = append(out, cli("RPUSH", k("bl", "q"), "item"))
 		blocker.Wait()
 		return append(out, strings.TrimRight(popped.String(), "\n"))
+	})
+	// redis-cli sends one command and, for SUBSCRIBE and PSUBSCRIBE, prints
+	// what comes until it is killed: it cannot unsubscribe. So one process
+	// subscribes and one subscribes to the pattern, each read line by
+	// line (up to its confirmation, then up to the message), and both are
+	// killed; the harness then waits until no node counts a subscriber,
+	// after which PUBLISH's count is 0 everywhere.
+	rec.step(p, "pubsub", func() any {
+		ch, pat := k("", "ps:ch"), k("", "ps:*")
+		type subscriber struct {
+			cmd   *exec.Cmd
+			lines chan string // closed at the end of its output
+		}
+		var subs []subscriber
+		// stop kills the subscribers, reads their output to its end and
+		// waits for them; on every way out.
+		stop := func() {
+			for _, s := range subs {
+				s.cmd.Process.Kill()
+				for range s.lines {
+				}
+				s.cmd.Wait()
+			}
+			subs = nil
+		}
+		defer stop()
+		for _, args := range [][]string{{"SUBSCRIBE", ch}, {"PSUBSCRIBE", pat}} {
+			cmd := exec.CommandContext(ctx, "redis-cli", append(base(host, port), args...)...)
+			stdout, err := cmd.StdoutPipe()
+			if err == nil {
+				err = cmd.Start()
+			}
+			if err != nil {
+				return compatErr(err)
+			}
+			s := subscriber{cmd, make(chan string)}
+			go func() {
+				defer close(s.lines)
+				sc := bufio.NewScanner(stdout)
+				for sc.Scan() {
+					s.lines <- sc.Text()
+				}
+			}()
+			subs = append(subs, s)
+		}
+		// read takes n lines of a subscriber's output.
+		read := func(s subscriber, n int) string {
+			var got []string
+			for range n {
+				select {
+				case line, ok := <-s.lines:
+					if !ok {
+						return strings.Join(append(got, "(redis-cli exited)"), "\n")
+					}
+					got = append(got, line)
+				case <-time.After(5 * time.Second):
+					return strings.Join(append(got, "(no more within 5 s)"), "\n")
+				}
+			}
+			return strings.Join(got, "\n")
+		}
+		out := map[string]any{
+			// "Reading messages...", then the confirmation's three lines.
+			"subscribe":  read(subs[0], 4),
+			"psubscribe": read(subs[1], 4),
+			"publish":    compatCounted(compatCLIValue(cli("PUBLISH", ch, "hello"))),
+			"message":    read(subs[0], 3),
+			"pmessage":   read(subs[1], 4),
+		}
+		stop()
+		if err := e.waitNoSubscribers(ctx); err != nil {
+			rec.errs = append(rec.errs, err)
+		}
+		out["publish_after"] = compatCLIValue(cli("PUBLISH", ch, "again"))
+		return out
 	})
 	rec.step(p, "scripts", func() any {
 		out := []string{cli("EVAL", compatIncrScript, "1", k("sc", "n"), "x")}

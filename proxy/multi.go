@@ -16,7 +16,9 @@ import (
 // node runs it atomically; the client gets EXEC's reply. No connection is
 // pinned to the client for a transaction alone; WATCH, whose effect lasts
 // between a client's round trips, pins one (router.Pin) until EXEC,
-// DISCARD or UNWATCH, and every command of the client goes on it.
+// DISCARD or UNWATCH, and every command of the client goes on it. The
+// router follows a block's MOVED and ASK (a slot moving), and aborts a
+// watched one whose keys left the pinned connection's node (router.Pin).
 type txn struct {
 	slot  int    // of its keys; router.AnySlot while none
 	cmds  []byte // the queued commands, encoded

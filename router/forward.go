@@ -171,10 +171,7 @@ func (c *Cluster) sendTo(addr string, f *forwarded) {
 	}
 	first := f.redirects == 0 && !f.replayed
 	if f.pin != nil && first {
-		f.pin.b.send(f)
-		if f.unpin {
-			f.pin.Release()
-		}
+		f.pin.send(f, addr)
 		return
 	}
 	if f.via != nil && f.pin == nil && first {
@@ -456,7 +453,8 @@ type forwarded struct {
 	resp3     bool     // on a RESP3 connection
 	replies   int      // how many replies cmd gets
 	expect    int      // replies still to come, ASKING's included
-	redirect  []byte   // a MOVED or ASK among a transaction's replies
+	discarded []byte   // the reply of a transaction's command that made the node discard it
+	onPin     bool     // counted in its pin's commands in flight
 	replayed  bool     // an EVALSHA sent again as EVAL after NOSCRIPT
 	addr      string   // the node it was sent to
 	sentAt    time.Time
@@ -474,6 +472,10 @@ type fwdBatch struct {
 
 // finish hands the command's reply to its caller, once.
 func (f *forwarded) finish(r []byte) {
+	if f.onPin {
+		f.onPin = false
+		defer f.pin.answered()
+	}
 	b := f.batch
 	b.replies[f.i] = r
 	b.done(b.idx[f.i : f.i+1 : f.i+1])
@@ -485,12 +487,34 @@ func (f *forwarded) answer(r []byte) {
 		f.bucket.answer(r)
 		return
 	}
-	if f.redirect != nil {
-		// A command of a transaction was redirected: the node discarded
-		// the whole transaction, which goes where that command went.
-		r, f.redirect = f.redirect, nil
+	if f.discarded != nil {
+		// The node discarded the transaction (EXEC answered EXECABORT,
+		// though its client saw only QUEUED) for a command's MOVED or
+		// ASK, which the whole block follows, or TRYAGAIN (its keys are
+		// split between the two nodes of a slot being migrated), which is
+		// the answer: cluster clients retry it.
+		r, f.discarded = f.discarded, nil
 	}
-	if moved, ask := isRedirectReply(r); (moved || ask) && f.redirects < maxRedirects {
+	moved, ask := isRedirectReply(r)
+	if (moved || ask) && f.onPin && (f.replies > 1 || isWatch(f.cmd)) {
+		// The client's watches live on its pinned connection, whose node
+		// no longer holds this key. WATCH followed elsewhere would watch
+		// it on a connection that other clients share, and the
+		// transaction would run unwatched: the watch is lost instead, and
+		// the transaction aborted as one whose watched key changed (the
+		// key did change on that node: it left).
+		f.pin.lose()
+		if moved {
+			f.c.stale.Store(true) // the slot map is behind
+		}
+		if f.replies > 1 {
+			f.finish(nullArray(f.resp3))
+		} else {
+			f.finish(okReply)
+		}
+		return
+	}
+	if (moved || ask) && f.redirects < maxRedirects {
 		if addr, ok := redirectAddr(r); ok {
 			f.redirects++
 			f.asking = ask
@@ -562,6 +586,23 @@ func (c *Cluster) evalFor(cmd []byte) ([]byte, bool) {
 	return append(out, rest[47:]...), true
 }
 
+var okReply = []byte("+OK\r\n")
+
+// nullArray is EXEC's answer to a transaction aborted by a watch.
+func nullArray(resp3 bool) []byte {
+	if resp3 {
+		return []byte("_\r\n")
+	}
+	return []byte("*-1\r\n")
+}
+
+// isWatch reports whether cmd, encoded as AppendCommand encodes it, is a
+// WATCH.
+func isWatch(cmd []byte) bool {
+	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
+	return ok && len(rest) >= 11 && string(rest[:4]) == "$5\r\n" && bytes.EqualFold(rest[4:9], []byte("watch"))
+}
+
 func isRedirectReply(r []byte) (moved, ask bool) {
 	return bytes.HasPrefix(r, []byte("-MOVED ")), bytes.HasPrefix(r, []byte("-ASK "))
 }
@@ -606,17 +647,94 @@ type backend struct {
 	writing bool         // the writer goroutine runs
 	buf     []byte
 	release bool // a pin let go: close the connection once nothing waits
+	pin     *Pin // the pin it serves, whose watches end with its connection
 }
 
 // Pin is one client's own pipelined connection to a node, for WATCH:
 // keys are watched on a connection, so a client's commands from WATCH to
 // the end of its transaction must all go on one.
-type Pin struct{ b *backend }
+type Pin struct {
+	b *backend
+
+	mu       sync.Mutex // guards the fields below
+	inflight int        // its commands sent and not answered yet
+	exec     *forwarded // the transaction, waiting for them
+	execAddr string     // the primary of its slot
+	lost     bool       // a WATCH or the transaction met a key its node does not hold
+}
 
 // Pin makes a client's own connection to the primary of slot sl, dialled
 // at its first command.
 func (c *Cluster) Pin(sl int, resp3 bool) *Pin {
-	return &Pin{b: &backend{c: c, addr: c.addrOf(c.topo.Load(), sl), resp3: resp3}}
+	p := &Pin{b: &backend{c: c, addr: c.addrOf(c.topo.Load(), sl), resp3: resp3}}
+	p.b.pin = p
+	return p
+}
+
+// send sends f, whose slot's primary is at addr by the slot map, on the
+// pin's connection. The transaction (MULTI ... EXEC) waits until every
+// command before it is answered: a client pipelines WATCH and EXEC, and a
+// WATCH that meets a moved key (a lost watch) must be known before the
+// transaction may run on the node.
+func (p *Pin) send(f *forwarded, addr string) {
+	p.mu.Lock()
+	if f.replies > 1 && p.inflight > 0 {
+		p.exec, p.execAddr = f, addr
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.run(f, addr)
+}
+
+// run sends f; a transaction of a lost watch is aborted, and one on keys
+// of another primary than the watched ones runs there, unwatched.
+func (p *Pin) run(f *forwarded, addr string) {
+	p.mu.Lock()
+	abort := f.replies > 1 && p.lost
+	elsewhere := f.replies > 1 && !abort && addr != p.b.addr
+	f.onPin = !abort && !elsewhere
+	if f.onPin {
+		p.inflight++
+	}
+	p.mu.Unlock()
+	switch {
+	case abort:
+		f.finish(nullArray(f.resp3))
+	case elsewhere:
+		p.b.c.backend(addr, f.resp3, false).send(f)
+	default:
+		p.b.send(f)
+	}
+	if f.unpin {
+		// After the send: the connection, which holds the watches, must
+		// stay until the transaction is answered.
+		p.Release()
+	}
+}
+
+// answered counts one of the pin's commands answered, and sends the
+// transaction once nothing before it is in flight.
+func (p *Pin) answered() {
+	p.mu.Lock()
+	p.inflight--
+	f, addr := p.exec, p.execAddr
+	if p.inflight > 0 {
+		f = nil
+	}
+	if f != nil {
+		p.exec = nil
+	}
+	p.mu.Unlock()
+	if f != nil {
+		p.run(f, addr)
+	}
+}
+
+func (p *Pin) lose() {
+	p.mu.Lock()
+	p.lost = true
+	p.mu.Unlock()
 }
 
 // Release closes the pin's connection once the replies it waits for are
@@ -680,6 +798,7 @@ func (b *backend) write() {
 				failed := b.queue
 				b.queue, b.writing = nil, false
 				b.mu.Unlock()
+				b.lostConn()
 				fail(failed, b.addr, err)
 				return
 			}
@@ -767,14 +886,27 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 func (b *backend) broken(conn net.Conn, err error) {
 	b.mu.Lock()
 	var lost []*forwarded
-	if b.conn == conn {
+	current := b.conn == conn
+	if current {
 		b.conn = nil
 		lost = b.sent
 		b.sent = nil
 	}
 	b.mu.Unlock()
 	conn.Close()
+	if current {
+		b.lostConn()
+	}
 	fail(lost, b.addr, err)
+}
+
+// lostConn loses a pin's watches with its connection (before the
+// commands on it are answered, so that its transaction knows): a new
+// connection would run the transaction unwatched.
+func (b *backend) lostConn() {
+	if b.pin != nil {
+		b.pin.lose()
+	}
 }
 
 func fail(fs []*forwarded, addr string, err error) {

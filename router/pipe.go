@@ -204,8 +204,9 @@ func (p *Pipe) Fail(err error) {
 }
 
 // matchReply gives reply r to the first command of sent, and takes that
-// command off once r is its last reply (whole); one of a transaction's
-// replies that redirects is kept for its answer.
+// command off once r is its last reply (whole); a transaction's command
+// answered MOVED, ASK or TRYAGAIN, for which the node discards the
+// transaction, is kept for its answer.
 func matchReply(sent *[]*forwarded, r []byte) (f *forwarded, whole bool, err error) {
 	if len(*sent) == 0 {
 		return nil, false, errors.New("a reply nothing asked for")
@@ -213,8 +214,8 @@ func matchReply(sent *[]*forwarded, r []byte) (f *forwarded, whole bool, err err
 	f = (*sent)[0]
 	if f.expect--; f.expect > 0 {
 		// ASKING's +OK, or a transaction's +OK and +QUEUED.
-		if moved, ask := isRedirectReply(r); (moved || ask) && f.redirect == nil {
-			f.redirect = r
+		if moved, ask := isRedirectReply(r); (moved || ask || bytes.HasPrefix(r, []byte("-TRYAGAIN "))) && f.discarded == nil {
+			f.discarded = r
 		}
 		return f, false, nil
 	}

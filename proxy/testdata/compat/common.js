@@ -68,6 +68,24 @@ function ttl(v) {
   return typeof v === 'number' && v > 0 ? Math.round(v / 100) * 100 : v;
 }
 
+// counted stands for PUBLISH's count of receivers while a subscriber
+// listens: a cluster node counts only its own subscribers, and neither a
+// cluster client nor sluice puts the publisher on the subscriber's node
+// every time, so only the reply's kind (a count, not an error) compares.
+function counted(v) {
+  return Number.isInteger(v) && v >= 0 ? 'count' : v;
+}
+
+// within awaits p, or fails after ms: what the step waits for (a
+// subscriber's messages) may never come.
+function within(p, ms, what) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
 // run runs the steps in order, printing one line per step, and exits.
 async function run(steps, close) {
   let code = 0;
@@ -88,4 +106,4 @@ async function run(steps, close) {
   process.exit(code);
 }
 
-module.exports = { plan, host, port, emit, wants, plain, errorOf, r, awaitBlocked, ttl, run };
+module.exports = { plan, host, port, emit, wants, plain, errorOf, r, awaitBlocked, ttl, counted, within, run };

@@ -3,7 +3,7 @@
 'use strict';
 
 const Redis = require('ioredis');
-const { plan, host, port, r, awaitBlocked, ttl, run } = require('./common');
+const { plan, host, port, r, awaitBlocked, ttl, counted, within, run } = require('./common');
 
 const P = plan.prefix;
 const T = plan.tags;
@@ -153,6 +153,33 @@ const steps = [
     out.push(await r(c.rpush(k + 'q', 'item')));
     out.push(await popped);
     blocker.disconnect();
+    return out;
+  }],
+  // A second connection subscribes, in cluster mode to a node of
+  // Redis.Cluster's choosing; each (un)subscribe resolves once the node
+  // confirmed it, with the connection's count of subscriptions.
+  ['pubsub', async () => {
+    const ch = P + 'ps:ch';
+    const pat = P + 'ps:*';
+    const sub = connect();
+    const got = [];
+    let both;
+    const arrived = new Promise((resolve) => { both = resolve; });
+    const add = (m) => {
+      got.push(m);
+      if (got.length === 2) both();
+    };
+    sub.on('message', (channel, message) => add({ channel, message }));
+    sub.on('pmessage', (pattern, channel, message) => add({ pattern, channel, message }));
+    const out = {};
+    out.subscribe = await r(sub.subscribe(ch));
+    out.psubscribe = await r(sub.psubscribe(pat));
+    out.publish = counted(await r(c.publish(ch, 'hello')));
+    out.messages = await r(within(arrived.then(() => got), 5000, 'message and pmessage'));
+    out.unsubscribe = await r(sub.unsubscribe(ch));
+    out.punsubscribe = await r(sub.punsubscribe(pat));
+    out.publishAfter = await r(c.publish(ch, 'again')); // nobody listens: 0 on every node
+    sub.disconnect();
     return out;
   }],
   ['scripts', async () => {

@@ -3,7 +3,7 @@
 'use strict';
 
 const { createClient, createCluster } = require('redis');
-const { plan, host, port, r, awaitBlocked, ttl, run } = require('./common');
+const { plan, host, port, r, awaitBlocked, ttl, counted, within, run } = require('./common');
 
 const P = plan.prefix;
 const T = plan.tags;
@@ -162,6 +162,32 @@ async function main() {
       out.push(await r(c.rPush(k + 'q', 'item')));
       out.push(await popped);
       blocker.destroy();
+      return out;
+    }],
+    // A second client subscribes (createCluster's on a node of its
+    // choosing); each (un)subscribe resolves once the node confirmed it.
+    // node-redis reports no subscription counts, and gives a pattern's
+    // listener the message and channel only.
+    ['pubsub', async () => {
+      const ch = P + 'ps:ch';
+      const pat = P + 'ps:*';
+      const sub = await connect();
+      const got = [];
+      let both;
+      const arrived = new Promise((resolve) => { both = resolve; });
+      const add = (m) => {
+        got.push(m);
+        if (got.length === 2) both();
+      };
+      const out = {};
+      out.subscribe = await r(sub.subscribe(ch, (message, channel) => add({ channel, message })));
+      out.pSubscribe = await r(sub.pSubscribe(pat, (message, channel) => add({ pattern: pat, channel, message })));
+      out.publish = counted(await r(c.publish(ch, 'hello')));
+      out.messages = await r(within(arrived.then(() => got), 5000, 'message and pmessage'));
+      out.unsubscribe = await r(sub.unsubscribe(ch));
+      out.pUnsubscribe = await r(sub.pUnsubscribe(pat));
+      out.publishAfter = await r(c.publish(ch, 'again')); // nobody listens: 0 on every node
+      sub.destroy();
       return out;
     }],
     ['scripts', async () => {

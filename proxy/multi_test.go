@@ -1,0 +1,188 @@
+package proxy_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// TestTransactionDuringMigration runs transactions through sluice while
+// their slot is held half moved (IMPORTING on the target, MIGRATING on
+// the source, some keys migrated): each answers what it would with no
+// migration going on, or TRYAGAIN where Redis Cluster itself answers it
+// (the transaction's keys are split between the two nodes), and never
+// ASK. A watched transaction whose keys are not all on its watching
+// connection's node is aborted (EXEC answers null), as one whose watched
+// key changed. Completing the migration afterwards proves that no key was
+// written on both nodes (MIGRATE would refuse it), and the values are the
+// ones the transactions left.
+func TestTransactionDuringMigration(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} { // the loops' pipes, the goroutines' connections
+		resp3 := loops == -1 // the watching client's protocol
+		tag := "{mig" + strconv.Itoa(-loops) + "}"
+		k := func(name string) string { return tag + name }
+		sl := slot.Of(tag)
+		from, err := c.Primary(ctx, sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := c.Nodes[0]
+		if to == from {
+			to = c.Nodes[1]
+		}
+		// A key of another primary, where a transaction watched on the
+		// slot's runs unwatched (README).
+		var elsewhere string
+		for i := 0; elsewhere == ""; i++ {
+			key := "{o" + strconv.Itoa(i) + "}k"
+			if n, err := c.Primary(ctx, slot.Of(key)); err != nil {
+				t.Fatal(err)
+			} else if n != from {
+				elsewhere = key
+			}
+		}
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		conn, other, w := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
+		null := "*-1\r\n"
+		if resp3 {
+			w.do("HELLO", "3")
+			null = "_\r\n"
+		}
+		for _, kv := range [][2]string{{"moved", "1"}, {"stays", "10"}, {"watched", "5"}} {
+			if got := conn.do("SET", k(kv[0]), kv[1]); got != "+OK\r\n" {
+				t.Fatalf("SET %s: %q", kv[0], got)
+			}
+		}
+		s := strconv.Itoa(sl)
+		for _, cmd := range [][]string{
+			{"CLUSTER", "SETSLOT", s, "IMPORTING", from.ID},
+			{"CLUSTER", "SETSLOT", s, "MIGRATING", to.ID},
+		} {
+			node := to
+			if cmd[3] == "MIGRATING" {
+				node = from
+			}
+			if err := node.Do(ctx, cmd...).Error(); err != nil {
+				t.Fatalf("%q on %s: %v", cmd, node.Addr, err)
+			}
+		}
+		host, port, _ := net.SplitHostPort(to.Addr)
+		migrate := func(key string) {
+			t.Helper()
+			if err := from.Do(ctx, "MIGRATE", host, port, key, "0", "5000").Error(); err != nil {
+				t.Fatalf("MIGRATE %s: %v", key, err)
+			}
+		}
+		migrate(k("moved"))
+
+		for _, step := range []struct {
+			what string
+			conn *rawConn
+			cmds [][]string
+			want string // the last command's reply; the others are checked to be no redirect
+		}{
+			{"on a migrated key", conn, [][]string{{"MULTI"}, {"INCR", k("moved")}, {"GET", k("moved")}, {"EXEC"}}, "*2\r\n:2\r\n$1\r\n2\r\n"},
+			{"on a new key", conn, [][]string{{"MULTI"}, {"SET", k("new"), "x"}, {"GET", k("new")}, {"EXEC"}}, "*2\r\n+OK\r\n$1\r\nx\r\n"},
+			{"on a key not migrated yet", conn, [][]string{{"MULTI"}, {"INCR", k("stays")}, {"EXEC"}}, "*1\r\n:11\r\n"},
+			{"on keys of both nodes", conn, [][]string{{"MULTI"}, {"INCR", k("moved")}, {"INCR", k("stays")}, {"EXEC"}}, "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"},
+			{"with one command on keys of both nodes", conn, [][]string{{"MULTI"}, {"MGET", k("stays"), k("moved")}, {"EXEC"}}, "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"},
+			{"refused: the migrated key kept", conn, [][]string{{"GET", k("moved")}}, "$1\r\n2\r\n"},
+			{"refused: the other kept", conn, [][]string{{"GET", k("stays")}}, "$2\r\n11\r\n"},
+
+			{"watching a migrated key", w, [][]string{{"WATCH", k("moved")}, {"MULTI"}, {"INCR", k("moved")}, {"EXEC"}}, null},
+			{"watching a migrated key, pipelined with a transaction on another", w, [][]string{{"WATCH", k("moved")}, {"MULTI"}, {"INCR", k("stays")}, {"EXEC"}}, null},
+			{"watching a key not migrated yet", w, [][]string{{"WATCH", k("stays")}, {"GET", k("moved")}, {"MULTI"}, {"INCR", k("stays")}, {"EXEC"}}, "*1\r\n:12\r\n"},
+			{"watching a key, on a key of another primary", w, [][]string{{"WATCH", k("stays")}, {"MULTI"}, {"SET", elsewhere, "v"}, {"EXEC"}}, "*1\r\n+OK\r\n"},
+			{"after the watched transactions", conn, [][]string{{"MULTI"}, {"INCR", k("moved")}, {"EXEC"}}, "*1\r\n:3\r\n"},
+			{"watching a key that another client then changes", w, [][]string{{"WATCH", k("watched")}}, "+OK\r\n"},
+		} {
+			w := step.conn
+			w.send(step.cmds...)
+			var got string
+			for i := range step.cmds {
+				if got = w.read(); strings.HasPrefix(got, "-ASK") || strings.HasPrefix(got, "-MOVED") {
+					t.Errorf("loops %d, transaction %s: %q answered %q", loops, step.what, step.cmds[i], got)
+				}
+			}
+			if got != step.want {
+				t.Errorf("loops %d, transaction %s: %q, want %q", loops, step.what, got, step.want)
+			}
+		}
+		// The watched key moves while it is watched, and another client
+		// changes it on its new node: the transaction must not overwrite
+		// that.
+		migrate(k("watched"))
+		if got := other.do("INCR", k("watched")); got != ":6\r\n" {
+			t.Fatalf("loops %d: INCR of the migrated watched key: %q", loops, got)
+		}
+		w.send([]string{"MULTI"}, []string{"SET", k("watched"), "0"}, []string{"EXEC"})
+		for _, want := range []string{"+OK\r\n", "+QUEUED\r\n", null} {
+			if got := w.read(); got != want {
+				t.Errorf("loops %d, transaction whose watched key moved and changed: %q, want %q", loops, got, want)
+			}
+		}
+
+		if err := c.MoveSlot(ctx, sl, to); err != nil {
+			t.Fatalf("loops %d: completing the migration: %v", loops, err)
+		}
+		for key, want := range map[string]string{"moved": "3", "stays": "12", "watched": "6", "new": "x"} {
+			if got := conn.do("GET", k(key)); got != "$"+strconv.Itoa(len(want))+"\r\n"+want+"\r\n" {
+				t.Errorf("loops %d: after the migration, %s is %q, want %q", loops, key, got, want)
+			}
+		}
+	}
+}
+
+// A watching client's connection to its node breaks (here the node closes
+// it): its watches end with it, so the transaction must not run on a new
+// connection. EXEC answers null, or the connection's error if the
+// transaction was written before sluice saw it break; never its result.
+func TestTransactionWatchingOnALostConnection(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	w := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	k := "{lost}k"
+	node, err := c.Primary(ctx, slot.Of(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.do("SET", k, "0")
+	if got := w.do("WATCH", k); got != "+OK\r\n" {
+		t.Fatalf("WATCH: %q", got)
+	}
+	list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for _, line := range strings.Split(list, "\n") {
+		if strings.Contains(line, "cmd=watch") {
+			id = strings.TrimPrefix(strings.Fields(line)[0], "id=")
+		}
+	}
+	if id == "" {
+		t.Fatalf("no connection on %s watches:\n%s", node.Addr, list)
+	}
+	if err := node.Do(ctx, "CLIENT", "KILL", "ID", id).Error(); err != nil {
+		t.Fatal(err)
+	}
+	w.send([]string{"MULTI"}, []string{"SET", k, "1"}, []string{"EXEC"})
+	w.read()
+	w.read()
+	if got := w.read(); got != "*-1\r\n" && !strings.HasPrefix(got, "-ERR sluice: connection to") {
+		t.Errorf("EXEC after the watching connection broke: %q, want null or the connection's error", got)
+	}
+	if got := w.do("GET", k); got != "$1\r\n0\r\n" {
+		t.Errorf("after the transaction: %q, want the value before it", got)
+	}
+}
