@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +33,7 @@ policies:
 `)
 	env := map[string]string{"SLUICE_BACKEND_TIMEOUT": "30ms", "SLUICE_MAX_BLOCKING": "9"}
 	o, err := parseFlags([]string{"--config", path, "--backend-timeout", "20ms", "--forward-timeout", "4s", "--max-blocking", "8"},
-		func(k string) string { return env[k] }, os.Stderr)
+		envOf(env), os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,21 +56,34 @@ policies:
 	if n, _ := o.policies.Len(); n != 1 {
 		t.Errorf("got %d policies, want 1", n)
 	}
+	// Set to nothing is set: plain RESP off, from the environment over a
+	// flag, and from the command line over the file.
+	tlsOnly := filepath.Join(t.TempDir(), "tls.yaml")
+	writeConfig(t, tlsOnly, "listen: 127.0.0.1:6380\ntls-listen: 127.0.0.1:6390\ntls-cert-file: c\ntls-key-file: k\ntls-auth-clients: no\n")
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"--config", tlsOnly, "--listen", "127.0.0.1:6381"}, map[string]string{"SLUICE_LISTEN": ""}},
+		{[]string{"--config", tlsOnly, "--listen", ""}, nil},
+	} {
+		if o, err := parseFlags(tt.args, envOf(tt.env), io.Discard); err != nil || o.listen != "" {
+			t.Errorf("%v with %v: listen %q, %v; want none", tt.args, tt.env, o.listen, err)
+		}
+	}
+	if _, err := parseFlags(nil, envOf(map[string]string{"SLUICE_MAX_BLOCKING": ""}), io.Discard); err == nil || !strings.Contains(err.Error(), "SLUICE_MAX_BLOCKING") {
+		t.Errorf("SLUICE_MAX_BLOCKING set to nothing: %v, want an error naming it", err)
+	}
 	// Empty sections are none.
 	empty := filepath.Join(t.TempDir(), "empty.yaml")
 	writeConfig(t, empty, "policies:\nkeys:\n")
-	if o, err := parseFlags([]string{"--config", empty}, func(string) string { return "" }, os.Stderr); err != nil || o.policies == nil {
+	if o, err := parseFlags([]string{"--config", empty}, noEnv, os.Stderr); err != nil || o.policies == nil {
 		t.Errorf("empty sections: %v, %v", o.policies, err)
 	}
 	// SLUICE_CONFIG names the file over --config.
 	other := filepath.Join(t.TempDir(), "other.yaml")
 	writeConfig(t, other, "backend-timeout: 15ms\n")
-	o, err = parseFlags([]string{"--config", path}, func(k string) string {
-		if k == "SLUICE_CONFIG" {
-			return other
-		}
-		return ""
-	}, os.Stderr)
+	o, err = parseFlags([]string{"--config", path}, envOf(map[string]string{"SLUICE_CONFIG": other}), os.Stderr)
 	if n, _ := o.policies.Len(); err != nil || o.backendTimeout != 15*time.Millisecond || n != 0 {
 		t.Errorf("SLUICE_CONFIG over --config: backend-timeout %v, %v; want 15ms from it, no policies", o.backendTimeout, err)
 	}
@@ -96,7 +110,7 @@ func TestBadConfig(t *testing.T) {
 		path := filepath.Join(dir, "sluice.yaml")
 		writeConfig(t, path, tt.text)
 		var out strings.Builder
-		if code := run([]string{"--config", path}, func(string) string { return "" }, &out); code != 2 || !strings.Contains(out.String(), tt.want) {
+		if code := run([]string{"--config", path}, noEnv, &out); code != 2 || !strings.Contains(out.String(), tt.want) {
 			t.Errorf("%q: exit %d, %q; want 2 and %q", tt.text, code, out.String(), tt.want)
 		}
 	}

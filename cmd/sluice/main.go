@@ -45,7 +45,7 @@ import (
 var version = ""
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stderr))
 }
 
 type options struct {
@@ -94,7 +94,7 @@ type options struct {
 	tls      tlsOptions
 }
 
-func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -151,11 +151,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	// then the defaults.
 	onCommandLine := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
-	env := func(f *flag.Flag) (string, string) {
+	// A variable set to nothing counts: SLUICE_LISTEN= turns plain RESP
+	// off over a --listen baked into an image.
+	env := func(f *flag.Flag) (string, string, bool) {
 		name := "SLUICE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		return name, getenv(name)
+		v, ok := lookupenv(name)
+		return name, v, ok
 	}
-	if _, v := env(fs.Lookup("config")); v != "" {
+	if _, v, ok := env(fs.Lookup("config")); ok {
 		o.config = v
 	}
 	if o.config != "" {
@@ -164,7 +167,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 			return o, fmt.Errorf("--config %s: %w", o.config, err)
 		}
 		for name, v := range cfg.flags {
-			if _, e := env(fs.Lookup(name)); e == "" && !onCommandLine[name] {
+			if _, _, set := env(fs.Lookup(name)); !set && !onCommandLine[name] {
 				if err := fs.Set(name, v); err != nil {
 					return o, fmt.Errorf("--config %s: %s: %w", o.config, name, err)
 				}
@@ -174,7 +177,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
-		if name, v := env(f); v != "" && envErr == nil {
+		if name, v, ok := env(f); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s: %w", name, err)
 			}
@@ -304,8 +307,8 @@ func newLogger(o options, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(encoder, zapcore.AddSync(w), level)), nil
 }
 
-func run(args []string, getenv func(string) string, stderr io.Writer) int {
-	o, err := parseFlags(args, getenv, stderr)
+func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer) int {
+	o, err := parseFlags(args, lookupenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -427,7 +430,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			log.Error("serving failed", zap.Error(err))
 			return 1
 		case <-hup:
-			reload(log, srv, o, args, getenv)
+			reload(log, srv, o, args, lookupenv)
 		case <-ctx.Done():
 			serving = false
 		}
@@ -451,12 +454,12 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 // whole. Every other setting is read at start only; those the file
 // changed are named, to be applied by a restart. A file that does not
 // check changes nothing, and is one log line.
-func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, getenv func(string) string) {
+func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, lookupenv func(string) (string, bool)) {
 	if running.config == "" {
 		log.Warn("SIGHUP: no --config to reload")
 		return
 	}
-	o, err := parseFlags(args, getenv, io.Discard)
+	o, err := parseFlags(args, lookupenv, io.Discard)
 	if err != nil {
 		log.Error("config not reloaded: keeping the one in force", zap.Error(err))
 		return

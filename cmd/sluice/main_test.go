@@ -132,6 +132,17 @@ func checkFiveThenDenied(t *testing.T, addr, key string) {
 	}
 }
 
+// noEnv is an empty environment.
+func noEnv(string) (string, bool) { return "", false }
+
+// envOf is the environment m.
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
 func requireRedisCLI(t *testing.T) {
 	clustertest.Require(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
@@ -257,20 +268,14 @@ func TestBadFlags(t *testing.T) {
 		{"--hot-split", "17"}, {"--hot-threshold", "-1"}, {"--hot-cooldown", "0s"},
 		{"--io-loops", "-2"}, {"--io-loops", "1025"}, {"--maxclients", "0"}, {"--timeout", "-1"}} {
 		out.Reset()
-		if code := run(args, func(string) string { return "" }, &out); code != 2 {
+		if code := run(args, noEnv, &out); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 		if !strings.Contains(out.String(), "sluice:") && !strings.Contains(out.String(), "flag provided but not defined") {
 			t.Errorf("%v: no message, got %q", args, out.String())
 		}
 	}
-	env := func(k string) string {
-		if k == "SLUICE_LOG_FORMAT" {
-			return "yaml"
-		}
-		return ""
-	}
-	if code := run(nil, env, &out); code != 2 {
+	if code := run(nil, envOf(map[string]string{"SLUICE_LOG_FORMAT": "yaml"}), &out); code != 2 {
 		t.Errorf("SLUICE_LOG_FORMAT=yaml: exit %d, want 2", code)
 	}
 }
@@ -279,7 +284,7 @@ func TestBadFlags(t *testing.T) {
 // refuses to start and says why; a password, a loopback address or
 // --protected-mode no lets it start.
 func TestProtectedMode(t *testing.T) {
-	none := func(string) string { return "" }
+	none := noEnv
 	var out strings.Builder
 	if code := run([]string{"--listen", "0.0.0.0:0"}, none, &out); code != 2 || !strings.Contains(out.String(), "protected mode") {
 		t.Errorf("--listen 0.0.0.0:0 without a password: exit %d, %q; want 2 and why", code, out.String())

@@ -33,21 +33,21 @@ func TestByteSize(t *testing.T) {
 }
 
 func TestFramingFlags(t *testing.T) {
-	o, err := parseFlags(nil, func(string) string { return "" }, io.Discard)
+	o, err := parseFlags(nil, noEnv, io.Discard)
 	if err != nil || o.protoMaxBulkLen != 512<<20 || o.queryBufferLimit != 1<<30 {
 		t.Fatalf("defaults: %d, %d, %v; want Redis's 512mb and 1gb", o.protoMaxBulkLen, o.queryBufferLimit, err)
 	}
 	env := map[string]string{"SLUICE_PROTO_MAX_BULK_LEN": "2mb", "SLUICE_CLIENT_QUERY_BUFFER_LIMIT": "4MB"}
-	o, err = parseFlags([]string{"--proto-max-bulk-len", "3mb"}, func(k string) string { return env[k] }, io.Discard)
+	o, err = parseFlags([]string{"--proto-max-bulk-len", "3mb"}, envOf(env), io.Discard)
 	if err != nil || o.protoMaxBulkLen != 2<<20 || o.queryBufferLimit != 4<<20 {
 		t.Fatalf("environment over flag: %d, %d, %v; want 2 MiB and 4 MiB", o.protoMaxBulkLen, o.queryBufferLimit, err)
 	}
-	if o, err := parseFlags([]string{"--throttle-max-key-len", "256"}, func(string) string { return "" }, io.Discard); err != nil || o.maxKeyLen != 256 {
+	if o, err := parseFlags([]string{"--throttle-max-key-len", "256"}, noEnv, io.Discard); err != nil || o.maxKeyLen != 256 {
 		t.Errorf("--throttle-max-key-len 256: %d, %v", o.maxKeyLen, err)
 	}
 	for _, args := range [][]string{{"--proto-max-bulk-len", "512kb"}, {"--client-query-buffer-limit", "lots"},
 		{"--throttle-max-key-len", "0"}, {"--throttle-max-key-len", "2mb"}} {
-		if _, err := parseFlags(args, func(string) string { return "" }, io.Discard); err == nil {
+		if _, err := parseFlags(args, noEnv, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
 		}
 	}

@@ -29,7 +29,7 @@ func redisCLITLS(addr string, certs *clustertest.Certs, cert, key string, args .
 
 func TestTLSFlagsRefused(t *testing.T) {
 	certs := clustertest.NewCerts(t)
-	none := func(string) string { return "" }
+	none := noEnv
 	for _, tt := range []struct {
 		args []string
 		want string
