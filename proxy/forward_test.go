@@ -621,7 +621,12 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 func TestPassthroughPubSub(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		testPubSub(t, c, serveConfig(t, cfg))
+	})
+}
+
+func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 	pub := dialRaw(t, addr)
 	msg := func(kind, channel, payload string) string {
 		b := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
@@ -727,12 +732,6 @@ func TestPassthroughPubSub(t *testing.T) {
 		return strings.Join(all, ",")
 	}
 	waitUntil(t, "no primary keeps a subscription of the clients that left", func() bool { return numsub() == "" })
-
-	// The goroutine path refuses clearly.
-	gaddr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1})
-	if got := dialRaw(t, gaddr).do("SUBSCRIBE", "ch"); !strings.Contains(got, "event loops only") {
-		t.Errorf("SUBSCRIBE with --io-loops -1: %q", got)
-	}
 }
 
 // TestPassthroughCommandTable: COMMAND answers the cluster's table with
@@ -846,7 +845,12 @@ func TestPassthroughWatch(t *testing.T) {
 func TestPassthroughSubscriberThatDoesNotRead(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		testSubscriberThatDoesNotRead(t, serveConfig(t, cfg))
+	})
+}
+
+func testSubscriberThatDoesNotRead(t *testing.T, addr string) {
 	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
 	sub.send([]string{"SUBSCRIBE", "flood"})
 	if got := sub.read(); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {

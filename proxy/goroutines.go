@@ -25,6 +25,7 @@ type goClient struct {
 
 func (s *Server) accept(conn redcon.Conn) bool {
 	c := &goClient{client: s.newClient(conn.RemoteAddr()), wake: make(chan struct{}, 1)}
+	c.conn, _ = conn.NetConn().(*framedConn)
 	c.r.done = func(idx []int) {
 		c.mu.Lock()
 		c.decided = append(c.decided, idx)
@@ -63,6 +64,12 @@ func (s *Server) closedConn(conn redcon.Conn, err error) {
 	if c, ok := conn.Context().(*goClient); ok {
 		s.gone(&c.client)
 		c.unpin() // its WATCH ends with it
+		if c.tunnel != nil {
+			c.tunnel.Close()
+		}
+		if c.push != nil {
+			c.push.close()
+		}
 	} else {
 		s.stats.connected.Add(-1)
 	}
@@ -88,6 +95,10 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
 	c := conn.Context().(*goClient)
+	if c.push != nil && c.push.begin() && c.subscribed {
+		c.subscribed = false
+		c.published()
+	}
 	c.r.start = time.Now()
 	if s.take(&c.client, &c.r, first.Args) {
 		for _, cmd := range conn.ReadPipeline() {
@@ -109,7 +120,18 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		conn.Close()
 		return
 	}
-	conn.WriteRaw(c.out.b)
+	if c.push != nil {
+		c.push.flush(c.out.b)
+		// A subscriber is never idle, as in Redis.
+		if c.tunnel == nil {
+			c.conn.idle = s.cfg.IdleTimeout
+		} else if c.conn.idle > 0 {
+			c.conn.idle = 0
+			c.conn.SetReadDeadline(time.Time{})
+		}
+	} else {
+		conn.WriteRaw(c.out.b)
+	}
 	c.out.b = c.out.b[:0]
 	if cap(c.out.b) > keepReplies {
 		c.out.b = nil
@@ -118,10 +140,174 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		// After QUIT, or while the server shuts down: the replies go out
 		// before the close, and the input left is discarded rather than
 		// reset away.
-		if fc, ok := conn.NetConn().(*framedConn); ok {
+		if c.conn != nil {
 			redcon.BaseWriter(conn).Flush()
-			fc.linger()
+			c.conn.linger()
 		}
 		conn.Close()
+	}
+}
+
+// pushOut is a goroutine client's output once it subscribes. Its
+// tunnel's messages come at any time, from the tunnel's goroutine, while
+// the client's own goroutine may be blocked reading it; so a writer
+// goroutine of its own writes both, each pipeline's replies first and what
+// the tunnel sent meanwhile after them, as a loop orders them. Clients
+// that never subscribe never have one: their replies are written as
+// before. redcon's loop goes on reading the client, through its framer
+// and a pipeline at a time, as for any client: only writing needs a
+// second goroutine, so the connection is not detached (Detach, as
+// redcon.PubSub uses it, would hand sluice the reading too, one command
+// at a time, past redcon's closed callback).
+type pushOut struct {
+	conn *framedConn
+	log  *zap.Logger
+	addr string
+
+	mu   sync.Mutex // guards the fields below
+	cond sync.Cond  // out has bytes, some were written, or closed
+	// gen is the client's tunnel's: what an older one (before a RESET)
+	// still sends is dropped.
+	gen int
+	// serving is set while a pipeline is served: what the tunnel sends
+	// waits in held, behind that pipeline's replies.
+	serving bool
+	held    []byte
+	out     []byte // for the writer, in order
+	// queued and written count the bytes ever put in out and written: a
+	// pipeline's replies are out once written reaches what queued was.
+	queued, written int64
+	// left is set by a confirmation that left the client subscribed to
+	// nothing, and cleared by one that did not; the client's goroutine
+	// takes it at its next pipeline, as a loop takes it at once.
+	left   bool
+	closed bool
+}
+
+// pushTo is the tunnel callbacks of goroutine client c, starting its
+// writer at its first subscription (inside a pipeline: serving).
+func (s *Server) pushTo(c *client) (onData func([]byte), onEnd func(error)) {
+	p := c.push
+	if p == nil {
+		p = &pushOut{conn: c.conn, log: s.log, addr: c.addr, serving: true}
+		p.cond.L = &p.mu
+		c.push = p
+		go p.write()
+	}
+	p.mu.Lock()
+	gen := p.gen
+	p.mu.Unlock()
+	return func(data []byte) { p.push(gen, data) }, func(error) { p.end(gen) }
+}
+
+// push takes what tunnel gen sent.
+func (p *pushOut) push(gen int, data []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || gen != p.gen {
+		return
+	}
+	if p.queued-p.written+int64(len(p.held)+len(data)) > maxPushBacklog {
+		p.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", p.addr))
+		p.closeLocked()
+		return
+	}
+	if kind, n, ok := confirmation(data); ok {
+		p.left = n == 0 && unsubscribing[kind]
+	}
+	if p.serving {
+		p.held = append(p.held, data...)
+		return
+	}
+	p.out = append(p.out, data...)
+	p.queued += int64(len(data))
+	p.cond.Broadcast()
+}
+
+// end closes the client when its tunnel gen ended, as a client of a
+// Redis node that went away would be.
+func (p *pushOut) end(gen int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if gen == p.gen {
+		p.closeLocked()
+	}
+}
+
+// drop forgets the client's tunnel, which RESET closed.
+func (p *pushOut) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gen++
+	p.held, p.left = nil, false
+}
+
+// begin marks a pipeline served, and reports whether the client left
+// subscribed mode since the last one.
+func (p *pushOut) begin() (left bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serving = true
+	left, p.left = p.left, false
+	return left
+}
+
+// flush writes a pipeline's replies and then what the tunnel sent while it
+// was served, and waits until they are written: replies keep the
+// backpressure of a client served without a tunnel.
+func (p *pushOut) flush(replies []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serving = false
+	p.out = append(append(p.out, replies...), p.held...)
+	p.queued += int64(len(replies) + len(p.held))
+	p.held = p.held[:0]
+	if cap(p.held) > keepReplies {
+		p.held = nil
+	}
+	p.cond.Broadcast()
+	for target := p.queued; p.written < target && !p.closed; {
+		p.cond.Wait()
+	}
+}
+
+// close stops the writer; what is not written yet is dropped.
+func (p *pushOut) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked()
+}
+
+func (p *pushOut) closeLocked() {
+	if !p.closed {
+		p.closed = true
+		p.conn.Close()
+		p.cond.Broadcast()
+	}
+}
+
+func (p *pushOut) write() {
+	var buf []byte
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(p.out) == 0 && !p.closed {
+			p.cond.Wait()
+		}
+		if p.closed {
+			return
+		}
+		buf, p.out = p.out, buf[:0]
+		p.mu.Unlock()
+		_, err := p.conn.Write(buf)
+		p.mu.Lock()
+		p.written += int64(len(buf))
+		if cap(buf) > keepReplies {
+			buf = nil
+		}
+		if err != nil {
+			p.closeLocked()
+		}
+		p.cond.Broadcast()
 	}
 }

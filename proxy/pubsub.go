@@ -27,13 +27,8 @@ var subscribing = map[string]bool{
 	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
 }
 
-var errPubSubGoroutines = errors.New("sluice serves pub/sub on its event loops only: not to TLS clients, nor with --io-loops -1")
-
 // subscribe sends a subscription command through c's tunnel, opening it.
 func (s *Server) subscribe(c *client, name string, args [][]byte) error {
-	if c.fd == nil {
-		return errPubSubGoroutines
-	}
 	if c.tunnel == nil {
 		sl := router.AnySlot
 		if name == "ssubscribe" || name == "sunsubscribe" {
@@ -42,7 +37,13 @@ func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 			}
 		}
 		c.tunnelGen++
-		onData, onEnd := c.fd.tunnelCallbacks(c.tunnelGen)
+		var onData func([]byte)
+		var onEnd func(error)
+		if c.fd != nil {
+			onData, onEnd = c.fd.tunnelCallbacks(c.tunnelGen)
+		} else {
+			onData, onEnd = s.pushTo(c)
+		}
 		c.tunnel = s.cfg.Forwarder.Tunnel(sl, c.resp3, onData, onEnd)
 	}
 	if !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe") {
@@ -98,7 +99,7 @@ func (c *client) pushData(data []byte) bool {
 	if len(c.out.b)+len(c.pushed)+len(data) > maxPushBacklog {
 		return false
 	}
-	if c.subscribed && leftNoSubscription(data) {
+	if kind, n, ok := confirmation(data); ok && c.subscribed && n == 0 && unsubscribing[kind] {
 		c.subscribed = false
 		c.published()
 	}
@@ -110,14 +111,33 @@ func (c *client) pushData(data []byte) bool {
 	return true
 }
 
-// leftNoSubscription reports an unsubscribe confirmation with a count of
-// 0: ["unsubscribe", channel, 0].
-func leftNoSubscription(data []byte) bool {
-	elems, ok := elements(data)
-	if !ok || len(elems) != 3 || !bytes.Equal(elems[2], []byte(":0\r\n")) {
-		return false
+// unsubscribing are the confirmations whose count can fall to 0.
+var unsubscribing = map[string]bool{"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true}
+
+// confirmation reads a subscription command's confirmation, [kind,
+// channel, count] (a push in RESP3), without allocating: every message a
+// subscriber gets passes here.
+func confirmation(data []byte) (kind string, count int64, ok bool) {
+	if len(data) < 6 || (data[0] != '*' && data[0] != '>') || string(data[1:5]) != "3\r\n$" {
+		return "", 0, false
 	}
-	e := elems[0]
-	return bytes.HasSuffix(e, []byte("\r\nunsubscribe\r\n")) || bytes.HasSuffix(e, []byte("\r\npunsubscribe\r\n")) ||
-		bytes.HasSuffix(e, []byte("\r\nsunsubscribe\r\n"))
+	rest := data[5:]
+	eol := bytes.IndexByte(rest, '\n')
+	n, ok := parseInt(rest[:max(eol-1, 0)])
+	if eol < 1 || !ok || n > 12 || int64(len(rest)) < int64(eol)+1+n {
+		return "", 0, false
+	}
+	name := rest[eol+1 : int64(eol)+1+n]
+	if !subscribing[string(name)] {
+		return "", 0, false
+	}
+	last := data[:len(data)-2]
+	line := last[bytes.LastIndexByte(last, '\n')+1:]
+	if len(line) < 2 || line[0] != ':' {
+		return "", 0, false
+	}
+	if count, ok = parseInt(line[1:]); !ok {
+		return "", 0, false
+	}
+	return string(name), count, true
 }
