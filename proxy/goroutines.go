@@ -95,9 +95,10 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
 	c := conn.Context().(*goClient)
-	if c.push != nil && c.push.begin() && c.subscribed {
-		c.subscribed = false
-		c.published()
+	if c.push != nil {
+		if subscribed, ok := c.push.begin(); ok {
+			c.subscribedNow(subscribed)
+		}
 	}
 	c.r.start = time.Now()
 	if s.take(&c.client, &c.r, first.Args) {
@@ -166,9 +167,6 @@ type pushOut struct {
 
 	mu   sync.Mutex // guards the fields below
 	cond sync.Cond  // out has bytes, some were written, or closed
-	// gen is the client's tunnel's: what an older one (before a RESET)
-	// still sends is dropped.
-	gen int
 	// serving is set while a pipeline is served: what the tunnel sends
 	// waits in held, behind that pipeline's replies.
 	serving bool
@@ -177,16 +175,16 @@ type pushOut struct {
 	// queued and written count the bytes ever put in out and written: a
 	// pipeline's replies are out once written reaches what queued was.
 	queued, written int64
-	// left is set by a confirmation that left the client subscribed to
-	// nothing, and cleared by one that did not; the client's goroutine
-	// takes it at its next pipeline, as a loop takes it at once.
-	left   bool
-	closed bool
+	// subscribed is whether the client has a subscription, as its tunnel
+	// last reported; the client's goroutine takes it at its next
+	// pipeline when reported is set, as a loop takes it at once.
+	subscribed, reported bool
+	closed               bool
 }
 
 // pushTo is the tunnel callbacks of goroutine client c, starting its
 // writer at its first subscription (inside a pipeline: serving).
-func (s *Server) pushTo(c *client) (onData func([]byte), onEnd func(error)) {
+func (s *Server) pushTo(c *client) (onData func([]byte, bool), onEnd func(error)) {
 	p := c.push
 	if p == nil {
 		p = &pushOut{conn: c.conn, log: s.log, addr: c.addr, serving: true}
@@ -194,17 +192,16 @@ func (s *Server) pushTo(c *client) (onData func([]byte), onEnd func(error)) {
 		c.push = p
 		go p.write()
 	}
-	p.mu.Lock()
-	gen := p.gen
-	p.mu.Unlock()
-	return func(data []byte) { p.push(gen, data) }, func(error) { p.end(gen) }
+	// A closed tunnel calls neither again: after a RESET, what the next
+	// one sends is all there is.
+	return p.push, func(error) { p.close() }
 }
 
-// push takes what tunnel gen sent.
-func (p *pushOut) push(gen int, data []byte) {
+// push takes what the tunnel sent.
+func (p *pushOut) push(data []byte, subscribed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || gen != p.gen {
+	if p.closed {
 		return
 	}
 	if p.queued-p.written+int64(len(p.held)+len(data)) > maxPushBacklog {
@@ -212,9 +209,7 @@ func (p *pushOut) push(gen int, data []byte) {
 		p.closeLocked()
 		return
 	}
-	if kind, n, ok := confirmation(data); ok {
-		p.left = n == 0 && unsubscribing[kind]
-	}
+	p.subscribed, p.reported = subscribed, true
 	if p.serving {
 		p.held = append(p.held, data...)
 		return
@@ -224,32 +219,22 @@ func (p *pushOut) push(gen int, data []byte) {
 	p.cond.Broadcast()
 }
 
-// end closes the client when its tunnel gen ended, as a client of a
-// Redis node that went away would be.
-func (p *pushOut) end(gen int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if gen == p.gen {
-		p.closeLocked()
-	}
-}
-
-// drop forgets the client's tunnel, which RESET closed.
+// drop forgets what the client's tunnel, which RESET closed, sent during
+// the pipeline.
 func (p *pushOut) drop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gen++
-	p.held, p.left = nil, false
+	p.held, p.reported = nil, false
 }
 
-// begin marks a pipeline served, and reports whether the client left
-// subscribed mode since the last one.
-func (p *pushOut) begin() (left bool) {
+// begin marks a pipeline served, and reports whether the client has a
+// subscription if its tunnel said so since the last one.
+func (p *pushOut) begin() (subscribed, reported bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.serving = true
-	left, p.left = p.left, false
-	return left
+	subscribed, reported, p.reported = p.subscribed, p.reported, false
+	return subscribed, reported
 }
 
 // flush writes a pipeline's replies and then what the tunnel sent while it
@@ -271,7 +256,9 @@ func (p *pushOut) flush(replies []byte) {
 	}
 }
 
-// close stops the writer; what is not written yet is dropped.
+// close stops the writer, and closes the client (its tunnel ended, as a
+// client of a Redis node that went away would be); what is not written
+// yet is dropped.
 func (p *pushOut) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

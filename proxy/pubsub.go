@@ -1,25 +1,21 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
-	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
-	hashslot "github.com/sluice-rl/sluice/router/slot"
 )
 
-// A subscriber gets a tunnel of its own to one node (router.Tunnel): its
-// subscribe commands go there as they are, and what the node sends back,
+// A subscriber gets a tunnel of its own (router.Tunnel): its subscribe
+// commands go to the nodes as they are, and what the nodes send back,
 // confirmations and messages, goes to the client as it comes, after the
 // replies to what the client sent before. PUBLISH reaches every node of a
 // cluster by itself, so any node serves a channel; a shard channel is
-// served by the primary of its slot, which the tunnel goes to when the
-// client's first subscription is SSUBSCRIBE. In RESP2, a subscribed
-// client's commands all go through the tunnel, as Redis allows only
-// subscription commands, PING, QUIT and RESET then; in RESP3 only the
-// subscription commands do.
+// served by the primary of its slot, to which the tunnel keeps a
+// connection of its own. In RESP2, a subscribed client's commands all go
+// through the tunnel, as Redis allows only subscription commands, PING,
+// QUIT and RESET then; in RESP3 only the subscription commands do.
 
 // subscribing are the commands that go through a client's tunnel.
 var subscribing = map[string]bool{
@@ -30,27 +26,24 @@ var subscribing = map[string]bool{
 // subscribe sends a subscription command through c's tunnel, opening it.
 func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 	if c.tunnel == nil {
-		sl := router.AnySlot
-		if name == "ssubscribe" || name == "sunsubscribe" {
-			if len(args) > 1 {
-				sl = hashslot.Of(string(args[1]))
-			}
-		}
 		c.tunnelGen++
-		var onData func([]byte)
+		var onData func([]byte, bool)
 		var onEnd func(error)
 		if c.fd != nil {
 			onData, onEnd = c.fd.tunnelCallbacks(c.tunnelGen)
 		} else {
 			onData, onEnd = s.pushTo(c)
 		}
-		c.tunnel = s.cfg.Forwarder.Tunnel(sl, c.resp3, onData, onEnd)
+		c.tunnel = s.cfg.Forwarder.Tunnel(c.resp3, onData, onEnd)
+	}
+	if err := s.toTunnel(c, args); err != nil {
+		return err
 	}
 	if !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe") {
 		c.subscribed = true
 	}
 	c.published()
-	return s.toTunnel(c, args)
+	return nil
 }
 
 // subscribedCommand takes a command of a RESP2 client in subscribed
@@ -80,7 +73,7 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 // toTunnel sends a command through c's tunnel: its answer comes back as
 // tunnel data, not in a slot.
 func (s *Server) toTunnel(c *client, args [][]byte) error {
-	if err := c.tunnel.Send(router.AppendCommand(nil, args)); err != nil {
+	if err := c.tunnel.Send(args); err != nil {
 		return errors.New("sluice: the subscription's connection to the cluster failed: " + err.Error())
 	}
 	return nil
@@ -92,17 +85,14 @@ func (s *Server) toTunnel(c *client, args [][]byte) error {
 const maxPushBacklog = 32 << 20
 
 // pushData puts what a client's tunnel sent in its output, behind the
-// replies to what it sent before; it notices a RESP2 client leaving
-// subscribed mode (an unsubscription that leaves 0). It reports false
-// when the client must be closed: it does not read what it is sent.
-func (c *client) pushData(data []byte) bool {
+// replies to what it sent before; a RESP2 client is in subscribed mode
+// while it has a subscription. It reports false when the client must be
+// closed: it does not read what it is sent.
+func (c *client) pushData(data []byte, subscribed bool) bool {
 	if len(c.out.b)+len(c.pushed)+len(data) > maxPushBacklog {
 		return false
 	}
-	if kind, n, ok := confirmation(data); ok && c.subscribed && n == 0 && unsubscribing[kind] {
-		c.subscribed = false
-		c.published()
-	}
+	c.subscribedNow(subscribed)
 	if c.inFlight() == 0 {
 		c.out.b = append(c.out.b, data...)
 	} else {
@@ -111,33 +101,11 @@ func (c *client) pushData(data []byte) bool {
 	return true
 }
 
-// unsubscribing are the confirmations whose count can fall to 0.
-var unsubscribing = map[string]bool{"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true}
-
-// confirmation reads a subscription command's confirmation, [kind,
-// channel, count] (a push in RESP3), without allocating: every message a
-// subscriber gets passes here.
-func confirmation(data []byte) (kind string, count int64, ok bool) {
-	if len(data) < 6 || (data[0] != '*' && data[0] != '>') || string(data[1:5]) != "3\r\n$" {
-		return "", 0, false
+// subscribedNow puts a RESP2 client in subscribed mode or out of it, as
+// its tunnel reported it.
+func (c *client) subscribedNow(subscribed bool) {
+	if !c.resp3 && c.subscribed != subscribed {
+		c.subscribed = subscribed
+		c.published()
 	}
-	rest := data[5:]
-	eol := bytes.IndexByte(rest, '\n')
-	n, ok := parseInt(rest[:max(eol-1, 0)])
-	if eol < 1 || !ok || n > 12 || int64(len(rest)) < int64(eol)+1+n {
-		return "", 0, false
-	}
-	name := rest[eol+1 : int64(eol)+1+n]
-	if !subscribing[string(name)] {
-		return "", 0, false
-	}
-	last := data[:len(data)-2]
-	line := last[bytes.LastIndexByte(last, '\n')+1:]
-	if len(line) < 2 || line[0] != ':' {
-		return "", 0, false
-	}
-	if count, ok = parseInt(line[1:]); !ok {
-		return "", 0, false
-	}
-	return string(name), count, true
 }
