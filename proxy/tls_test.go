@@ -321,8 +321,18 @@ func TestTLSSubscriber(t *testing.T) {
 	if got := sub.do("GET", "tls:sub"); got != "$1\r\nv\r\n" {
 		t.Errorf("GET after UNSUBSCRIBE: %q", got)
 	}
+	// QUIT while subscribed: answered, then closed.
+	if got := sub.do("SUBSCRIBE", "tch"); got != "*3\r\n$9\r\nsubscribe\r\n$3\r\ntch\r\n:1\r\n" {
+		t.Errorf("SUBSCRIBE again: %q", got)
+	}
+	if got := sub.do("QUIT"); got != "+OK\r\n" {
+		t.Errorf("QUIT while subscribed: %q", got)
+	}
+	if _, err := sub.br.ReadByte(); err == nil {
+		t.Error("a subscriber got bytes after QUIT, want it closed")
+	}
 	sub3.c.Close()
-	waitUntil(t, "the subscriber that went away left no subscription", func() bool {
+	waitUntil(t, "the subscribers that went away left no subscription", func() bool {
 		return pub.do("PUBSUB", "NUMSUB", "tch") == "*2\r\n$3\r\ntch\r\n:0\r\n"
 	})
 }
