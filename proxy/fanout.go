@@ -30,7 +30,8 @@ var fanOuts = map[string]fanOut{
 	"config|set":       {how: mergeSame, admin: true},
 	"config|resetstat": {how: mergeSame, admin: true},
 	"config|get":       {how: mergeNone, admin: true, one: true},
-	// A subscriber through sluice is on one primary: each counts its own.
+	// A subscriber through sluice has its channels and patterns on one
+	// primary, each shard channel on its slot's: each counts its own.
 	"pubsub|channels":      {how: mergeUnion},
 	"pubsub|shardchannels": {how: mergeUnion},
 	"pubsub|numpat":        {how: mergeSum},

@@ -36,9 +36,8 @@ type Forwarder interface {
 	// Pin makes a client's own connection to the primary of a slot, for
 	// WATCH.
 	Pin(slot int, resp3 bool) *router.Pin
-	// Tunnel opens a subscriber's own connection to the primary of a
-	// slot (router.AnySlot: any).
-	Tunnel(slot int, resp3 bool, onData func([]byte), onEnd func(error)) *router.Tunnel
+	// Tunnel opens a subscriber's own connections to the nodes.
+	Tunnel(resp3 bool, onData func(data []byte, subscribed bool), onEnd func(error)) *router.Tunnel
 }
 
 // merge is how the replies of a command split across slots make the one

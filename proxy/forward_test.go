@@ -621,7 +621,78 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 func TestPassthroughPubSub(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		testPubSub(t, c, addr)
+		testShardChannels(t, c, addr)
+	})
+}
+
+// testShardChannels subscribes one client to shard channels on two
+// primaries: each is served, the counts are the client's on both, and the
+// client leaves subscribed mode once it has none left on either.
+func testShardChannels(t *testing.T, c *clustertest.Cluster, addr string) {
+	ctx := context.Background()
+	var a, b string
+	var na *clustertest.Node
+	for i := 0; b == ""; i++ {
+		ch := "shard:" + t.Name() + strconv.Itoa(i)
+		n, err := c.Primary(ctx, slot.Of(ch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if na == nil {
+			a, na = ch, n
+		} else if n != na {
+			b = ch
+		}
+	}
+	bulk := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+	conf := func(kind, ch string, n int) string {
+		return "*3\r\n" + bulk(kind) + bulk(ch) + ":" + strconv.Itoa(n) + "\r\n"
+	}
+	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+	// One at a time: each node answers in its own time, so what two of
+	// them answer comes in the order it arrives.
+	for _, step := range []struct {
+		chans []string
+		want  string
+	}{
+		{[]string{a}, conf("ssubscribe", a, 1)},
+		{[]string{b}, conf("ssubscribe", b, 2)},
+		{[]string{a, b}, "-CROSSSLOT Keys in request don't hash to the same slot\r\n"},
+	} {
+		if got := sub.do(append([]string{"SSUBSCRIBE"}, step.chans...)...); got != step.want {
+			t.Errorf("SSUBSCRIBE %q: %q, want %q", step.chans, got, step.want)
+		}
+	}
+	for _, ch := range []string{a, b} {
+		if got := pub.do("SPUBLISH", ch, "x"); got != ":1\r\n" {
+			t.Errorf("SPUBLISH %s: %q", ch, got)
+		}
+		if got, want := sub.read(), "*3\r\n"+bulk("smessage")+bulk(ch)+bulk("x"); got != want {
+			t.Errorf("smessage: %q, want %q", got, want)
+		}
+	}
+	if got := sub.do("GET", "k"); !strings.HasPrefix(got, "-ERR Can't execute 'get'") {
+		t.Errorf("GET while subscribed to shard channels: %q", got)
+	}
+	if got := sub.do("PING"); got != "*2\r\n$4\r\npong\r\n$0\r\n\r\n" {
+		t.Errorf("PING while subscribed to shard channels: %q", got)
+	}
+	sub.send([]string{"SUNSUBSCRIBE"})
+	for _, n := range []string{":1\r\n", ":0\r\n"} {
+		if got := sub.read(); !strings.HasPrefix(got, "*3\r\n$12\r\nsunsubscribe\r\n") || !strings.HasSuffix(got, n) {
+			t.Errorf("SUNSUBSCRIBE: %q, want a confirmation ending %q", got, n)
+		}
+	}
+	pub.do("SET", "shard:k", "v")
+	if got := sub.do("GET", "shard:k"); got != "$1\r\nv\r\n" {
+		t.Errorf("GET after SUNSUBSCRIBE: %q", got)
+	}
+}
+
+func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 	pub := dialRaw(t, addr)
 	msg := func(kind, channel, payload string) string {
 		b := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
@@ -727,12 +798,6 @@ func TestPassthroughPubSub(t *testing.T) {
 		return strings.Join(all, ",")
 	}
 	waitUntil(t, "no primary keeps a subscription of the clients that left", func() bool { return numsub() == "" })
-
-	// The goroutine path refuses clearly.
-	gaddr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1})
-	if got := dialRaw(t, gaddr).do("SUBSCRIBE", "ch"); !strings.Contains(got, "event loops only") {
-		t.Errorf("SUBSCRIBE with --io-loops -1: %q", got)
-	}
 }
 
 // TestPassthroughCommandTable: COMMAND answers the cluster's table with
@@ -846,7 +911,12 @@ func TestPassthroughWatch(t *testing.T) {
 func TestPassthroughSubscriberThatDoesNotRead(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		testSubscriberThatDoesNotRead(t, serveConfig(t, cfg))
+	})
+}
+
+func testSubscriberThatDoesNotRead(t *testing.T, addr string) {
 	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
 	sub.send([]string{"SUBSCRIBE", "flood"})
 	if got := sub.read(); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {

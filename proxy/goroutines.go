@@ -25,6 +25,7 @@ type goClient struct {
 
 func (s *Server) accept(conn redcon.Conn) bool {
 	c := &goClient{client: s.newClient(conn.RemoteAddr()), wake: make(chan struct{}, 1)}
+	c.conn, _ = conn.NetConn().(*framedConn)
 	c.r.done = func(idx []int) {
 		c.mu.Lock()
 		c.decided = append(c.decided, idx)
@@ -63,6 +64,12 @@ func (s *Server) closedConn(conn redcon.Conn, err error) {
 	if c, ok := conn.Context().(*goClient); ok {
 		s.gone(&c.client)
 		c.unpin() // its WATCH ends with it
+		if c.tunnel != nil {
+			c.tunnel.Close()
+		}
+		if c.push != nil {
+			c.push.close()
+		}
 	} else {
 		s.stats.connected.Add(-1)
 	}
@@ -88,6 +95,11 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
 	c := conn.Context().(*goClient)
+	if c.push != nil {
+		if subscribed, ok := c.push.begin(); ok {
+			c.subscribedNow(subscribed)
+		}
+	}
 	c.r.start = time.Now()
 	if s.take(&c.client, &c.r, first.Args) {
 		for _, cmd := range conn.ReadPipeline() {
@@ -109,7 +121,18 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		conn.Close()
 		return
 	}
-	conn.WriteRaw(c.out.b)
+	if c.push != nil {
+		c.push.flush(c.out.b)
+		// A subscriber is never idle, as in Redis.
+		if c.tunnel == nil {
+			c.conn.idle = s.cfg.IdleTimeout
+		} else if c.conn.idle > 0 {
+			c.conn.idle = 0
+			c.conn.SetReadDeadline(time.Time{})
+		}
+	} else {
+		conn.WriteRaw(c.out.b)
+	}
 	c.out.b = c.out.b[:0]
 	if cap(c.out.b) > keepReplies {
 		c.out.b = nil
@@ -118,10 +141,160 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		// After QUIT, or while the server shuts down: the replies go out
 		// before the close, and the input left is discarded rather than
 		// reset away.
-		if fc, ok := conn.NetConn().(*framedConn); ok {
+		if c.conn != nil {
 			redcon.BaseWriter(conn).Flush()
-			fc.linger()
+			c.conn.linger()
 		}
 		conn.Close()
+	}
+}
+
+// pushOut is a goroutine client's output once it subscribes. Its
+// tunnel's messages come at any time, from the tunnel's goroutine, while
+// the client's own goroutine may be blocked reading it; so a writer
+// goroutine of its own writes both, each pipeline's replies first and what
+// the tunnel sent meanwhile after them, as a loop orders them. Clients
+// that never subscribe never have one: their replies are written as
+// before. redcon's loop goes on reading the client, through its framer
+// and a pipeline at a time, as for any client: only writing needs a
+// second goroutine, so the connection is not detached (Detach, as
+// redcon.PubSub uses it, would hand sluice the reading too, one command
+// at a time, past redcon's closed callback).
+type pushOut struct {
+	conn *framedConn
+	log  *zap.Logger
+	addr string
+
+	mu   sync.Mutex // guards the fields below
+	cond sync.Cond  // out has bytes, some were written, or closed
+	// serving is set while a pipeline is served: what the tunnel sends
+	// waits in held, behind that pipeline's replies.
+	serving bool
+	held    []byte
+	out     []byte // for the writer, in order
+	// queued and written count the bytes ever put in out and written: a
+	// pipeline's replies are out once written reaches what queued was.
+	queued, written int64
+	// subscribed is whether the client has a subscription, as its tunnel
+	// last reported; the client's goroutine takes it at its next
+	// pipeline when reported is set, as a loop takes it at once.
+	subscribed, reported bool
+	closed               bool
+}
+
+// pushTo is the tunnel callbacks of goroutine client c, starting its
+// writer at its first subscription (inside a pipeline: serving).
+func (s *Server) pushTo(c *client) (onData func([]byte, bool), onEnd func(error)) {
+	p := c.push
+	if p == nil {
+		p = &pushOut{conn: c.conn, log: s.log, addr: c.addr, serving: true}
+		p.cond.L = &p.mu
+		c.push = p
+		go p.write()
+	}
+	// A closed tunnel calls neither again: after a RESET, what the next
+	// one sends is all there is.
+	return p.push, func(error) { p.close() }
+}
+
+// push takes what the tunnel sent.
+func (p *pushOut) push(data []byte, subscribed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	if p.queued-p.written+int64(len(p.held)+len(data)) > maxPushBacklog {
+		p.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", p.addr))
+		p.closeLocked()
+		return
+	}
+	p.subscribed, p.reported = subscribed, true
+	if p.serving {
+		p.held = append(p.held, data...)
+		return
+	}
+	p.out = append(p.out, data...)
+	p.queued += int64(len(data))
+	p.cond.Broadcast()
+}
+
+// drop forgets what the client's tunnel, which RESET closed, sent during
+// the pipeline.
+func (p *pushOut) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held, p.reported = nil, false
+}
+
+// begin marks a pipeline served, and reports whether the client has a
+// subscription if its tunnel said so since the last one.
+func (p *pushOut) begin() (subscribed, reported bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serving = true
+	subscribed, reported, p.reported = p.subscribed, p.reported, false
+	return subscribed, reported
+}
+
+// flush writes a pipeline's replies and then what the tunnel sent while it
+// was served, and waits until they are written: replies keep the
+// backpressure of a client served without a tunnel.
+func (p *pushOut) flush(replies []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.serving = false
+	p.out = append(append(p.out, replies...), p.held...)
+	p.queued += int64(len(replies) + len(p.held))
+	p.held = p.held[:0]
+	if cap(p.held) > keepReplies {
+		p.held = nil
+	}
+	p.cond.Broadcast()
+	for target := p.queued; p.written < target && !p.closed; {
+		p.cond.Wait()
+	}
+}
+
+// close stops the writer, and closes the client (its tunnel ended, as a
+// client of a Redis node that went away would be); what is not written
+// yet is dropped.
+func (p *pushOut) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closeLocked()
+}
+
+func (p *pushOut) closeLocked() {
+	if !p.closed {
+		p.closed = true
+		p.conn.Close()
+		p.cond.Broadcast()
+	}
+}
+
+func (p *pushOut) write() {
+	var buf []byte
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(p.out) == 0 && !p.closed {
+			p.cond.Wait()
+		}
+		if p.closed {
+			return
+		}
+		buf, p.out = p.out, buf[:0]
+		p.mu.Unlock()
+		_, err := p.conn.Write(buf)
+		p.mu.Lock()
+		p.written += int64(len(buf))
+		if cap(buf) > keepReplies {
+			buf = nil
+		}
+		if err != nil {
+			p.closeLocked()
+		}
+		p.cond.Broadcast()
 	}
 }

@@ -469,10 +469,11 @@ type decision struct {
 	r   *round
 	idx []int
 	// Or what a subscriber's tunnel sent it, or that the tunnel ended.
-	sub   *fdConn
-	gen   int // of sub's tunnel
-	data  []byte
-	ended bool
+	sub        *fdConn
+	gen        int // of sub's tunnel
+	data       []byte
+	subscribed bool // after data
+	ended      bool
 }
 
 // submit sends the requests read since the last submit to the Decider.
@@ -542,9 +543,11 @@ func (l *loop) decided1(r *round, idx []int) {
 // tunnelCallbacks are what c's tunnel calls with each reply or message,
 // and when it ends: c is then closed, as a client of a Redis node that
 // went away would be.
-func (c *fdConn) tunnelCallbacks(gen int) (onData func([]byte), onEnd func(error)) {
+func (c *fdConn) tunnelCallbacks(gen int) (onData func([]byte, bool), onEnd func(error)) {
 	l := c.loop
-	return func(data []byte) { l.fromTunnel(decision{sub: c, gen: gen, data: data}) },
+	return func(data []byte, subscribed bool) {
+			l.fromTunnel(decision{sub: c, gen: gen, data: data, subscribed: subscribed})
+		},
 		func(error) { l.fromTunnel(decision{sub: c, gen: gen, ended: true}) }
 }
 
@@ -570,7 +573,7 @@ func (l *loop) deliver(d decision) {
 			// Gone, or a tunnel it reset: nothing to deliver.
 		case d.ended:
 			l.close(c)
-		case !c.pushData(d.data):
+		case !c.pushData(d.data, d.subscribed):
 			l.s.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", c.addr))
 			l.close(c)
 		default:

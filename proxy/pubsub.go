@@ -1,25 +1,21 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
-	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
-	hashslot "github.com/sluice-rl/sluice/router/slot"
 )
 
-// A subscriber gets a tunnel of its own to one node (router.Tunnel): its
-// subscribe commands go there as they are, and what the node sends back,
+// A subscriber gets a tunnel of its own (router.Tunnel): its subscribe
+// commands go to the nodes as they are, and what the nodes send back,
 // confirmations and messages, goes to the client as it comes, after the
 // replies to what the client sent before. PUBLISH reaches every node of a
 // cluster by itself, so any node serves a channel; a shard channel is
-// served by the primary of its slot, which the tunnel goes to when the
-// client's first subscription is SSUBSCRIBE. In RESP2, a subscribed
-// client's commands all go through the tunnel, as Redis allows only
-// subscription commands, PING, QUIT and RESET then; in RESP3 only the
-// subscription commands do.
+// served by the primary of its slot, to which the tunnel keeps a
+// connection of its own. In RESP2, a subscribed client's commands all go
+// through the tunnel, as Redis allows only subscription commands, PING,
+// QUIT and RESET then; in RESP3 only the subscription commands do.
 
 // subscribing are the commands that go through a client's tunnel.
 var subscribing = map[string]bool{
@@ -27,29 +23,27 @@ var subscribing = map[string]bool{
 	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
 }
 
-var errPubSubGoroutines = errors.New("sluice serves pub/sub on its event loops only: not to TLS clients, nor with --io-loops -1")
-
 // subscribe sends a subscription command through c's tunnel, opening it.
 func (s *Server) subscribe(c *client, name string, args [][]byte) error {
-	if c.fd == nil {
-		return errPubSubGoroutines
-	}
 	if c.tunnel == nil {
-		sl := router.AnySlot
-		if name == "ssubscribe" || name == "sunsubscribe" {
-			if len(args) > 1 {
-				sl = hashslot.Of(string(args[1]))
-			}
-		}
 		c.tunnelGen++
-		onData, onEnd := c.fd.tunnelCallbacks(c.tunnelGen)
-		c.tunnel = s.cfg.Forwarder.Tunnel(sl, c.resp3, onData, onEnd)
+		var onData func([]byte, bool)
+		var onEnd func(error)
+		if c.fd != nil {
+			onData, onEnd = c.fd.tunnelCallbacks(c.tunnelGen)
+		} else {
+			onData, onEnd = s.pushTo(c)
+		}
+		c.tunnel = s.cfg.Forwarder.Tunnel(c.resp3, onData, onEnd)
+	}
+	if err := s.toTunnel(c, args); err != nil {
+		return err
 	}
 	if !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe") {
 		c.subscribed = true
 	}
 	c.published()
-	return s.toTunnel(c, args)
+	return nil
 }
 
 // subscribedCommand takes a command of a RESP2 client in subscribed
@@ -79,7 +73,7 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 // toTunnel sends a command through c's tunnel: its answer comes back as
 // tunnel data, not in a slot.
 func (s *Server) toTunnel(c *client, args [][]byte) error {
-	if err := c.tunnel.Send(router.AppendCommand(nil, args)); err != nil {
+	if err := c.tunnel.Send(args); err != nil {
 		return errors.New("sluice: the subscription's connection to the cluster failed: " + err.Error())
 	}
 	return nil
@@ -91,17 +85,14 @@ func (s *Server) toTunnel(c *client, args [][]byte) error {
 const maxPushBacklog = 32 << 20
 
 // pushData puts what a client's tunnel sent in its output, behind the
-// replies to what it sent before; it notices a RESP2 client leaving
-// subscribed mode (an unsubscription that leaves 0). It reports false
-// when the client must be closed: it does not read what it is sent.
-func (c *client) pushData(data []byte) bool {
+// replies to what it sent before; a RESP2 client is in subscribed mode
+// while it has a subscription. It reports false when the client must be
+// closed: it does not read what it is sent.
+func (c *client) pushData(data []byte, subscribed bool) bool {
 	if len(c.out.b)+len(c.pushed)+len(data) > maxPushBacklog {
 		return false
 	}
-	if c.subscribed && leftNoSubscription(data) {
-		c.subscribed = false
-		c.published()
-	}
+	c.subscribedNow(subscribed)
 	if c.inFlight() == 0 {
 		c.out.b = append(c.out.b, data...)
 	} else {
@@ -110,14 +101,11 @@ func (c *client) pushData(data []byte) bool {
 	return true
 }
 
-// leftNoSubscription reports an unsubscribe confirmation with a count of
-// 0: ["unsubscribe", channel, 0].
-func leftNoSubscription(data []byte) bool {
-	elems, ok := elements(data)
-	if !ok || len(elems) != 3 || !bytes.Equal(elems[2], []byte(":0\r\n")) {
-		return false
+// subscribedNow puts a RESP2 client in subscribed mode or out of it, as
+// its tunnel reported it.
+func (c *client) subscribedNow(subscribed bool) {
+	if !c.resp3 && c.subscribed != subscribed {
+		c.subscribed = subscribed
+		c.published()
 	}
-	e := elems[0]
-	return bytes.HasSuffix(e, []byte("\r\nunsubscribe\r\n")) || bytes.HasSuffix(e, []byte("\r\npunsubscribe\r\n")) ||
-		bytes.HasSuffix(e, []byte("\r\nsunsubscribe\r\n"))
 }

@@ -419,6 +419,10 @@ type client struct {
 	subscribed bool
 	tunnelGen  int    // counts its tunnels: what an old one sends is dropped
 	pushed     []byte // what the tunnel sent, behind replies not yet out
+	// conn and push serve a client on its own goroutine: push writes its
+	// output once it subscribes.
+	conn *framedConn
+	push *pushOut
 	// blocked are its blocking commands sent since its replies last
 	// caught up: cancelled if it goes away while they wait.
 	blocked  []*router.Blocked
@@ -789,6 +793,9 @@ func (c *client) reset() {
 		c.tunnel.Close()
 		c.tunnel, c.subscribed = nil, false
 		c.tunnelGen++ // what it still sends, and its end, are dropped
+		if c.push != nil {
+			c.push.drop()
+		}
 	}
 	c.resp3, c.out.resp3, c.held.resp3 = false, false, false
 	c.name, c.lib, c.ver = "", "", ""

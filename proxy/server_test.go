@@ -115,14 +115,24 @@ type serveFunc func(testing.TB, proxy.Decider) string
 // with one that serves each on its own goroutine: both speak the same
 // protocol.
 func eachIO(t *testing.T, f func(*testing.T, serveFunc)) {
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		f(t, func(t testing.TB, d proxy.Decider) string {
+			cfg.Decider = d
+			return serveConfig(t, cfg)
+		})
+	})
+}
+
+// eachIOConfig runs f with cfg set to serve from event loops, and with it
+// set to serve each client on its own goroutine.
+func eachIOConfig(t *testing.T, cfg proxy.Config, f func(*testing.T, proxy.Config)) {
 	for _, m := range []struct {
 		name  string
 		loops int
 	}{{"loops", 0}, {"goroutines", -1}} {
 		t.Run(m.name, func(t *testing.T) {
-			f(t, func(t testing.TB, d proxy.Decider) string {
-				return serveConfig(t, proxy.Config{Decider: d, Loops: m.loops})
-			})
+			cfg.Loops = m.loops
+			f(t, cfg)
 		})
 	}
 }

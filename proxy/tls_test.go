@@ -146,9 +146,9 @@ func tlsRouter(t *testing.T, c *clustertest.Cluster, cfg router.ClusterConfig) *
 // clusterSession checks what goes to the nodes on every kind of
 // connection sluice makes to them: bucket steps, forwarded commands, a
 // blocking command (a connection of its own), WATCH (a pinned one) and
-// SUBSCRIBE (a tunnel, on the event loops only). The decisions must be
+// SUBSCRIBE (a tunnel). The decisions must be
 // the cluster's.
-func clusterSession(t *testing.T, c *clustertest.Cluster, r *router.Cluster, addr, prefix string, pubsub bool) {
+func clusterSession(t *testing.T, c *clustertest.Cluster, r *router.Cluster, addr, prefix string) {
 	t.Helper()
 	ctx := context.Background()
 	before := r.Decisions(router.SourceCluster)
@@ -186,9 +186,6 @@ func clusterSession(t *testing.T, c *clustertest.Cluster, r *router.Cluster, add
 	if got := watch.do("EXEC"); got != "*1\r\n+OK\r\n" {
 		t.Errorf("EXEC: %q", got)
 	}
-	if !pubsub {
-		return
-	}
 	sub := dialRaw(t, addr)
 	if got := sub.do("SUBSCRIBE", prefix); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {
 		t.Fatalf("SUBSCRIBE: %q", got)
@@ -221,7 +218,7 @@ func eachSession(t *testing.T, c *clustertest.Cluster, r *router.Cluster) {
 		loops int
 	}{{"loops", 0}, {"goroutines", -1}} {
 		t.Run(m.name, func(t *testing.T) {
-			clusterSession(t, c, r, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: m.loops}), t.Name(), m.loops >= 0)
+			clusterSession(t, c, r, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: m.loops}), t.Name())
 		})
 	}
 }
@@ -296,4 +293,85 @@ func TestTLSSilentClients(t *testing.T) {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// dialRawTLS is dialRaw over TLS.
+func dialRawTLS(t *testing.T, addr string, tc *tls.Config) *rawConn {
+	t.Helper()
+	tc.ServerName = "localhost"
+	c, err := tls.Dial("tcp", addr, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+// A TLS client (served on a goroutine) subscribes as one on a loop does:
+// messages come after the replies to what it sent before, in RESP2's
+// subscribed mode and as RESP3 pushes; it is never idle while subscribed;
+// and it leaves no subscription behind when it goes away.
+func TestTLSSubscriber(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	certs := clustertest.NewCerts(t)
+	cfg := proxy.Config{Decider: r, Forwarder: r, IdleTimeout: 300 * time.Millisecond}
+	_, secure := serveTLS(t, cfg, serverTLS(t, certs, tls.RequireAndVerifyClientCert))
+
+	sub := dialRawTLS(t, secure, certs.ClientTLS())
+	sub.send([]string{"SET", "tls:sub", "v"}, []string{"SUBSCRIBE", "tch"}, []string{"PING", "p"})
+	for _, want := range []string{"+OK\r\n", "*3\r\n$9\r\nsubscribe\r\n$3\r\ntch\r\n:1\r\n", "*2\r\n$4\r\npong\r\n$1\r\np\r\n"} {
+		if got := sub.read(); got != want {
+			t.Fatalf("SET, SUBSCRIBE, PING: %q, want %q", got, want)
+		}
+	}
+	if got := sub.do("GET", "tls:sub"); !strings.HasPrefix(got, "-ERR Can't execute 'get'") {
+		t.Errorf("GET while subscribed (RESP2): %q, want Redis's refusal", got)
+	}
+	sub3 := dialRawTLS(t, secure, certs.ClientTLS())
+	sub3.do("HELLO", "3")
+	if got := sub3.do("SUBSCRIBE", "tch"); got != ">3\r\n$9\r\nsubscribe\r\n$3\r\ntch\r\n:1\r\n" {
+		t.Fatalf("RESP3 SUBSCRIBE: %q", got)
+	}
+
+	// An idle client that did not subscribe is closed; the subscribers,
+	// as idle, are not.
+	idle := dialRawTLS(t, secure, certs.ClientTLS())
+	idle.do("PING")
+	if _, err := idle.br.ReadByte(); err == nil {
+		t.Fatal("an idle client got bytes, want it closed")
+	}
+	pub := dialRawTLS(t, secure, certs.ClientTLS())
+	pub.do("PUBLISH", "tch", "hi")
+	if got, want := sub.read(), "*3\r\n$7\r\nmessage\r\n$3\r\ntch\r\n$2\r\nhi\r\n"; got != want {
+		t.Errorf("message: %q, want %q", got, want)
+	}
+	if got, want := sub3.read(), ">3\r\n$7\r\nmessage\r\n$3\r\ntch\r\n$2\r\nhi\r\n"; got != want {
+		t.Errorf("RESP3 message: %q, want %q", got, want)
+	}
+	if got := sub3.do("GET", "tls:sub"); got != "$1\r\nv\r\n" {
+		t.Errorf("RESP3 GET while subscribed: %q", got)
+	}
+
+	// Unsubscribed, the RESP2 client's commands are served again.
+	if got := sub.do("UNSUBSCRIBE"); got != "*3\r\n$11\r\nunsubscribe\r\n$3\r\ntch\r\n:0\r\n" {
+		t.Errorf("UNSUBSCRIBE: %q", got)
+	}
+	if got := sub.do("GET", "tls:sub"); got != "$1\r\nv\r\n" {
+		t.Errorf("GET after UNSUBSCRIBE: %q", got)
+	}
+	// QUIT while subscribed: answered, then closed.
+	if got := sub.do("SUBSCRIBE", "tch"); got != "*3\r\n$9\r\nsubscribe\r\n$3\r\ntch\r\n:1\r\n" {
+		t.Errorf("SUBSCRIBE again: %q", got)
+	}
+	if got := sub.do("QUIT"); got != "+OK\r\n" {
+		t.Errorf("QUIT while subscribed: %q", got)
+	}
+	if _, err := sub.br.ReadByte(); err == nil {
+		t.Error("a subscriber got bytes after QUIT, want it closed")
+	}
+	sub3.c.Close()
+	waitUntil(t, "the subscribers that went away left no subscription", func() bool {
+		return pub.do("PUBSUB", "NUMSUB", "tch") == "*2\r\n$3\r\ntch\r\n:0\r\n"
+	})
 }

@@ -2,109 +2,386 @@ package router
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"net"
+	"strconv"
 	"sync"
 
 	"github.com/sluice-rl/sluice/router/reply"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
-// Tunnel is one client's own connection to a node, for a subscriber: what
-// the client sends goes to the node as it is, and what the node sends,
-// replies and published messages alike, comes back whole as it arrives.
-// A subscriber's messages come when they are published, not in answer to
-// a command, so they cannot share the pipelined connections.
+// Tunnel is one subscriber's own connections to the nodes: what the
+// client sends goes to a node as it is, and what the nodes send, replies
+// and published messages alike, comes back whole as it arrives. A
+// subscriber's messages come when they are published, not in answer to a
+// command, so they cannot share the pipelined connections.
+//
+// Channels and patterns go to one node, any primary (PUBLISH reaches every
+// node of a cluster). A shard channel is served only by the primary of its
+// slot, so the client gets a connection to each primary its shard
+// channels live on, as a cluster client holds one per shard. The client
+// sees sluice as one node, and so one connection: the count in a shard
+// channel's confirmation, which each node gives for its own connection,
+// becomes the client's shard channels on every node, as one node holding
+// them all would count them.
 type Tunnel struct {
-	mu     sync.Mutex // guards the fields below
-	conn   net.Conn   // nil until dialled
-	queue  [][]byte   // sent before the connection was up
-	closed bool
+	c      *Cluster
+	resp3  bool
+	onData func(data []byte, subscribed bool)
+	onEnd  func(error)
+
+	mu     sync.Mutex    // guards the fields below
+	home   *tunnelConn   // channels and patterns; nil until used
+	shards []*tunnelConn // shard channels, a connection per node, in the order opened
+	// homeSubs is the client's channels and patterns, as home last said.
+	homeSubs int64
+	closed   bool // by Close, or when a connection failed
 }
+
+// tunnelConn is one of a tunnel's connections.
+type tunnelConn struct {
+	addr  string
+	conn  net.Conn // nil until dialled
+	queue [][]byte // sent before the connection was up
+	// count is the client's shard channels on this node, as it last said.
+	count int64
+	// sent are the shard commands the node has yet to confirm wholly, in
+	// the order sent: what a MOVED answers, and which confirmations are
+	// the client's own rather than a resharding's.
+	sent []*shardCmd
+}
+
+// shardCmd is an SSUBSCRIBE or SUNSUBSCRIBE sent to a node.
+type shardCmd struct {
+	cmd       []byte
+	kind      string
+	channels  [][]byte // those not confirmed yet
+	all       *unsubAll
+	redirects int
+}
+
+// unsubAll is an SUNSUBSCRIBE of every shard channel, sent to each of
+// the client's shard connections. A node with none answers
+// [sunsubscribe, nil, 0]; the client gets that answer once, and only when
+// every node gave it, as a node holding all its channels would answer.
+type unsubAll struct{ nodes, nulls int }
 
 // errTunnelClosed ends a tunnel its client closed.
 var errTunnelClosed = errors.New("router: tunnel closed")
 
-// Tunnel opens a tunnel to the primary that owns slot sl (AnySlot: any
-// primary), in RESP3 when asked. It returns at once; commands sent
-// meanwhile wait for the connection. onData gets each whole reply or
-// message, and onEnd, once, the error that ended the tunnel (nil after
-// Close); both are called from the tunnel's goroutine.
-func (c *Cluster) Tunnel(sl int, resp3 bool, onData func([]byte), onEnd func(error)) *Tunnel {
-	t := &Tunnel{}
-	addr := c.addrOf(c.topo.Load(), sl)
-	go t.run(c, addr, resp3, onData, onEnd)
-	return t
+// Tunnel opens a subscriber's tunnel, in RESP3 when asked; its
+// connections are made as commands need them. onData gets each whole
+// reply or message, and whether the client still has a subscription
+// afterwards; onEnd gets the error that ended a connection of the tunnel,
+// which ends them all. Both are called one at a time, from the tunnel's
+// goroutines (onEnd from Send too), never after Close has returned; they
+// must not call the tunnel.
+func (c *Cluster) Tunnel(resp3 bool, onData func(data []byte, subscribed bool), onEnd func(error)) *Tunnel {
+	return &Tunnel{c: c, resp3: resp3, onData: onData, onEnd: onEnd}
 }
 
-func (t *Tunnel) run(c *Cluster, addr string, resp3 bool, onData func([]byte), onEnd func(error)) {
-	if addr == "" {
-		onEnd(errors.New("CLUSTERDOWN sluice has no slot map of the cluster yet"))
-		return
-	}
-	conn, br, err := c.dial(addr, resp3, false, 16<<10)
-	if err != nil {
-		onEnd(err)
-		return
-	}
+// Send sends one subscription command, or PING, to the node it is for.
+func (t *Tunnel) Send(args [][]byte) error {
+	cmd := AppendCommand(nil, args)
+	name := string(bytes.ToLower(args[0]))
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.closed {
-		t.mu.Unlock()
-		conn.Close()
-		onEnd(nil)
-		return
+		return errTunnelClosed
 	}
-	t.conn = conn
-	for _, cmd := range t.queue {
-		if _, err = conn.Write(cmd); err != nil {
-			break
+	switch {
+	case (name == "ssubscribe" || name == "sunsubscribe") && len(args) > 1:
+		// The node refuses channels of several slots (CROSSSLOT) in
+		// order with the connection's other replies.
+		addr := t.c.addrOf(t.c.topo.Load(), slot.Of(string(args[1])))
+		if addr == "" {
+			return errNoSlotMap
 		}
-	}
-	t.queue = nil
-	t.mu.Unlock()
-	if err == nil {
-		err = t.read(br, onData)
-	}
-	conn.Close()
-	t.mu.Lock()
-	closed := t.closed
-	t.mu.Unlock()
-	if closed {
-		err = nil
-	}
-	onEnd(err)
-}
-
-func (t *Tunnel) read(br *bufio.Reader, onData func([]byte)) error {
-	for {
-		r, err := reply.Read(br, nil)
+		chans := make([][]byte, len(args)-1)
+		for i, a := range args[1:] {
+			chans[i] = bytes.Clone(a)
+		}
+		t.sendShard(addr, &shardCmd{cmd: cmd, kind: name, channels: chans})
+	case name == "sunsubscribe":
+		all := &unsubAll{nodes: len(t.shards)}
+		for _, tc := range t.shards {
+			tc.sent = append(tc.sent, &shardCmd{cmd: cmd, kind: name, all: all})
+			t.write(tc, cmd)
+		}
+		if all.nodes == 0 {
+			// Home has no shard channel: it answers the null confirmation,
+			// after what it was sent before.
+			all.nodes = 1
+			home, err := t.homeConn()
+			if err != nil {
+				return err
+			}
+			home.sent = append(home.sent, &shardCmd{cmd: cmd, kind: name, all: all})
+			t.write(home, cmd)
+		}
+	case name == "ping" && t.homeSubs == 0 && len(t.shards) > 0:
+		// A node answers PING as a subscriber's only on a connection
+		// that subscribes.
+		tc := t.shards[0]
+		for _, s := range t.shards {
+			if s.count > 0 {
+				tc = s
+				break
+			}
+		}
+		t.write(tc, cmd)
+	default:
+		home, err := t.homeConn()
 		if err != nil {
 			return err
 		}
-		onData(r)
+		t.write(home, cmd)
+	}
+	return nil
+}
+
+var errNoSlotMap = errors.New("CLUSTERDOWN sluice has no slot map of the cluster yet")
+
+// homeConn is the connection for channels and patterns, opened at first
+// use; t.mu is held.
+func (t *Tunnel) homeConn() (*tunnelConn, error) {
+	if t.home == nil {
+		addr := t.c.addrOf(t.c.topo.Load(), AnySlot)
+		if addr == "" {
+			return nil, errNoSlotMap
+		}
+		t.home = &tunnelConn{addr: addr}
+		go t.run(t.home)
+	}
+	return t.home, nil
+}
+
+// sendShard sends a shard command to the node at addr; t.mu is held.
+func (t *Tunnel) sendShard(addr string, sc *shardCmd) {
+	var tc *tunnelConn
+	for _, s := range t.shards {
+		if s.addr == addr {
+			tc = s
+		}
+	}
+	if tc == nil {
+		tc = &tunnelConn{addr: addr}
+		t.shards = append(t.shards, tc)
+		go t.run(tc)
+	}
+	tc.sent = append(tc.sent, sc)
+	t.write(tc, sc.cmd)
+}
+
+// write writes cmd on tc, or queues it until tc is up; t.mu is held.
+func (t *Tunnel) write(tc *tunnelConn, cmd []byte) {
+	if tc.conn == nil {
+		tc.queue = append(tc.queue, cmd)
+		return
+	}
+	if _, err := tc.conn.Write(cmd); err != nil {
+		t.fail(err)
 	}
 }
 
-// Send sends one command, encoded, to the node.
-func (t *Tunnel) Send(cmd []byte) error {
+func (t *Tunnel) run(tc *tunnelConn) {
+	conn, br, err := t.c.dial(tc.addr, t.resp3, false, 16<<10)
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	switch {
 	case t.closed:
-		return errTunnelClosed
-	case t.conn == nil:
-		t.queue = append(t.queue, cmd)
-		return nil
+		if conn != nil {
+			conn.Close()
+		}
+		t.mu.Unlock()
+		return
+	case err != nil:
+		t.fail(err)
+		t.mu.Unlock()
+		return
 	}
-	_, err := t.conn.Write(cmd)
-	return err
+	tc.conn = conn
+	for _, cmd := range tc.queue {
+		if _, err = conn.Write(cmd); err != nil {
+			t.fail(err)
+			break
+		}
+	}
+	tc.queue = nil
+	t.mu.Unlock()
+	for {
+		r, err := reply.Read(br, nil)
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return
+		}
+		if err != nil {
+			t.fail(err)
+			t.mu.Unlock()
+			return
+		}
+		t.received(tc, r)
+		t.mu.Unlock()
+	}
 }
 
-// Close ends the tunnel; onEnd is then called with nil.
+// fail ends the tunnel for err; t.mu is held.
+func (t *Tunnel) fail(err error) {
+	if !t.closed {
+		t.closeConns()
+		t.onEnd(err)
+	}
+}
+
+// received hands on what tc's node sent; t.mu is held.
+func (t *Tunnel) received(tc *tunnelConn, r []byte) {
+	kind, ch, n, ok := confirmation(r)
+	if tc == t.home {
+		switch {
+		case ok && kind == "sunsubscribe" && ch == nil:
+			// Home holds no shard channel: it answers this only when it was
+			// the one node asked.
+			if len(tc.sent) > 0 {
+				all := tc.sent[0].all
+				tc.sent = tc.sent[1:]
+				t.unsubscribedAll(all, r)
+			}
+			return
+		case ok:
+			t.homeSubs = n
+		}
+		t.deliver(r)
+		return
+	}
+	var head *shardCmd
+	if len(tc.sent) > 0 {
+		head = tc.sent[0]
+	}
+	switch {
+	case len(r) > 0 && r[0] == '-':
+		if head == nil {
+			break
+		}
+		tc.sent = tc.sent[1:]
+		if addr, ok := redirectAddr(r); ok && bytes.HasPrefix(r, []byte("-MOVED ")) && head.redirects < maxRedirects {
+			// The slot moved: its new owner takes the command, and the
+			// slot map is read again for the next ones.
+			t.c.stale.Store(true)
+			head.redirects++
+			t.sendShard(addr, head)
+			return
+		}
+	case ok && (kind == "ssubscribe" || kind == "sunsubscribe"):
+		tc.count = n
+		if head != nil && head.all != nil && kind == "sunsubscribe" {
+			if n == 0 {
+				tc.sent = tc.sent[1:]
+			}
+			if ch == nil {
+				t.unsubscribedAll(head.all, r)
+				return
+			}
+		} else if head != nil && head.kind == kind && len(head.channels) > 0 && bytes.Equal(head.channels[0], ch) {
+			if head.channels = head.channels[1:]; len(head.channels) == 0 {
+				tc.sent = tc.sent[1:]
+			}
+		}
+		// Otherwise the node dropped the channel itself: its slot moved
+		// away (Redis 7 tells its subscribers so). The client is told as
+		// it is, and subscribes again to follow the slot.
+		r = withCount(r, t.shardSubs())
+	}
+	t.deliver(r)
+}
+
+// unsubscribedAll counts a node's null answer r to an SUNSUBSCRIBE of
+// every shard channel: the client gets it once every node asked gave it.
+func (t *Tunnel) unsubscribedAll(all *unsubAll, r []byte) {
+	if all.nulls++; all.nulls == all.nodes {
+		t.deliver(withCount(r, t.shardSubs()))
+	}
+}
+
+func (t *Tunnel) shardSubs() int64 {
+	var n int64
+	for _, tc := range t.shards {
+		n += tc.count
+	}
+	return n
+}
+
+func (t *Tunnel) deliver(r []byte) {
+	t.onData(r, t.homeSubs+t.shardSubs() > 0)
+}
+
+// Close ends the tunnel: its callbacks are not called again.
 func (t *Tunnel) Close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.closeConns()
+}
+
+// closeConns closes every connection of t; t.mu is held.
+func (t *Tunnel) closeConns() {
 	t.closed = true
-	if t.conn != nil {
-		t.conn.Close()
+	for _, tc := range append([]*tunnelConn{t.home}, t.shards...) {
+		if tc != nil && tc.conn != nil {
+			tc.conn.Close()
+		}
 	}
+}
+
+// confirmation reads a subscription command's confirmation, [kind,
+// channel, count] (a push in RESP3); ch is nil for a null channel.
+func confirmation(r []byte) (kind string, ch []byte, count int64, ok bool) {
+	if len(r) < 4 || (r[0] != '*' && r[0] != '>') || string(r[1:4]) != "3\r\n" {
+		return "", nil, 0, false
+	}
+	// Every message passes here: those are told apart by their first
+	// element before anything is allocated.
+	switch r := r[4:]; {
+	case bytes.HasPrefix(r, []byte("$7\r\nmessage\r\n")), bytes.HasPrefix(r, []byte("$8\r\nsmessage\r\n")):
+		return "", nil, 0, false
+	}
+	br := bufio.NewReader(bytes.NewReader(r[4:]))
+	elems := make([][]byte, 3)
+	for i := range elems {
+		e, err := reply.Read(br, nil)
+		if err != nil {
+			return "", nil, 0, false
+		}
+		elems[i] = e
+	}
+	name, isBulk := bulk(elems[0])
+	if !isBulk || elems[2][0] != ':' {
+		return "", nil, 0, false
+	}
+	switch string(name) {
+	case "subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe":
+	default:
+		return "", nil, 0, false
+	}
+	n, err := strconv.ParseInt(string(elems[2][1:len(elems[2])-2]), 10, 64)
+	if err != nil {
+		return "", nil, 0, false
+	}
+	ch, _ = bulk(elems[1])
+	return string(name), ch, n, true
+}
+
+// bulk is the text of a bulk string reply; nil for a null.
+func bulk(e []byte) ([]byte, bool) {
+	if len(e) < 4 || e[0] != '$' || e[1] == '-' {
+		return nil, false
+	}
+	i := bytes.IndexByte(e, '\n')
+	return e[i+1 : len(e)-2], true
+}
+
+// withCount is confirmation r with its count set to n.
+func withCount(r []byte, n int64) []byte {
+	i := bytes.LastIndexByte(r[:len(r)-2], '\n')
+	return append(strconv.AppendInt(append(r[:i+1:i+1], ':'), n, 10), '\r', '\n')
 }

@@ -1,0 +1,160 @@
+package router_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// tunnelData is what a tunnel delivered.
+type tunnelData struct {
+	data       string
+	subscribed bool
+}
+
+// openTunnel opens a tunnel whose deliveries arrive on the returned
+// channel; its end fails the test.
+func openTunnel(t *testing.T, r *router.Cluster, resp3 bool) (*router.Tunnel, chan tunnelData) {
+	t.Helper()
+	got := make(chan tunnelData, 64)
+	tun := r.Tunnel(resp3, func(data []byte, subscribed bool) {
+		got <- tunnelData{string(data), subscribed}
+	}, func(err error) {
+		t.Errorf("the tunnel ended: %v", err)
+	})
+	t.Cleanup(tun.Close)
+	return tun, got
+}
+
+func send(t *testing.T, tun *router.Tunnel, args ...string) {
+	t.Helper()
+	bs := make([][]byte, len(args))
+	for i, a := range args {
+		bs[i] = []byte(a)
+	}
+	if err := tun.Send(bs); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+}
+
+func next(t *testing.T, got chan tunnelData) tunnelData {
+	t.Helper()
+	select {
+	case d := <-got:
+		return d
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing from the tunnel in 10s")
+		return tunnelData{}
+	}
+}
+
+// onTwoPrimaries returns two channels whose slots two different primaries
+// own, and those primaries.
+func onTwoPrimaries(t *testing.T, c *clustertest.Cluster, prefix string) (a, b string, na, nb *clustertest.Node) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < 1000; i++ {
+		ch := prefix + strconv.Itoa(i)
+		n, err := c.Primary(ctx, slot.Of(ch))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case na == nil:
+			a, na = ch, n
+		case n != na:
+			return a, ch, na, n
+		}
+	}
+	t.Fatal("no two channels on two primaries")
+	return
+}
+
+// A subscriber's shard channels on two primaries, through one tunnel:
+// each node serves its own, the counts are the client's across both, an
+// SUNSUBSCRIBE of all reaches both, channels of two slots are refused, and
+// a slot that moves away is told to the client (Redis 7's sunsubscribe),
+// which subscribes again at the new owner through a MOVED.
+func TestTunnelShardChannelsOnTwoPrimaries(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, r)
+	for _, resp3 := range []bool{false, true} {
+		t.Run("resp3="+strconv.FormatBool(resp3), func(t *testing.T) {
+			prefix := "sc" + strconv.FormatBool(resp3) + ":"
+			a, b, _, nb := onTwoPrimaries(t, c, prefix)
+			arr := "*3\r\n"
+			if resp3 {
+				arr = ">3\r\n"
+			}
+			bulk := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+			conf := func(kind, ch string, n int) string {
+				return arr + bulk(kind) + bulk(ch) + ":" + strconv.Itoa(n) + "\r\n"
+			}
+			tun, got := openTunnel(t, r, resp3)
+			expect := func(what, want string, subscribed bool) {
+				t.Helper()
+				if d := next(t, got); d.data != want || d.subscribed != subscribed {
+					t.Errorf("%s: got %q (subscribed %v), want %q (%v)", what, d.data, d.subscribed, want, subscribed)
+				}
+			}
+
+			send(t, tun, "SSUBSCRIBE", a)
+			expect("SSUBSCRIBE a", conf("ssubscribe", a, 1), true)
+			send(t, tun, "SSUBSCRIBE", b)
+			expect("SSUBSCRIBE b on another primary", conf("ssubscribe", b, 2), true)
+			send(t, tun, "SSUBSCRIBE", a, b)
+			expect("SSUBSCRIBE of two slots", "-CROSSSLOT Keys in request don't hash to the same slot\r\n", true)
+			for _, ch := range []string{b, a} {
+				if got := forward(t, r, "SPUBLISH", ch, "m"+ch); got != ":1\r\n" {
+					t.Fatalf("SPUBLISH %s: %q", ch, got)
+				}
+				expect("smessage", arr+bulk("smessage")+bulk(ch)+bulk("m"+ch), true)
+			}
+			send(t, tun, "SUBSCRIBE", prefix+"o")
+			expect("SUBSCRIBE", conf("subscribe", prefix+"o", 1), true)
+
+			// SUNSUBSCRIBE of all: both nodes drop theirs, in whichever
+			// order they answer; the counts fall to 0.
+			send(t, tun, "SUNSUBSCRIBE")
+			first, second := next(t, got), next(t, got)
+			if first.data != conf("sunsubscribe", a, 1) && first.data != conf("sunsubscribe", b, 1) {
+				t.Errorf("SUNSUBSCRIBE's first confirmation: %q", first.data)
+			}
+			if second.data != conf("sunsubscribe", a, 0) && second.data != conf("sunsubscribe", b, 0) || first.data[:len(first.data)-4] == second.data[:len(second.data)-4] {
+				t.Errorf("SUNSUBSCRIBE's second confirmation: %q after %q", second.data, first.data)
+			}
+			// With none left, the null confirmation comes once, not from
+			// each node.
+			send(t, tun, "SUNSUBSCRIBE")
+			null := "$-1\r\n"
+			if resp3 {
+				null = "_\r\n"
+			}
+			expect("SUNSUBSCRIBE with none left", arr+bulk("sunsubscribe")+null+":0\r\n", true)
+			send(t, tun, "UNSUBSCRIBE")
+			expect("UNSUBSCRIBE", conf("unsubscribe", prefix+"o", 0), false)
+
+			// Resharding: the node tells the client it lost the channel;
+			// subscribing again meets the old owner (MOVED) and reaches
+			// the new one.
+			send(t, tun, "SSUBSCRIBE", a)
+			expect("SSUBSCRIBE a again", conf("ssubscribe", a, 1), true)
+			if err := c.MoveSlot(context.Background(), slot.Of(a), nb); err != nil {
+				t.Fatal(err)
+			}
+			expect("the slot moved away", conf("sunsubscribe", a, 0), false)
+			send(t, tun, "SSUBSCRIBE", a)
+			expect("SSUBSCRIBE after the move", conf("ssubscribe", a, 1), true)
+			if got := forward(t, r, "SPUBLISH", a, "moved"); got != ":1\r\n" {
+				t.Fatalf("SPUBLISH after the move: %q", got)
+			}
+			expect("smessage from the new owner", arr+bulk("smessage")+bulk(a)+bulk("moved"), true)
+		})
+	}
+}
