@@ -135,7 +135,7 @@ func TestAuthMatrix(t *testing.T) {
 func TestAuthPassthrough(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	us := users(t, "user default off\nuser reader on >r ~cache:* +@read +@scripting +sort +multi +exec +set", "")
+	us := users(t, "user default off\nuser reader on >r ~cache:* +@read +@scripting +sort +multi +exec +set +subscribe", "")
 	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}))
 	for _, tc := range []struct {
 		args []string
@@ -157,6 +157,10 @@ func TestAuthPassthrough(t *testing.T) {
 		{[]string{"DEL", "cache:1"}, "-NOPERM"},
 		{[]string{"EXEC"}, "-EXECABORT"},
 		{[]string{"GET", "cache:1"}, "$-1"},
+		// RESET in subscribed mode signs the client out too.
+		{[]string{"SUBSCRIBE", "ch"}, "*3"},
+		{[]string{"RESET"}, "+RESET"},
+		{[]string{"GET", "cache:1"}, "-NOAUTH"},
 	} {
 		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%q: got %q, want %q...", tc.args, got, tc.want)

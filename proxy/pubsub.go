@@ -53,7 +53,7 @@ func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 	name := lowerName(args[0])
 	if name == "reset" {
-		c.reset()
+		s.resetClient(c)
 		s.replyNow(c, "+RESET\r\n")
 		return nil
 	}

@@ -804,10 +804,17 @@ func (c *client) reset() {
 }
 
 func cmdReset(s *Server, c *client, conn respConn, _ [][]byte) {
-	c.reset()
-	c.user = s.cfg.Users.defaultUser() // as Redis: back to the default user
-	c.published()
+	s.resetClient(c)
 	conn.WriteString("RESET")
+}
+
+// resetClient is RESET, subscribed or not: a new connection again, and
+// the default user's, as in Redis (unauthenticated when it has a
+// password).
+func (s *Server) resetClient(c *client) {
+	c.reset()
+	c.user = s.cfg.Users.defaultUser()
+	c.published()
 }
 
 // unpin lets c's WATCH connection go: its watches end with it.
