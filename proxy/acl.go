@@ -284,6 +284,14 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 				cats = []string{"admin", "slow", "dangerous"}
 			}
 		}
+		if cmd.name == "client" && len(args) > 1 {
+			// As Redis 7: listing every client, and NO-EVICT, are an
+			// administrator's; the rest concern the caller's own connection.
+			name = "client|" + string(bytes.ToLower(args[1]))
+			if name == "client|list" || name == "client|no-evict" {
+				cats = []string{"admin", "slow", "dangerous", "connection"}
+			}
+		}
 		if cmd.firstKey > 0 && len(args) > cmd.firstKey {
 			keys = args[cmd.firstKey : cmd.firstKey+1]
 		}

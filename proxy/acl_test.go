@@ -92,6 +92,9 @@ func TestAuthMatrix(t *testing.T) {
 		{[]string{"THROTTLE.RESET", "other:1"}, "-NOPERM User dave has no permissions to run the 'throttle.reset' command"},
 		{[]string{"ACL", "WHOAMI"}, "$4\r\ndave\r\n"},
 		{[]string{"ACL", "LIST"}, "-NOPERM User dave has no permissions to run the 'acl|list' command"},
+		{[]string{"CLIENT", "LIST"}, "-NOPERM User dave has no permissions to run the 'client|list' command"},
+		{[]string{"CLIENT", "NO-EVICT", "on"}, "-NOPERM User dave has no permissions to run the 'client|no-evict' command"},
+		{[]string{"CLIENT", "ID"}, ":"},
 		{[]string{"AUTH", "bob", "builder"}, "+OK"},
 	} {
 		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {
