@@ -92,8 +92,8 @@ func TestClientReply(t *testing.T) {
 		// the next command is not answered. The unanswered THROTTLE still
 		// took its token: the last one is limited.
 		io.WriteString(conn, "CLIENT REPLY OFF\r\nPING\r\nTHROTTLE r 1 1 1h\r\nNOSUCH\r\nCLIENT REPLY ON\r\n"+
-			"CLIENT REPLY SKIP\r\nECHO a\r\nECHO b\r\nCLIENT NO-EVICT on\r\nTHROTTLE r 1 1 1h\r\nCLIENT REPLY sideways\r\n")
-		want := "+OK\r\n$1\r\nb\r\n+OK\r\n*5\r\n:1\r\n:1\r\n:0\r\n"
+			"CLIENT REPLY SKIP\r\nECHO a\r\nECHO b\r\nCLIENT REPLY SKIP\r\nCLIENT REPLY ON\r\nCLIENT NO-EVICT on\r\nTHROTTLE r 1 1 1h\r\nCLIENT REPLY sideways\r\n")
+		want := "+OK\r\n$1\r\nb\r\n+OK\r\n+OK\r\n*5\r\n:1\r\n:1\r\n:0\r\n"
 		got := make([]byte, len(want))
 		if _, err := io.ReadFull(r, got); err != nil || string(got) != want {
 			t.Fatalf("got %q, %v, want %q", got, err, want)

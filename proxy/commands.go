@@ -345,7 +345,7 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 		switch strings.ToUpper(string(args[2])) {
 		case "ON":
-			c.replyOff = false
+			c.replyOff, c.replyOn = false, true
 			conn.WriteString("OK")
 		case "OFF":
 			c.replyOff = true

@@ -433,6 +433,7 @@ type client struct {
 	// CLIENT REPLY: replyOff drops every reply until ON; skip drops the
 	// next command's.
 	replyOff, skip bool
+	replyOn        bool        // this command was CLIENT REPLY ON: answered, whatever came before
 	view           *clientView // what CLIENT LIST shows of it
 }
 
@@ -620,10 +621,10 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 		return s.takeOne(c, r, args)
 	}
 	skip := c.skip
-	c.skip = false
+	c.skip, c.replyOn = false, false
 	q0, out0, held0 := len(c.q), len(c.out.b), len(c.held.b)
 	more := s.takeOne(c, r, args)
-	if c.replyOff || skip {
+	if (c.replyOff || skip) && !c.replyOn {
 		// Its reply is dropped: what it wrote now, and what it waits for
 		// once rendered. A slot stays, so that later slots keep their
 		// places.
