@@ -481,7 +481,18 @@ func (l *framedListener) Accept() (net.Conn, error) {
 		if _, ok := c.(*tls.Conn); ok && l.s.atCapacity() {
 			// Its refusal needs a handshake first: not on the accepting
 			// goroutine, which a client that never answers would hold.
-			go l.s.reject(c, handshakeTimeout)
+			// At most maxRefusing at once, each for a second at most: a
+			// flood of connections past the limit is closed unanswered.
+			select {
+			case l.s.refusing <- struct{}{}:
+				go func() {
+					l.s.reject(c, time.Second)
+					<-l.s.refusing
+				}()
+			default:
+				l.s.stats.rejected.Add(1)
+				c.Close()
+			}
 			continue
 		}
 		if !l.s.full(c) {

@@ -129,6 +129,8 @@ type Server struct {
 	// policies is swapped whole on a reload; a command keeps the policy it
 	// was parsed with.
 	policies atomic.Pointer[Policies]
+	// refusing bounds the TLS clients being turned away at once.
+	refusing chan struct{}
 }
 
 // stats are the counters INFO reports.
@@ -193,6 +195,10 @@ func (s *Server) reject(nc net.Conn, d time.Duration) {
 	nc.Close()
 }
 
+// maxRefusing is how many TLS clients past --maxclients may be handshaken
+// at once to be told so.
+const maxRefusing = 64
+
 func (s *Server) atCapacity() bool {
 	return s.stats.connected.Load() >= int64(s.cfg.MaxClients)
 }
@@ -212,6 +218,7 @@ func New(cfg Config) *Server {
 	if s.cfg.MaxClients <= 0 {
 		s.cfg.MaxClients = 10000
 	}
+	s.refusing = make(chan struct{}, maxRefusing)
 	s.SetPolicies(cfg.Policies)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
