@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
+	"github.com/sluice-rl/sluice/router/reply"
 )
 
 // fanOut is a command without keys that concerns every primary: sent to
@@ -66,6 +69,9 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		it.node, it.nodes = node, len(primaries)
 	case fo.one:
 		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
+		if spec.Name == "config|get" {
+			it.post = hideSecrets
+		}
 	default:
 		cmd := router.AppendCommand(nil, args)
 		for _, sl := range primaries {
@@ -122,4 +128,49 @@ func (it *fwdItem) scanReply(p []byte) []byte {
 	out = append(strconv.AppendInt(append(out, '$'), int64(len(text)), 10), '\r', '\n')
 	out = append(append(out, text...), '\r', '\n')
 	return append(out, elems[1]...)
+}
+
+// secretParams are the nodes' settings CONFIG GET answers empty through
+// sluice: the cluster's credentials are sluice's (--cluster-password), not
+// its clients', whoever may run CONFIG GET.
+var secretParams = map[string]bool{
+	"requirepass": true, "masterauth": true, "masteruser": true,
+	"tls-key-file-pass": true, "tls-client-key-file-pass": true,
+}
+
+// hideSecrets empties the values of secretParams in a CONFIG GET reply (a
+// RESP2 array of names and values, or a RESP3 map).
+func hideSecrets(raw []byte) []byte {
+	if len(raw) == 0 || (raw[0] != '*' && raw[0] != '%') {
+		return raw
+	}
+	br := bufio.NewReader(bytes.NewReader(raw))
+	head, err := br.ReadSlice('\n')
+	if err != nil || len(head) < 4 {
+		return raw
+	}
+	n, err := strconv.Atoi(string(head[1 : len(head)-2]))
+	if err != nil || n < 0 {
+		return raw
+	}
+	if raw[0] == '%' {
+		n *= 2
+	}
+	out := append([]byte(nil), head...)
+	hide := false
+	for i := range n {
+		e, err := reply.Read(br, nil)
+		if err != nil {
+			return raw
+		}
+		if i%2 == 1 && hide {
+			e = []byte("$0\r\n\r\n")
+		}
+		if i%2 == 0 {
+			_, name, _ := bytes.Cut(e, []byte("\r\n"))
+			hide = secretParams[strings.ToLower(string(bytes.TrimSuffix(name, []byte("\r\n"))))]
+		}
+		out = append(out, e...)
+	}
+	return out
 }

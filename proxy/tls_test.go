@@ -232,6 +232,20 @@ func TestClusterPassword(t *testing.T) {
 	r := tlsRouter(t, c, router.ClusterConfig{Password: c.Password})
 	eachSession(t, c, r)
 
+	t.Run("CONFIG GET hides the cluster's credentials", func(t *testing.T) {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, AllowAdmin: true}))
+		for _, proto := range []string{"2", "3"} {
+			conn.do("HELLO", proto)
+			got := conn.do("CONFIG", "GET", "requirepass")
+			if strings.Contains(got, "s3cret") || !strings.Contains(got, "requirepass\r\n$0\r\n\r\n") {
+				t.Errorf("RESP%s: CONFIG GET requirepass: %q, want it empty", proto, got)
+			}
+			if got := conn.do("CONFIG", "GET", "masterauth", "maxmemory-policy"); strings.Contains(got, "s3cret") || !strings.Contains(got, "noeviction") {
+				t.Errorf("RESP%s: CONFIG GET masterauth maxmemory-policy: %q, want masterauth empty and the policy shown", proto, got)
+			}
+		}
+	})
+
 	t.Run("wrong password", func(t *testing.T) {
 		bad := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Password: "wrong"})
 		t.Cleanup(bad.Close)
