@@ -130,7 +130,9 @@ keys:
   "api:free:*": free
   "api:*": paid
 `)
-	p := start(t, binary(t), []string{"SLUICE_LISTEN=127.0.0.1:0"}, "--config", path)
+	acl := filepath.Join(t.TempDir(), "users.acl")
+	writeConfig(t, acl, "user default on nopass ~* +@all\n")
+	p := start(t, binary(t), []string{"SLUICE_LISTEN=127.0.0.1:0", "SLUICE_ACLFILE=" + acl}, "--config", path)
 	throttleCap := func(args ...string) string {
 		t.Helper()
 		got := redisCLI(t, p.addr, append([]string{"THROTTLE"}, args...)...)
@@ -197,6 +199,13 @@ keys:
 	}
 	if got := throttleCap("anything"); got != "11" {
 		t.Fatalf("a key the catch-all rule maps: capacity %s, want 11", got)
+	}
+	// The ACL file is read at start: changed in place (a password
+	// revoked, a user added), it is named to be restarted for.
+	writeConfig(t, acl, "user default on nopass ~* +@all\nuser eve on >e ~* +@all\n")
+	hup()
+	if line := p.nextLine(t); line["msg"] != "config reloaded" || strings.Join(toStrings(line["restart_needed"]), ",") != "aclfile" {
+		t.Fatalf("after the ACL file changed: %v; want aclfile to restart", line)
 	}
 	stop(t, p)
 }

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -188,6 +189,16 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	}
 	o.settings = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { o.settings[f.Name] = f.Value.String() })
+	for _, name := range readAtStart {
+		// The file, not only its name: a password revoked in the ACL file
+		// or a certificate rotated in place needs a restart too, and a
+		// reload must say so.
+		if path := o.settings[name]; path != "" {
+			b, err := os.ReadFile(path)
+			sum := sha256.Sum256(b)
+			o.settings[name] = fmt.Sprintf("%s %x %v", path, sum[:8], err)
+		}
+	}
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
 	}
@@ -480,6 +491,10 @@ func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, 
 	}
 	log.Info("config reloaded", fields...)
 }
+
+// readAtStart are the settings that name files sluice reads once, at
+// start.
+var readAtStart = []string{"aclfile", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-client-cert-file", "tls-client-key-file"}
 
 // hotThreshold maps the flag's 0 (off) to the router's negative.
 func hotThreshold(f float64) float64 {
