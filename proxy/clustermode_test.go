@@ -173,7 +173,7 @@ func TestClusterReplies(t *testing.T) {
 }
 
 // serveOn serves cfg on ln, for listeners serveConfig does not make.
-func serveOn(t testing.TB, ln net.Listener, cfg proxy.Config) {
+func serveOn(t testing.TB, ln net.Listener, cfg proxy.Config) *proxy.Server {
 	srv := proxy.New(cfg)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -183,6 +183,7 @@ func serveOn(t testing.TB, ln net.Listener, cfg proxy.Config) {
 			t.Errorf("Serve: %v", err)
 		}
 	})
+	return srv
 }
 
 // The node's address is the announced one, else the served one, with an

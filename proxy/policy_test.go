@@ -28,16 +28,7 @@ func serveServer(t testing.TB, cfg proxy.Config) (*proxy.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := proxy.New(cfg)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		srv.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return srv, ln.Addr().String()
+	return serveOn(t, ln, cfg), ln.Addr().String()
 }
 
 func scrape(t testing.TB, srv *proxy.Server) string {
