@@ -45,6 +45,7 @@ fuzz:
 	$(GO) test ./router/command -run '^$$' -fuzz FuzzKeys -fuzztime 20s
 	$(GO) test ./router -run '^$$' -fuzz FuzzPipeFeed -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzReadMany -fuzztime 20s
+	$(GO) test ./lua -run '^$$' -fuzz FuzzParseInt -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzServer -fuzztime 20s
 	$(GO) test ./router/glob -run '^$$' -fuzz FuzzMatch -fuzztime 20s
 

@@ -133,9 +133,42 @@ func rawLine(b []byte, typ byte) (int64, []byte, bool) {
 	if len(b) < 4 || b[0] != typ || end < 2 || b[end-1] != '\r' {
 		return 0, nil, false
 	}
-	n, err := strconv.ParseInt(string(b[1:end-1]), 10, 64)
-	if err != nil {
+	n, ok := parseInt(b[1 : end-1])
+	if !ok {
 		return 0, nil, false
 	}
 	return n, b[end+1:], true
+}
+
+// parseInt reads a decimal integer as strconv.ParseInt does, without
+// making a string of it: five per bucket of a reply.
+func parseInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' || n > 1<<63/10 {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	if n > 1<<63-1+uint64(btoi(neg)) {
+		return 0, false
+	}
+	if neg {
+		return -int64(n), true
+	}
+	return int64(n), true
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

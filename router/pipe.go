@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/reply"
 )
 
@@ -52,6 +53,7 @@ type Pipe struct {
 	// A bucket pipe's calls: queued, and script calls in flight.
 	bq        []queued
 	bInFlight int
+	steps     []lua.Call // a script call's steps while it is encoded
 }
 
 // NewPipe makes the protocol half of a loop's connection to a node.

@@ -33,14 +33,18 @@ func (c *Cluster) pump(p *Pipe, s *shard) {
 	for len(p.bq) > 0 && p.bInFlight < maxFlushes {
 		n := min(len(p.bq), maxPipeline)
 		b := &bucketCall{c: c, s: s, p: p, calls: make([]call, n), groups: make([]*shardCalls, n), sent: time.Now().UnixNano()}
-		steps := make([]lua.Call, n)
 		for k, q := range p.bq[:n] {
 			b.calls[k], b.groups[k] = q.g.calls[q.j], q.g
-			steps[k] = b.calls[k].step
+			p.steps = append(p.steps, b.calls[k].step)
 		}
 		p.bq = p.bq[:copy(p.bq, p.bq[n:])]
 		p.bInFlight++
-		p.send(&forwarded{c: c, cmd: c.throttle.AppendMany(nil, steps), replies: 1, bucket: b})
+		// Encoded where it is written from: nothing reads a bucket call's
+		// command again (a refused call is decided again from its steps).
+		p.out = c.throttle.AppendMany(p.out, p.steps)
+		clear(p.steps)
+		p.steps = p.steps[:0]
+		p.send(&forwarded{c: c, replies: 1, bucket: b})
 	}
 }
 
