@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/router/glob"
 
@@ -41,10 +40,6 @@ type User struct {
 	rules []aclRule
 	// all: every command on every key, so nothing is checked per command.
 	all bool
-	// revoked: the ACL file was loaded again (SIGHUP). Its connections
-	// are closed, as Redis's ACL LOAD kills the clients of the users it
-	// replaces; the default user's take its new rules.
-	revoked atomic.Bool
 }
 
 type aclRule struct {
@@ -349,34 +344,6 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 
 func (cmd *command) has(flag string) bool { return slices.Contains(cmd.flags, flag) }
 
-// SetUsers replaces the ACL users, as Redis's ACL LOAD: a new AUTH checks
-// the new ones; a client authenticated as a user of the old set is
-// closed at its next command, but the default user's clients, who take
-// its new rules. Users with a password set for the default user need a
-// password to connect; nil is refused (authentication cannot be turned
-// off without a restart).
-func (s *Server) SetUsers(us *Users) {
-	if us == nil {
-		return
-	}
-	if old := s.users.Swap(us); old != nil {
-		for _, u := range old.byName {
-			u.revoked.Store(true)
-		}
-	}
-}
-
-// rebind moves c off a revoked user: to the new default user if it was
-// the default one; it reports false when c must be closed.
-func (s *Server) rebind(c *client) bool {
-	if c.user.name != "default" {
-		return false
-	}
-	c.user = s.users.Load().byName["default"]
-	c.published()
-	return true
-}
-
 // cmdAuth is AUTH [username] password.
 func cmdAuth(s *Server, c *client, conn respConn, args [][]byte) {
 	if len(args) > 3 {
@@ -384,14 +351,13 @@ func cmdAuth(s *Server, c *client, conn respConn, args [][]byte) {
 		return
 	}
 	name, pass := []byte("default"), args[1]
-	us := s.users.Load()
 	if len(args) == 3 {
 		name, pass = args[1], args[2]
-	} else if us == nil || !us.AuthRequired() {
+	} else if s.cfg.Users == nil || !s.cfg.Users.AuthRequired() {
 		s.writeError(conn, errors.New("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"))
 		return
 	}
-	u := us.authenticate(name, pass)
+	u := s.cfg.Users.authenticate(name, pass)
 	if u == nil {
 		s.writeError(conn, errBadPass)
 		return
@@ -408,7 +374,7 @@ func cmdACL(s *Server, c *client, conn respConn, args [][]byte) {
 	case sub == "whoami" && len(args) == 2:
 		conn.WriteBulkString(c.user.name)
 	case sub == "list" && len(args) == 2:
-		us := s.users.Load()
+		us := s.cfg.Users
 		if us == nil {
 			conn.WriteArray(1)
 			conn.WriteBulkString(allowAll.line())

@@ -170,36 +170,3 @@ func TestAuthPassthrough(t *testing.T) {
 		}
 	}
 }
-
-// SetUsers loads new ACL users, as Redis's ACL LOAD: a client of a user
-// of the old set is closed at its next command; the default user's
-// clients take its new rules; AUTH checks the new passwords. Both
-// serving paths.
-func TestSetUsers(t *testing.T) {
-	for _, loops := range []int{0, -1} {
-		srv, addr := serveServer(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops,
-			Users: users(t, "user default on nopass ~* +@all\nuser alice on >old ~* +@all", "")})
-		alice, dflt := dialRaw(t, addr), dialRaw(t, addr)
-		if got := alice.do("AUTH", "alice", "old"); got != "+OK\r\n" {
-			t.Fatalf("loops %d: AUTH alice: %q", loops, got)
-		}
-		if got := dflt.do("ECHO", "x"); got != "$1\r\nx\r\n" {
-			t.Fatalf("loops %d: ECHO as default: %q", loops, got)
-		}
-		srv.SetUsers(users(t, "user default on nopass ~* +@all -echo\nuser alice on >new ~* +@all", ""))
-		alice.send([]string{"PING"})
-		if _, err := alice.br.ReadByte(); err == nil {
-			t.Errorf("loops %d: alice's connection after the reload: answered, want it closed", loops)
-		}
-		if got := dflt.do("ECHO", "x"); !strings.HasPrefix(got, "-NOPERM") {
-			t.Errorf("loops %d: ECHO as default after the reload: %q, want the new rules' NOPERM", loops, got)
-		}
-		again := dialRaw(t, addr)
-		if got := again.do("AUTH", "alice", "old"); !strings.HasPrefix(got, "-WRONGPASS") {
-			t.Errorf("loops %d: AUTH with the old password: %q", loops, got)
-		}
-		if got := again.do("AUTH", "alice", "new"); got != "+OK\r\n" {
-			t.Errorf("loops %d: AUTH with the new password: %q", loops, got)
-		}
-	}
-}

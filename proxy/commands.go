@@ -209,7 +209,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	for i := 2; i < len(args); i++ {
 		switch opt := strings.ToUpper(string(args[i])); {
 		case opt == "AUTH" && i+2 < len(args):
-			if user = s.users.Load().authenticate(args[i+1], args[i+2]); user == nil {
+			if user = s.cfg.Users.authenticate(args[i+1], args[i+2]); user == nil {
 				s.writeError(conn, errBadPass)
 				return
 			}

@@ -131,8 +131,6 @@ type Server struct {
 	policies atomic.Pointer[Policies]
 	// refusing bounds the TLS clients being turned away at once.
 	refusing chan struct{}
-	// users are the ACL users in force (Config.Users, then SetUsers).
-	users atomic.Pointer[Users]
 }
 
 // stats are the counters INFO reports.
@@ -221,7 +219,6 @@ func New(cfg Config) *Server {
 		s.cfg.MaxClients = 10000
 	}
 	s.refusing = make(chan struct{}, maxRefusing)
-	s.users.Store(cfg.Users)
 	s.SetPolicies(cfg.Policies)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -450,7 +447,7 @@ type client struct {
 // newClient counts a connection that has begun and names it.
 func (s *Server) newClient(addr string) client {
 	s.stats.connected.Add(1)
-	c := client{id: s.stats.connections.Add(1), addr: addr, user: s.users.Load().defaultUser()}
+	c := client{id: s.stats.connections.Add(1), addr: addr, user: s.cfg.Users.defaultUser()}
 	c.view = &clientView{id: c.id, addr: addr, created: time.Now()}
 	c.published()
 	s.clients.add(c.view)
@@ -626,10 +623,6 @@ func (r *round) command(args [][]byte) []byte {
 // else is answered at once. It reports false after QUIT: nothing after it
 // runs.
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
-	if u := c.user; u != nil && u.revoked.Load() && !s.rebind(c) {
-		c.closing = true
-		return false
-	}
 	c.view.last.Store(r.start.UnixNano())
 	if !c.replyOff && !c.skip {
 		return s.takeOne(c, r, args)
@@ -828,7 +821,7 @@ func cmdReset(s *Server, c *client, conn respConn, _ [][]byte) {
 // password).
 func (s *Server) resetClient(c *client) {
 	c.reset()
-	c.user = s.users.Load().defaultUser()
+	c.user = s.cfg.Users.defaultUser()
 	c.published()
 }
 

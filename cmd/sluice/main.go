@@ -441,7 +441,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 			log.Error("serving failed", zap.Error(err))
 			return 1
 		case <-hup:
-			o = reload(log, srv, o, args, lookupenv)
+			reload(log, srv, o, args, lookupenv)
 		case <-ctx.Done():
 			serving = false
 		}
@@ -460,35 +460,22 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	return 0
 }
 
-// reload reads the configuration again (SIGHUP), with the same command
-// line and environment, and returns what is in force after it. The
-// policies and key rules replace the server's whole; so do the ACL users,
-// when sluice started with some and the ACL file or requirepass changed
-// (as Redis's ACL LOAD: the clients of replaced users are closed). Every
-// other setting is read at start only; those that changed are named, to
-// be applied by a restart. A configuration that does not check, or an ACL
-// file that does not, changes nothing, and is one log line.
-func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, lookupenv func(string) (string, bool)) options {
+// reload reads the --config file again (SIGHUP), with the same command
+// line and environment: its policies and key rules replace the server's
+// whole. Every other setting is read at start only; those the file
+// changed are named, to be applied by a restart. A file that does not
+// check changes nothing, and is one log line.
+func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, lookupenv func(string) (string, bool)) {
+	if running.config == "" {
+		log.Warn("SIGHUP: no --config to reload")
+		return
+	}
 	o, err := parseFlags(args, lookupenv, io.Discard)
 	if err != nil {
 		log.Error("config not reloaded: keeping the one in force", zap.Error(err))
-		return running
-	}
-	var users *proxy.Users
-	if (running.aclfile != "" || running.requirepass != "") &&
-		(o.settings["aclfile"] != running.settings["aclfile"] || o.settings["requirepass"] != running.settings["requirepass"]) {
-		if users, err = loadUsers(o); err != nil {
-			log.Error("config not reloaded: keeping the one in force", zap.Error(err))
-			return running
-		}
+		return
 	}
 	srv.SetPolicies(o.policies)
-	running.policies = o.policies
-	if users != nil {
-		srv.SetUsers(users)
-		running.aclfile, running.requirepass = o.aclfile, o.requirepass
-		running.settings["aclfile"], running.settings["requirepass"] = o.settings["aclfile"], o.settings["requirepass"]
-	}
 	var restart []string
 	for name, v := range o.settings {
 		if running.settings[name] != v {
@@ -497,13 +484,12 @@ func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, 
 	}
 	sort.Strings(restart)
 	n, rules := o.policies.Len()
-	fields := []zap.Field{zap.String("config", o.config), zap.Int("policies", n), zap.Int("key_rules", rules), zap.Bool("users_reloaded", users != nil)}
+	fields := []zap.Field{zap.String("config", o.config), zap.Int("policies", n), zap.Int("key_rules", rules)}
 	if len(restart) > 0 {
 		log.Warn("config reloaded", append(fields, zap.Strings("restart_needed", restart))...)
-		return running
+		return
 	}
 	log.Info("config reloaded", fields...)
-	return running
 }
 
 // readAtStart are the settings that name files sluice reads once, at
