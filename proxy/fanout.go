@@ -138,20 +138,23 @@ var secretParams = map[string]bool{
 	"tls-key-file-pass": true, "tls-client-key-file-pass": true,
 }
 
+var errUnreadableConfig = []byte("-ERR sluice: the node's CONFIG GET reply could not be read\r\n")
+
 // hideSecrets empties the values of secretParams in a CONFIG GET reply (a
-// RESP2 array of names and values, or a RESP3 map).
+// RESP2 array of names and values, or a RESP3 map). A reply it cannot
+// read is refused, not passed on: it might hold them.
 func hideSecrets(raw []byte) []byte {
 	if len(raw) == 0 || (raw[0] != '*' && raw[0] != '%') {
-		return raw
+		return errUnreadableConfig
 	}
 	br := bufio.NewReader(bytes.NewReader(raw))
 	head, err := br.ReadSlice('\n')
 	if err != nil || len(head) < 4 {
-		return raw
+		return errUnreadableConfig
 	}
 	n, err := strconv.Atoi(string(head[1 : len(head)-2]))
 	if err != nil || n < 0 {
-		return raw
+		return errUnreadableConfig
 	}
 	if raw[0] == '%' {
 		n *= 2
@@ -161,7 +164,7 @@ func hideSecrets(raw []byte) []byte {
 	for i := range n {
 		e, err := reply.Read(br, nil)
 		if err != nil {
-			return raw
+			return errUnreadableConfig
 		}
 		if i%2 == 1 && hide {
 			e = []byte("$0\r\n\r\n")

@@ -57,16 +57,11 @@ type hotKey struct {
 	// held: the split is in use past its end, because the parent's shard
 	// was down when it was to be renewed; until the shard is back and the
 	// split taken up again (or found replaced), no call goes to the parent.
-	held   atomic.Bool
-	next   atomic.Uint32          // round-robin over the sub-buckets
-	fullAt [MaxSplit]atomic.Int64 // µs: when sub-bucket i was last seen to be full again
-	// placed[i] is 1 + the sub-bucket on whose shard sub-bucket i was last
-	// decided here (its own, or a sibling's for its stand-in), 0 before:
-	// a move carries its state to the new place.
-	placed [MaxSplit]atomic.Int32
-	parts  atomic.Pointer[splitParts] // the last limit's sub-bucket limits
-	batch  coalescer                  // its calls in flight and queued
-	deny   atomic.Pointer[denial]     // its last denial
+	held  atomic.Bool
+	next  atomic.Uint32              // round-robin over the sub-buckets
+	parts atomic.Pointer[splitParts] // the last limit's sub-bucket limits
+	batch coalescer                  // its calls in flight and queued
+	deny  atomic.Pointer[denial]     // its last denial
 }
 
 // splitState is one reading of a split marker.
@@ -77,6 +72,19 @@ type splitState struct {
 	slots []int
 	base  string
 	until int64 // ns: when this instance stops using it
+	// seen is what this instance saw of the sub-buckets: shared by every
+	// reading of one split, new with each split, so that a late answer
+	// of an old split never lands in a new one's.
+	seen *subSeen
+}
+
+// subSeen is what an instance saw of a split's sub-buckets.
+type subSeen struct {
+	fullAt [MaxSplit]atomic.Int64 // µs: when sub-bucket i was last seen to be full again
+	// placed[i] is 1 + the sub-bucket on whose shard sub-bucket i was last
+	// decided here (its own, or a sibling's for its stand-in), 0 before:
+	// a move carries its state to the new place.
+	placed [MaxSplit]atomic.Int32
 }
 
 // splitParts are a limit's sub-bucket limits, cached per hot key since a
@@ -203,20 +211,31 @@ func (h *hotSet) forget(key string) {
 // counted from sent, before the shard read it, so this instance stops
 // using the split no later than the shard does.
 func (hk *hotKey) setSplit(sp lua.Split, sent int64) {
-	st := &splitState{tags: sp.Tags, gen: sp.Gen, base: sp.Base, until: sent + int64(sp.TTL)}
-	if old := hk.split.Load(); old != nil && old.gen == sp.Gen {
-		st.keys, st.slots = old.keys, old.slots
-	} else {
-		for i, tag := range sp.Tags {
-			st.keys = append(st.keys, sp.SubKey(i, hk.key))
-			st.slots = append(st.slots, slot.Of("{"+tag+"}"))
-		}
-		for i := range hk.fullAt {
-			hk.fullAt[i].Store(0)
-			hk.placed[i].Store(0)
-		}
+	hk.split.Store(hk.reading(hk.split.Load(), sp, sent))
+}
+
+// extendSplit records a reading of the split in force, old, only if it is
+// still in force: a reading answered late must not put back a split that
+// was replaced meanwhile.
+func (hk *hotKey) extendSplit(old *splitState, sp lua.Split, sent int64) {
+	if old.gen == sp.Gen {
+		hk.split.CompareAndSwap(old, hk.reading(old, sp, sent))
 	}
-	hk.split.Store(st)
+}
+
+// reading is the state of marker sp read at sent, after old.
+func (hk *hotKey) reading(old *splitState, sp lua.Split, sent int64) *splitState {
+	st := &splitState{tags: sp.Tags, gen: sp.Gen, base: sp.Base, until: sent + int64(sp.TTL)}
+	if old != nil && old.gen == sp.Gen {
+		st.keys, st.slots, st.seen = old.keys, old.slots, old.seen
+		return st
+	}
+	for i, tag := range sp.Tags {
+		st.keys = append(st.keys, sp.SubKey(i, hk.key))
+		st.slots = append(st.slots, slot.Of("{"+tag+"}"))
+	}
+	st.seen = new(subSeen)
+	return st
 }
 
 // live is the split in force at now (ns), or nil.
@@ -291,11 +310,11 @@ func (st *splitState) placeable(topo *topology) bool {
 // meanwhile, must not be taken as it is. Carrying twice is harmless,
 // since a base only ever empties a bucket.
 func (hk *hotKey) baseAt(st *splitState, i, at int, now int64) string {
-	prev := hk.placed[i].Load()
+	prev := st.seen.placed[i].Load()
 	if prev == 0 || prev == int32(at+1) {
 		return st.base
 	}
-	full := hk.fullAt[i].Load()
+	full := st.seen.fullAt[i].Load()
 	if full == 0 {
 		return st.base
 	}
@@ -335,8 +354,8 @@ func (hk *hotKey) seeCost(iv bucket.Interval, cost int64) {
 // tokens estimates sub-bucket i's whole tokens at now (µs), from when it
 // was last seen to be full again; fill is the time a part takes to fill
 // from empty, the same for every part. ok is false when it was never seen.
-func (hk *hotKey) tokens(i int, part bucket.Interval, fill, now int64) (n int64, ok bool) {
-	at := hk.fullAt[i].Load()
+func (s *subSeen) tokens(i int, part bucket.Interval, fill, now int64) (n int64, ok bool) {
+	at := s.fullAt[i].Load()
 	if at == 0 {
 		return 0, false
 	}

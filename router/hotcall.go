@@ -87,7 +87,7 @@ func (c *Cluster) fallbackHot(h *hotCall, reqs []Request, res []Result) {
 		var have, capacity int64
 		known := true
 		for j, part := range h.parts {
-			t, ok := h.hk.tokens(j, part, fill, now)
+			t, ok := h.st.seen.tokens(j, part, fill, now)
 			known = known && ok
 			have += t
 			capacity += part.Capacity
@@ -153,12 +153,10 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		// sub-bucket is full (and has tokens) no sooner than this says,
 		// which is the side a denial from it must err on.
 		sent := h.w.sent / 1000
-		if cur := h.hk.split.Load(); cur != nil && h.w.st.gen == cur.gen {
-			// Only this split's answers: another split's sub-bucket i is
-			// another bucket, whose state must never be carried here.
-			h.hk.fullAt[h.sub].Store(sent + br.ResetAfter)
-			h.hk.placed[h.sub].Store(int32(h.w.at + 1))
-		}
+		// Into what was seen of the split the step was of: another
+		// split's sub-bucket i is another bucket.
+		h.w.st.seen.fullAt[h.sub].Store(sent + br.ResetAfter)
+		h.w.st.seen.placed[h.sub].Store(int32(h.w.at + 1))
 		if br.Limited && h.steps < maxHotSteps {
 			if j := h.sibling(r, now); j >= 0 {
 				h.prev, h.prevSub = &br, h.sub
@@ -235,7 +233,7 @@ func (h *hotCall) sibling(r *Request, now int64) int {
 		if j == h.sub {
 			continue
 		}
-		t, ok := h.hk.tokens(j, part, fill, now)
+		t, ok := h.st.seen.tokens(j, part, fill, now)
 		if !ok {
 			t = part.Capacity // never seen here: worth a try
 		}
@@ -265,7 +263,7 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 		if j == h.sub || j == h.prevSub {
 			continue
 		}
-		t, ok := h.hk.tokens(j, part, fill, now)
+		t, ok := h.st.seen.tokens(j, part, fill, now)
 		if !ok {
 			// Never seen here: as full as the one just asked.
 			out.Remaining += br.Remaining * part.Capacity / h.parts[h.sub].Capacity
@@ -273,7 +271,7 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 			continue
 		}
 		out.Remaining += t
-		at := h.hk.fullAt[j].Load()
+		at := h.st.seen.fullAt[j].Load()
 		out.ResetAfter = max(out.ResetAfter, at-now)
 		if out.Limited && cost <= part.Capacity {
 			// Until this sibling has cost tokens.

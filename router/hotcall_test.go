@@ -105,7 +105,7 @@ func TestFallbackOfASplitKeyStartsWhereTheClusterLeftIt(t *testing.T) {
 	}
 	decide := func(key string, empty bool) Result {
 		hk := newHotKey(key, false)
-		h := &hotCall{hk: hk, st: &splitState{}, parts: hk.partsFor(&splitState{tags: []string{"a", "b", "c"}}, iv)}
+		h := &hotCall{hk: hk, st: &splitState{seen: new(subSeen)}, parts: hk.partsFor(&splitState{tags: []string{"a", "b", "c"}}, iv)}
 		if len(h.parts) != 3 {
 			t.Fatalf("%d parts, want 3", len(h.parts))
 		}
@@ -113,7 +113,7 @@ func TestFallbackOfASplitKeyStartsWhereTheClusterLeftIt(t *testing.T) {
 			// Each sub-bucket seen empty just now: full a fill time on.
 			now := time.Now().UnixMicro()
 			for j := range h.parts {
-				hk.fullAt[j].Store(now + fillTime(iv))
+				h.st.seen.fullAt[j].Store(now + fillTime(iv))
 			}
 		}
 		reqs := []Request{{Op: Take, Key: key, Interval: iv, Cost: 1}}

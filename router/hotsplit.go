@@ -150,8 +150,8 @@ func (c *Cluster) reread(ctx context.Context, hk *hotKey, st *splitState) {
 	var se *lua.SplitError
 	switch {
 	case errors.As(errs[0], &se):
-		if se.Split.Gen == st.gen {
-			hk.setSplit(se.Split, sent)
+		if cur := hk.split.Load(); cur != nil && cur.gen == st.gen {
+			hk.extendSplit(cur, se.Split, sent)
 		}
 	default:
 		c.failed(owner, errs[0])

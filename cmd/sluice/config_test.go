@@ -71,8 +71,15 @@ policies:
 			t.Errorf("%v with %v: listen %q, %v; want none", tt.args, tt.env, o.listen, err)
 		}
 	}
-	if _, err := parseFlags(nil, envOf(map[string]string{"SLUICE_MAX_BLOCKING": ""}), io.Discard); err == nil || !strings.Contains(err.Error(), "SLUICE_MAX_BLOCKING") {
-		t.Errorf("SLUICE_MAX_BLOCKING set to nothing: %v, want an error naming it", err)
+	for _, name := range []string{"SLUICE_MAX_BLOCKING", "SLUICE_REQUIREPASS", "SLUICE_ACLFILE"} {
+		// A number cannot be empty; a password or an ACL file set to
+		// nothing would turn authentication off.
+		if _, err := parseFlags([]string{"--requirepass", "s3cret"}, envOf(map[string]string{name: ""}), io.Discard); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s set to nothing: %v, want an error naming it", name, err)
+		}
+	}
+	if _, err := parseFlags([]string{"--hot-keys", "user[0-9]"}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "--hot-keys") {
+		t.Errorf("--hot-keys with a bracket class: %v, want it refused", err)
 	}
 	// Empty sections are none.
 	empty := filepath.Join(t.TempDir(), "empty.yaml")

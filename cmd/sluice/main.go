@@ -178,6 +178,12 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
+		if name, v, ok := env(f); ok && v == "" && (f.Name == "requirepass" || f.Name == "aclfile") && envErr == nil {
+			// Set to nothing would turn authentication off over what the
+			// command line or the file asks: an unset template variable
+			// must not do that.
+			envErr = fmt.Errorf("%s is set but empty, which would turn authentication off over --%s and the file: unset it, or give it a value", name, f.Name)
+		}
 		if name, v, ok := env(f); ok && envErr == nil {
 			if err := f.Value.Set(v); err != nil {
 				envErr = fmt.Errorf("%s: %w", name, err)
@@ -201,6 +207,11 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	}
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
+	}
+	for _, p := range hotPatterns(o.hotKeys) {
+		if strings.ContainsAny(p, `[]\`) {
+			return o, fmt.Errorf("--hot-keys: pattern %q: only * and ? are patterns; bracket classes and \\ are refused rather than read differently from Redis", p)
+		}
 	}
 	if o.announce != "" {
 		if _, port, err := net.SplitHostPort(o.announce); err != nil || port == "" {
