@@ -37,7 +37,7 @@ type Forwarder interface {
 	// WATCH.
 	Pin(slot int, resp3 bool) *router.Pin
 	// Tunnel opens a subscriber's own connections to the nodes.
-	Tunnel(resp3 bool, onData func(data []byte, subscribed bool), onEnd func(error)) *router.Tunnel
+	Tunnel(resp3 bool, onData func(data []byte, subscribed, answered bool), onEnd func(error)) *router.Tunnel
 }
 
 // merge is how the replies of a command split across slots make the one

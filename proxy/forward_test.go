@@ -625,7 +625,45 @@ func TestPassthroughPubSub(t *testing.T) {
 		addr := serveConfig(t, cfg)
 		testPubSub(t, c, addr)
 		testShardChannels(t, c, addr)
+		testPubSubOrder(t, addr)
 	})
+}
+
+// testPubSubOrder sends subscription commands and others in one pipeline:
+// the replies come in the commands' order, as from one node, although the
+// subscriptions' confirmations come from the node later than sluice
+// answers PING or refuses a command.
+func testPubSubOrder(t *testing.T, addr string) {
+	bulk := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+	conf := func(arr, kind, ch string, n int) string {
+		return arr + bulk(kind) + bulk(ch) + ":" + strconv.Itoa(n) + "\r\n"
+	}
+	expect := func(conn *rawConn, what string, want ...string) {
+		t.Helper()
+		for i, w := range want {
+			if got := conn.read(); got != w && !(strings.HasSuffix(w, "...") && strings.HasPrefix(got, strings.TrimSuffix(w, "..."))) {
+				t.Fatalf("%s: reply %d is %q, want %q", what, i, got, w)
+			}
+		}
+	}
+
+	// RESP2: the refusal and the PONG of subscribed mode follow the
+	// confirmations, and QUIT's OK comes last.
+	sub := dialRaw(t, addr)
+	sub.send([]string{"SUBSCRIBE", "po:a", "po:b"}, []string{"GET", "po:k"}, []string{"PING"}, []string{"QUIT"})
+	expect(sub, "RESP2 pipeline",
+		conf("*3\r\n", "subscribe", "po:a", 1), conf("*3\r\n", "subscribe", "po:b", 2),
+		"-ERR Can't execute 'get'...", "*2\r\n$4\r\npong\r\n$0\r\n\r\n", "+OK\r\n")
+
+	// RESP3: a forwarded GET and a local PING follow the confirmation
+	// pushed before them, and the unsubscription's.
+	sub3 := dialRaw(t, addr)
+	sub3.do("HELLO", "3")
+	sub3.send([]string{"SUBSCRIBE", "po:c"}, []string{"GET", "po:k"}, []string{"PING"},
+		[]string{"UNSUBSCRIBE", "po:c"}, []string{"ECHO", "e"}, []string{"QUIT"})
+	expect(sub3, "RESP3 pipeline",
+		conf(">3\r\n", "subscribe", "po:c", 1), "_\r\n", "+PONG\r\n",
+		conf(">3\r\n", "unsubscribe", "po:c", 0), "$1\r\ne\r\n", "+OK\r\n")
 }
 
 // testShardChannels subscribes one client to shard channels on two

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"sync"
@@ -112,6 +113,15 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder, nil)
 		c.wait(s.metrics)
 	}
+	if n := len(c.tunnelWait); n > 0 {
+		// Its commands sent through the tunnel: their slots take what it
+		// sent until each was answered. Should the tunnel end first, the
+		// client is closed.
+		for _, data := range c.push.answered(n) {
+			c.pushed = data
+			c.tunnelAnswered()
+		}
+	}
 	s.drain(&c.client)
 	// Writes block here, so replies never wait long: only the hard limit
 	// applies (a batch of replies past it).
@@ -168,9 +178,12 @@ type pushOut struct {
 	mu   sync.Mutex // guards the fields below
 	cond sync.Cond  // out has bytes, some were written, or closed
 	// serving is set while a pipeline is served: what the tunnel sends
-	// waits in held, behind that pipeline's replies.
+	// waits in held, behind that pipeline's replies, but for what it sent
+	// until it answered the pipeline's commands sent through it: answers
+	// are where in held each was answered, which the pipeline takes.
 	serving bool
 	held    []byte
+	answers []int
 	out     []byte // for the writer, in order
 	// queued and written count the bytes ever put in out and written: a
 	// pipeline's replies are out once written reaches what queued was.
@@ -184,7 +197,7 @@ type pushOut struct {
 
 // pushTo is the tunnel callbacks of goroutine client c, starting its
 // writer at its first subscription (inside a pipeline: serving).
-func (s *Server) pushTo(c *client) (onData func([]byte, bool), onEnd func(error)) {
+func (s *Server) pushTo(c *client) (onData func([]byte, bool, bool), onEnd func(error)) {
 	p := c.push
 	if p == nil {
 		p = &pushOut{conn: c.conn, log: s.log, addr: c.addr, serving: true}
@@ -198,7 +211,7 @@ func (s *Server) pushTo(c *client) (onData func([]byte, bool), onEnd func(error)
 }
 
 // push takes what the tunnel sent.
-func (p *pushOut) push(data []byte, subscribed bool) {
+func (p *pushOut) push(data []byte, subscribed, answered bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -212,6 +225,10 @@ func (p *pushOut) push(data []byte, subscribed bool) {
 	p.subscribed, p.reported = subscribed, true
 	if p.serving {
 		p.held = append(p.held, data...)
+		if answered {
+			p.answers = append(p.answers, len(p.held))
+			p.cond.Broadcast()
+		}
 		return
 	}
 	p.out = append(p.out, data...)
@@ -224,7 +241,34 @@ func (p *pushOut) push(data []byte, subscribed bool) {
 func (p *pushOut) drop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.held, p.reported = nil, false
+	p.held, p.answers, p.reported = nil, nil, false
+}
+
+// answered waits until the tunnel answered the pipeline's n commands sent
+// through it, and takes what it sent until each answer; nil if the
+// tunnel ended first.
+func (p *pushOut) answered(n int) [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.answers) < n && !p.closed {
+		p.cond.Wait()
+	}
+	if p.closed {
+		return nil
+	}
+	chunks := make([][]byte, n)
+	at := 0
+	for i, end := range p.answers[:n] {
+		chunks[i] = bytes.Clone(p.held[at:end])
+		at = end
+	}
+	p.held = append(p.held[:0], p.held[at:]...)
+	rest := p.answers[n:]
+	for i := range rest {
+		rest[i] -= at
+	}
+	p.answers = append(p.answers[:0], rest...)
+	return chunks
 }
 
 // begin marks a pipeline served, and reports whether the client has a

@@ -473,6 +473,7 @@ type decision struct {
 	gen        int // of sub's tunnel
 	data       []byte
 	subscribed bool // after data
+	answered   bool // the oldest command sent through the tunnel, with data
 	ended      bool
 }
 
@@ -543,10 +544,10 @@ func (l *loop) decided1(r *round, idx []int) {
 // tunnelCallbacks are what c's tunnel calls with each reply or message,
 // and when it ends: c is then closed, as a client of a Redis node that
 // went away would be.
-func (c *fdConn) tunnelCallbacks(gen int) (onData func([]byte, bool), onEnd func(error)) {
+func (c *fdConn) tunnelCallbacks(gen int) (onData func([]byte, bool, bool), onEnd func(error)) {
 	l := c.loop
-	return func(data []byte, subscribed bool) {
-			l.fromTunnel(decision{sub: c, gen: gen, data: data, subscribed: subscribed})
+	return func(data []byte, subscribed, answered bool) {
+			l.fromTunnel(decision{sub: c, gen: gen, data: data, subscribed: subscribed, answered: answered})
 		},
 		func(error) { l.fromTunnel(decision{sub: c, gen: gen, ended: true}) }
 }
@@ -577,6 +578,9 @@ func (l *loop) deliver(d decision) {
 			l.s.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", c.addr))
 			l.close(c)
 		default:
+			if d.answered {
+				c.tunnelAnswered()
+			}
 			l.mark(&c.client)
 		}
 		return

@@ -22,4 +22,4 @@ func (s *Server) acceptLoops(net.Listener) error { panic("unreachable") }
 type fdConn struct{}
 
 // tunnelCallbacks serve a loop's subscriber; there are none here.
-func (*fdConn) tunnelCallbacks(int) (func([]byte, bool), func(error)) { panic("unreachable") }
+func (*fdConn) tunnelCallbacks(int) (func([]byte, bool, bool), func(error)) { panic("unreachable") }

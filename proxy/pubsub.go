@@ -17,6 +17,12 @@ import (
 // through the tunnel, as Redis allows only subscription commands, PING,
 // QUIT and RESET then; in RESP3 only the subscription commands do.
 
+//
+// A command sent through the tunnel takes a reply slot like any other:
+// what the tunnel sends until the command is answered (its confirmations,
+// and messages that came meanwhile) is that slot's reply, so the client's
+// later replies follow it, as they would from one node.
+
 // subscribing are the commands that go through a client's tunnel.
 var subscribing = map[string]bool{
 	"subscribe": true, "psubscribe": true, "ssubscribe": true,
@@ -27,7 +33,7 @@ var subscribing = map[string]bool{
 func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 	if c.tunnel == nil {
 		c.tunnelGen++
-		var onData func([]byte, bool)
+		var onData func([]byte, bool, bool)
 		var onEnd func(error)
 		if c.fd != nil {
 			onData, onEnd = c.fd.tunnelCallbacks(c.tunnelGen)
@@ -70,13 +76,28 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 	return fmt.Errorf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name)
 }
 
-// toTunnel sends a command through c's tunnel: its answer comes back as
-// tunnel data, not in a slot.
+// toTunnel sends a command through c's tunnel; its slot waits for the
+// tunnel to answer it.
 func (s *Server) toTunnel(c *client, args [][]byte) error {
 	if err := c.tunnel.Send(args); err != nil {
 		return errors.New("sluice: the subscription's connection to the cluster failed: " + err.Error())
 	}
+	c.tunnelWait = append(c.tunnelWait, c.base+uint64(len(c.q)))
+	c.q = append(c.q, slot{state: slotWaiting})
 	return nil
+}
+
+// tunnelAnswered settles the oldest slot waiting for c's tunnel: what the
+// tunnel sent until now is its reply.
+func (c *client) tunnelAnswered() {
+	if len(c.tunnelWait) == 0 {
+		return
+	}
+	sl := &c.q[c.tunnelWait[0]-c.base]
+	sl.state, sl.raw, c.pushed = slotDecided, c.pushed, nil
+	if c.tunnelWait = c.tunnelWait[1:]; len(c.tunnelWait) == 0 {
+		c.tunnelWait = nil
+	}
 }
 
 // maxPushBacklog bounds what a subscriber's tunnel may pile up in sluice

@@ -426,6 +426,9 @@ type client struct {
 	subscribed bool
 	tunnelGen  int    // counts its tunnels: what an old one sends is dropped
 	pushed     []byte // what the tunnel sent, behind replies not yet out
+	// tunnelWait are the slots (by sequence number) of the commands sent
+	// through the tunnel and not yet answered, oldest first.
+	tunnelWait []uint64
 	// conn and push serve a client on its own goroutine: push writes its
 	// output once it subscribes.
 	conn *framedConn
@@ -803,6 +806,10 @@ func (c *client) reset() {
 		c.tunnelGen++ // what it still sends, and its end, are dropped
 		if c.push != nil {
 			c.push.drop()
+		}
+		// Its commands still unanswered get what came of them.
+		for len(c.tunnelWait) > 0 {
+			c.tunnelAnswered()
 		}
 	}
 	c.resp3, c.out.resp3, c.held.resp3 = false, false, false

@@ -3,6 +3,8 @@ package router
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"net"
 	"strconv"
@@ -26,10 +28,16 @@ import (
 // channel's confirmation, which each node gives for its own connection,
 // becomes the client's shard channels on every node, as one node holding
 // them all would count them.
+//
+// A command's replies are followed on every connection it went to by the
+// answer to a fence, a PING of a token no client can guess: once a
+// command's fences are back, all its replies are, and the tunnel says so
+// (in the order the commands were sent), so that the client's later
+// replies wait for them as they would from one node.
 type Tunnel struct {
 	c      *Cluster
 	resp3  bool
-	onData func(data []byte, subscribed bool)
+	onData func(data []byte, subscribed, answered bool)
 	onEnd  func(error)
 
 	mu     sync.Mutex    // guards the fields below
@@ -37,8 +45,14 @@ type Tunnel struct {
 	shards []*tunnelConn // shard channels, a connection per node, in the order opened
 	// homeSubs is the client's channels and patterns, as home last said.
 	homeSubs int64
-	closed   bool // by Close, or when a connection failed
+	// pending are the commands not yet answered wholly, in the order sent.
+	pending []*tunnelCmd
+	closed  bool // by Close, or when a connection failed
 }
+
+// tunnelCmd is one command of the client's: answered once the fences
+// of every connection it went to are back.
+type tunnelCmd struct{ fences int }
 
 // tunnelConn is one of a tunnel's connections.
 type tunnelConn struct {
@@ -51,6 +65,9 @@ type tunnelConn struct {
 	// the order sent: what a MOVED answers, and which confirmations are
 	// the client's own rather than a resharding's.
 	sent []*shardCmd
+	// fences are the commands whose fence this connection has yet to
+	// answer, in the order sent.
+	fences []*tunnelCmd
 }
 
 // shardCmd is an SSUBSCRIBE or SUNSUBSCRIBE sent to a node.
@@ -60,6 +77,7 @@ type shardCmd struct {
 	channels  [][]byte // those not confirmed yet
 	all       *unsubAll
 	redirects int
+	of        *tunnelCmd
 }
 
 // unsubAll is an SUNSUBSCRIBE of every shard channel, sent to each of
@@ -77,8 +95,10 @@ var errTunnelClosed = errors.New("router: tunnel closed")
 // afterwards; onEnd gets the error that ended a connection of the tunnel,
 // which ends them all. Both are called one at a time, from the tunnel's
 // goroutines (onEnd from Send too), never after Close has returned; they
-// must not call the tunnel.
-func (c *Cluster) Tunnel(resp3 bool, onData func(data []byte, subscribed bool), onEnd func(error)) *Tunnel {
+// must not call the tunnel. answered is set (data may then be nil) once
+// all the replies to the oldest command sent and not yet answered are
+// delivered: one such call for each command sent, in order.
+func (c *Cluster) Tunnel(resp3 bool, onData func(data []byte, subscribed, answered bool), onEnd func(error)) *Tunnel {
 	return &Tunnel{c: c, resp3: resp3, onData: onData, onEnd: onEnd}
 }
 
@@ -91,6 +111,7 @@ func (t *Tunnel) Send(args [][]byte) error {
 	if t.closed {
 		return errTunnelClosed
 	}
+	of := &tunnelCmd{}
 	switch {
 	case (name == "ssubscribe" || name == "sunsubscribe") && len(args) > 1:
 		// The node refuses channels of several slots (CROSSSLOT) in
@@ -103,12 +124,12 @@ func (t *Tunnel) Send(args [][]byte) error {
 		for i, a := range args[1:] {
 			chans[i] = bytes.Clone(a)
 		}
-		t.sendShard(addr, &shardCmd{cmd: cmd, kind: name, channels: chans})
+		t.sendShard(addr, &shardCmd{cmd: cmd, kind: name, channels: chans, of: of})
 	case name == "sunsubscribe":
 		all := &unsubAll{nodes: len(t.shards)}
 		for _, tc := range t.shards {
 			tc.sent = append(tc.sent, &shardCmd{cmd: cmd, kind: name, all: all})
-			t.write(tc, cmd)
+			t.writeFenced(tc, cmd, of)
 		}
 		if all.nodes == 0 {
 			// Home has no shard channel: it answers the null confirmation,
@@ -119,7 +140,7 @@ func (t *Tunnel) Send(args [][]byte) error {
 				return err
 			}
 			home.sent = append(home.sent, &shardCmd{cmd: cmd, kind: name, all: all})
-			t.write(home, cmd)
+			t.writeFenced(home, cmd, of)
 		}
 	case name == "ping" && t.homeSubs == 0 && len(t.shards) > 0:
 		// A node answers PING as a subscriber's only on a connection
@@ -131,14 +152,15 @@ func (t *Tunnel) Send(args [][]byte) error {
 				break
 			}
 		}
-		t.write(tc, cmd)
+		t.writeFenced(tc, cmd, of)
 	default:
 		home, err := t.homeConn()
 		if err != nil {
 			return err
 		}
-		t.write(home, cmd)
+		t.writeFenced(home, cmd, of)
 	}
+	t.pending = append(t.pending, of)
 	return nil
 }
 
@@ -172,7 +194,52 @@ func (t *Tunnel) sendShard(addr string, sc *shardCmd) {
 		go t.run(tc)
 	}
 	tc.sent = append(tc.sent, sc)
-	t.write(tc, sc.cmd)
+	t.writeFenced(tc, sc.cmd, sc.of)
+}
+
+// fence is the PING whose answer follows a command's replies on a
+// connection. Its token is drawn at start, so a client cannot send it.
+var fence = func() struct{ cmd, token []byte } {
+	var b [12]byte
+	rand.Read(b[:])
+	token := "sluice-fence-" + hex.EncodeToString(b[:])
+	return struct{ cmd, token []byte }{
+		AppendCommand(nil, [][]byte{[]byte("PING"), []byte(token)}),
+		[]byte(token),
+	}
+}()
+
+// writeFenced writes cmd, one of the client's commands or a part of it,
+// on tc, and a fence after it; t.mu is held.
+func (t *Tunnel) writeFenced(tc *tunnelConn, cmd []byte, of *tunnelCmd) {
+	of.fences++
+	tc.fences = append(tc.fences, of)
+	t.write(tc, cmd)
+	t.write(tc, fence.cmd)
+}
+
+// isFence reports whether r answers a fence: "$<n> token", or in a
+// RESP2 subscriber's form, [pong, token].
+func isFence(r []byte) bool {
+	if !bytes.HasPrefix(r, []byte("$")) && !bytes.HasPrefix(r, []byte("*2\r\n$4\r\npong\r\n$")) {
+		return false
+	}
+	n := len(fence.token)
+	return len(r) > n+3 && r[len(r)-n-3] == '\n' && bytes.Equal(r[len(r)-n-2:len(r)-2], fence.token)
+}
+
+// fenced counts a fence answered on tc, and tells the client of every
+// command now answered, oldest first; t.mu is held.
+func (t *Tunnel) fenced(tc *tunnelConn) {
+	if len(tc.fences) == 0 {
+		return
+	}
+	tc.fences[0].fences--
+	tc.fences = tc.fences[1:]
+	for len(t.pending) > 0 && t.pending[0].fences == 0 {
+		t.pending = t.pending[1:]
+		t.onData(nil, t.homeSubs+t.shardSubs() > 0, true)
+	}
 }
 
 // write writes cmd on tc, or queues it until tc is up; t.mu is held.
@@ -237,6 +304,10 @@ func (t *Tunnel) fail(err error) {
 
 // received hands on what tc's node sent; t.mu is held.
 func (t *Tunnel) received(tc *tunnelConn, r []byte) {
+	if isFence(r) {
+		t.fenced(tc)
+		return
+	}
 	kind, ch, n, ok := confirmation(r)
 	if tc == t.home {
 		switch {
@@ -313,7 +384,7 @@ func (t *Tunnel) shardSubs() int64 {
 }
 
 func (t *Tunnel) deliver(r []byte) {
-	t.onData(r, t.homeSubs+t.shardSubs() > 0)
+	t.onData(r, t.homeSubs+t.shardSubs() > 0, false)
 }
 
 // Close ends the tunnel: its callbacks are not called again.

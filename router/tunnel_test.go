@@ -11,19 +11,26 @@ import (
 	"github.com/sluice-rl/sluice/router/slot"
 )
 
-// tunnelData is what a tunnel delivered.
+// tunnelData is what a tunnel delivered, or that a command was answered.
 type tunnelData struct {
 	data       string
 	subscribed bool
+	answered   bool
 }
 
 // openTunnel opens a tunnel whose deliveries arrive on the returned
-// channel; its end fails the test.
+// channel, each answer after the data delivered with it; its end fails
+// the test.
 func openTunnel(t *testing.T, r *router.Cluster, resp3 bool) (*router.Tunnel, chan tunnelData) {
 	t.Helper()
 	got := make(chan tunnelData, 64)
-	tun := r.Tunnel(resp3, func(data []byte, subscribed bool) {
-		got <- tunnelData{string(data), subscribed}
+	tun := r.Tunnel(resp3, func(data []byte, subscribed, answered bool) {
+		if data != nil {
+			got <- tunnelData{data: string(data), subscribed: subscribed}
+		}
+		if answered {
+			got <- tunnelData{answered: true}
+		}
 	}, func(err error) {
 		t.Errorf("the tunnel ended: %v", err)
 	})
@@ -99,25 +106,45 @@ func TestTunnelShardChannelsOnTwoPrimaries(t *testing.T) {
 			tun, got := openTunnel(t, r, resp3)
 			expect := func(what, want string, subscribed bool) {
 				t.Helper()
-				if d := next(t, got); d.data != want || d.subscribed != subscribed {
-					t.Errorf("%s: got %q (subscribed %v), want %q (%v)", what, d.data, d.subscribed, want, subscribed)
+				if d := next(t, got); d.data != want || d.subscribed != subscribed || d.answered {
+					t.Errorf("%s: got %q (subscribed %v, answered %v), want %q (%v)", what, d.data, d.subscribed, d.answered, want, subscribed)
+				}
+			}
+			// Each command is answered once, after all its replies: a
+			// MOVED on the way does not answer it early.
+			answered := func(what string) {
+				t.Helper()
+				if d := next(t, got); !d.answered {
+					t.Errorf("%s: got %q, want the command answered", what, d.data)
 				}
 			}
 
 			send(t, tun, "SSUBSCRIBE", a)
 			expect("SSUBSCRIBE a", conf("ssubscribe", a, 1), true)
+			answered("SSUBSCRIBE a")
 			send(t, tun, "SSUBSCRIBE", b)
 			expect("SSUBSCRIBE b on another primary", conf("ssubscribe", b, 2), true)
+			answered("SSUBSCRIBE b")
 			send(t, tun, "SSUBSCRIBE", a, b)
 			expect("SSUBSCRIBE of two slots", "-CROSSSLOT Keys in request don't hash to the same slot\r\n", true)
+			answered("SSUBSCRIBE of two slots")
 			for _, ch := range []string{b, a} {
 				if got := forward(t, r, "SPUBLISH", ch, "m"+ch); got != ":1\r\n" {
 					t.Fatalf("SPUBLISH %s: %q", ch, got)
 				}
 				expect("smessage", arr+bulk("smessage")+bulk(ch)+bulk("m"+ch), true)
 			}
-			send(t, tun, "SUBSCRIBE", prefix+"o")
+			send(t, tun, "SUBSCRIBE", prefix+"o", prefix+"p")
 			expect("SUBSCRIBE", conf("subscribe", prefix+"o", 1), true)
+			expect("SUBSCRIBE", conf("subscribe", prefix+"p", 2), true)
+			answered("SUBSCRIBE")
+			send(t, tun, "PING")
+			pong := "*2\r\n" + bulk("pong") + bulk("")
+			if resp3 {
+				pong = "+PONG\r\n"
+			}
+			expect("PING", pong, true)
+			answered("PING")
 
 			// SUNSUBSCRIBE of all: both nodes drop theirs, in whichever
 			// order they answer; the counts fall to 0.
@@ -129,6 +156,7 @@ func TestTunnelShardChannelsOnTwoPrimaries(t *testing.T) {
 			if second.data != conf("sunsubscribe", a, 0) && second.data != conf("sunsubscribe", b, 0) || first.data[:len(first.data)-4] == second.data[:len(second.data)-4] {
 				t.Errorf("SUNSUBSCRIBE's second confirmation: %q after %q", second.data, first.data)
 			}
+			answered("SUNSUBSCRIBE")
 			// With none left, the null confirmation comes once, not from
 			// each node.
 			send(t, tun, "SUNSUBSCRIBE")
@@ -137,20 +165,30 @@ func TestTunnelShardChannelsOnTwoPrimaries(t *testing.T) {
 				null = "_\r\n"
 			}
 			expect("SUNSUBSCRIBE with none left", arr+bulk("sunsubscribe")+null+":0\r\n", true)
+			answered("SUNSUBSCRIBE with none left")
 			send(t, tun, "UNSUBSCRIBE")
-			expect("UNSUBSCRIBE", conf("unsubscribe", prefix+"o", 0), false)
+			// In the node's own order: either channel may go first.
+			u1, u2 := next(t, got), next(t, got)
+			o1, p1 := conf("unsubscribe", prefix+"o", 1), conf("unsubscribe", prefix+"p", 1)
+			o0, p0 := conf("unsubscribe", prefix+"o", 0), conf("unsubscribe", prefix+"p", 0)
+			if !(u1.data == o1 && u2.data == p0 || u1.data == p1 && u2.data == o0) || !u1.subscribed || u2.subscribed {
+				t.Errorf("UNSUBSCRIBE: got %+v then %+v", u1, u2)
+			}
+			answered("UNSUBSCRIBE")
 
 			// Resharding: the node tells the client it lost the channel;
 			// subscribing again meets the old owner (MOVED) and reaches
 			// the new one.
 			send(t, tun, "SSUBSCRIBE", a)
 			expect("SSUBSCRIBE a again", conf("ssubscribe", a, 1), true)
+			answered("SSUBSCRIBE a again")
 			if err := c.MoveSlot(context.Background(), slot.Of(a), nb); err != nil {
 				t.Fatal(err)
 			}
 			expect("the slot moved away", conf("sunsubscribe", a, 0), false)
 			send(t, tun, "SSUBSCRIBE", a)
 			expect("SSUBSCRIBE after the move", conf("ssubscribe", a, 1), true)
+			answered("SSUBSCRIBE after the move")
 			if got := forward(t, r, "SPUBLISH", a, "moved"); got != ":1\r\n" {
 				t.Fatalf("SPUBLISH after the move: %q", got)
 			}
