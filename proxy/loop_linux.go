@@ -294,7 +294,11 @@ func (l *loop) poke() {
 func (l *loop) run() {
 	defer l.shutdown()
 	for {
-		n, err := syscall.EpollWait(l.epfd, l.events[:], l.sleep())
+		ms := l.sleep()
+		n, err := pollNow(l.epfd, l.events[:])
+		if n == 0 && ms != 0 {
+			n, err = syscall.EpollWait(l.epfd, l.events[:], ms)
+		}
 		l.now = time.Now()
 		fed := false
 		l.mu.Lock()
@@ -652,7 +656,7 @@ func (l *loop) readLong(c *fdConn) {
 // At EOF the client is answered what it sent before, then closed; at an
 // error it is closed now.
 func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
-	n, err := syscall.Read(c.fd, p)
+	n, err := rawRead(c.fd, p)
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:
 		return 0, false
@@ -729,7 +733,7 @@ func (l *loop) flush(c *fdConn) {
 		}
 	}
 	for c.sent < len(c.out.b) {
-		n, err := syscall.Write(c.fd, c.out.b[c.sent:])
+		n, err := rawWrite(c.fd, c.out.b[c.sent:])
 		if err == syscall.EINTR {
 			continue
 		}

@@ -147,7 +147,7 @@ func (l *loop) connected(ds []dialed) {
 // room to write the rest.
 func (l *loop) writeNode(n *node) {
 	for out := n.p.Out(); len(out) > 0; out = n.p.Out() {
-		k, err := syscall.Write(n.fd, out)
+		k, err := rawWrite(n.fd, out)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -176,7 +176,7 @@ func (l *loop) writeNode(n *node) {
 // what waited for room.
 func (l *loop) nodeEvent(n *node, events uint32) {
 	if events&(syscall.EPOLLIN|syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
-		k, err := syscall.Read(n.fd, n.p.ReadBuf(readSize))
+		k, err := rawRead(n.fd, n.p.ReadBuf(readSize))
 		switch {
 		case err == syscall.EAGAIN || err == syscall.EINTR:
 		case err != nil:
