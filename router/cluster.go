@@ -285,6 +285,7 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 	// to be decided; left holds one more while Submit still adds to it.
 	var hot *shardCalls
 	var here []int
+	var kept []keptCall // on keys' own buckets, in order
 	for i := range reqs {
 		r := &reqs[i]
 		if hk := c.hot.observe(r.Key, now); hk != nil {
@@ -301,20 +302,42 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 			}
 			continue
 		}
-		pc := call{req: i, step: step(KeyPrefix+r.Key, r.Interval, r.Cost)}
-		pc.owner = topo.ownerOf(pc.step.Key)
-		if pc.owner != nil && !pc.owner.healthy.Load() {
+		key := KeyPrefix + r.Key
+		owner := topo.ownerOf(key)
+		if owner != nil && !owner.healthy.Load() {
 			c.fallback(reqs[i:i+1], res[i:i+1])
 			here = append(here, i)
 			continue
 		}
-		k := slices.IndexFunc(groups, func(g *shardCalls) bool { return g.owner == pc.owner })
+		k := slices.IndexFunc(groups, func(g *shardCalls) bool { return g.owner == owner })
 		if k < 0 {
 			k = len(groups)
-			groups = append(groups, &shardCalls{owner: pc.owner})
+			groups = append(groups, &shardCalls{owner: owner})
 		}
-		groups[k].calls = append(groups[k].calls, pc)
-		groups[k].idx = append(groups[k].idx, i)
+		if kept == nil {
+			kept = make([]keptCall, 0, len(reqs)-i)
+		}
+		kept = append(kept, keptCall{req: i, group: k, key: key})
+	}
+	if len(kept) > 0 {
+		// Each shard's calls are a part of one array, sized once: a round
+		// of hundreds of calls costs a few allocations, not a slice grown
+		// per shard.
+		n := make([]int, len(groups))
+		for _, kc := range kept {
+			n[kc.group]++
+		}
+		calls, idx := make([]call, len(kept)), make([]int, len(kept))
+		at := 0
+		for k, g := range groups {
+			g.calls, g.idx = calls[at:at:at+n[k]], idx[at:at:at+n[k]]
+			at += n[k]
+		}
+		for _, kc := range kept {
+			g, r := groups[kc.group], &reqs[kc.req]
+			g.calls = append(g.calls, call{req: kc.req, owner: g.owner, step: step(kc.key, r.Interval, r.Cost)})
+			g.idx = append(g.idx, kc.req)
+		}
 	}
 	if len(here) > 0 {
 		c.count(res, here)
@@ -395,6 +418,13 @@ func (c *Cluster) submitAndWait(ctx context.Context, reqs []Request, res []Resul
 // step is the Lua call that takes cost tokens from the bucket at key.
 func step(key string, iv bucket.Interval, cost int64) lua.Call {
 	return lua.Call{Key: key, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: cost}
+}
+
+// keptCall is a request SubmitVia sends to its key's own bucket, in
+// groups[group], before its call is made.
+type keptCall struct {
+	req, group int
+	key        string
 }
 
 // call is a Lua step on a key's own bucket.

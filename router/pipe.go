@@ -53,7 +53,8 @@ type Pipe struct {
 	// A bucket pipe's calls: queued, and script calls in flight.
 	bq        []queued
 	bInFlight int
-	steps     []lua.Call // a script call's steps while it is encoded
+	steps     []lua.Call    // a script call's steps while it is encoded
+	outcomes  []lua.Outcome // a script call's outcomes while they are settled
 }
 
 // NewPipe makes the protocol half of a loop's connection to a node.

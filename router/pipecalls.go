@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluice-rl/sluice/lua"
@@ -32,10 +33,9 @@ func (c *Cluster) sendVia(via Pipes, g *shardCalls) {
 func (c *Cluster) pump(p *Pipe, s *shard) {
 	for len(p.bq) > 0 && p.bInFlight < maxFlushes {
 		n := min(len(p.bq), maxPipeline)
-		b := &bucketCall{c: c, s: s, p: p, calls: make([]call, n), groups: make([]*shardCalls, n), sent: time.Now().UnixNano()}
-		for k, q := range p.bq[:n] {
-			b.calls[k], b.groups[k] = q.g.calls[q.j], q.g
-			p.steps = append(p.steps, b.calls[k].step)
+		b := &bucketCall{c: c, s: s, p: p, calls: slices.Clone(p.bq[:n]), sent: time.Now().UnixNano()}
+		for _, q := range b.calls {
+			p.steps = append(p.steps, q.g.calls[q.j].step)
 		}
 		p.bq = p.bq[:copy(p.bq, p.bq[n:])]
 		p.bInFlight++
@@ -48,25 +48,28 @@ func (c *Cluster) pump(p *Pipe, s *shard) {
 	}
 }
 
-// bucketCall is one script call of bucket steps on a loop's pipe: call k
-// is of groups[k].
+// bucketCall is one script call of bucket steps on a loop's pipe: its
+// calls, in the order of its steps, where their groups hold them.
 type bucketCall struct {
-	c      *Cluster
-	s      *shard
-	p      *Pipe
-	calls  []call
-	groups []*shardCalls
-	sent   int64
+	c     *Cluster
+	s     *shard
+	p     *Pipe
+	calls []queued
+	sent  int64
 }
 
 // answer settles the calls from the node's reply.
 func (b *bucketCall) answer(r []byte) {
 	b.p.bInFlight--
-	out := make([]lua.Outcome, len(b.calls))
+	// The loop answers its pipes' calls one at a time: one buffer serves
+	// them all, nothing keeps it past the settling below.
+	out := slices.Grow(b.p.outcomes[:0], len(b.calls))[:len(b.calls)]
+	b.p.outcomes = out
+	defer clear(out)
 	if err := lua.ReadMany(r, out); err != nil {
 		// The whole call was refused: NOSCRIPT (a restarted or promoted
 		// node), BUSY, LOADING, CLUSTERDOWN, ...
-		go b.c.flushCalls(b.s, b.calls, b.groups)
+		b.again(nil)
 		b.c.pump(b.p, b.s)
 		return
 	}
@@ -81,13 +84,25 @@ func (b *bucketCall) answer(r []byte) {
 	}
 	if len(again) > 0 {
 		b.c.stale.Store(true) // the slot map is behind
-		calls, groups := make([]call, len(again)), make([]*shardCalls, len(again))
-		for j, k := range again {
-			calls[j], groups[j] = b.calls[k], b.groups[k]
-		}
-		go b.c.flushCalls(b.s, calls, groups)
+		b.again(again)
 	}
 	b.c.pump(b.p, b.s)
+}
+
+// again decides the calls of idx (nil: all) again on the goroutine path.
+func (b *bucketCall) again(idx []int) {
+	if idx == nil {
+		idx = make([]int, len(b.calls))
+		for k := range idx {
+			idx[k] = k
+		}
+	}
+	calls, groups := make([]call, len(idx)), make([]*shardCalls, len(idx))
+	for j, k := range idx {
+		q := b.calls[k]
+		calls[j], groups[j] = q.g.calls[q.j], q.g
+	}
+	go b.c.flushCalls(b.s, calls, groups)
 }
 
 // lost settles the calls of a connection that failed or timed out, which
@@ -100,8 +115,8 @@ func (b *bucketCall) lost(err error) {
 }
 
 func (b *bucketCall) settle(k int, br lua.Result, err error) {
-	g := b.groups[k]
-	if !b.c.settle(&b.calls[k], br, err, g.reqs, g.res, g.topo, b.sent, g.then) {
+	g := b.calls[k].g
+	if !b.c.settle(&g.calls[b.calls[k].j], br, err, g.reqs, g.res, g.topo, b.sent, g.then) {
 		g.release()
 	}
 }
