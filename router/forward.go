@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -139,9 +140,11 @@ func (c *Cluster) readCommands(ctx context.Context) {
 func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	via = c.pipes(via)
 	topo := c.topo.Load()
-	// One allocation of each kind per call, not per command.
-	b := &fwdBatch{replies: replies, done: done, idx: make([]int, len(cmds))}
-	fs := make([]forwarded, len(cmds))
+	// One allocation per call, not per command; the commands themselves
+	// come from a pool: they are the bulk of passthrough's garbage.
+	b := &fwdBatch{replies: replies, done: done, idx: make([]int, len(cmds)), fs: takeForwarded(len(cmds))}
+	b.left.Store(int64(len(cmds)))
+	fs := b.fs
 	for i := range cmds {
 		b.idx[i] = i
 		f := &fs[i]
@@ -467,18 +470,45 @@ type forwarded struct {
 type fwdBatch struct {
 	replies [][]byte
 	done    func(idx []int)
-	idx     []int // idx[i] == i: done's argument for command i, without an allocation
+	// idx[i] == i: done's argument for command i, without an allocation.
+	// Not pooled with fs: the caller may keep it past done.
+	idx  []int
+	fs   []forwarded
+	left atomic.Int64 // commands not finished yet: fs goes back at 0
 }
 
-// finish hands the command's reply to its caller, once.
+// finish hands the command's reply to its caller, once. It is the last
+// that touches f: the batch's last finish gives f back to the pool, so
+// whoever finishes a command reads what it needs of it before.
 func (f *forwarded) finish(r []byte) {
 	if f.onPin {
 		f.onPin = false
 		defer f.pin.answered()
 	}
-	b := f.batch
-	b.replies[f.i] = r
-	b.done(b.idx[f.i : f.i+1 : f.i+1])
+	b, i := f.batch, f.i
+	b.replies[i] = r
+	b.done(b.idx[i : i+1 : i+1])
+	if b.left.Add(-1) == 0 {
+		giveForwarded(b.fs)
+	}
+}
+
+// forwardedPool holds the commands of finished Forward calls.
+var forwardedPool sync.Pool // of *[]forwarded
+
+// takeForwarded is room for n commands, from the pool when it has enough.
+func takeForwarded(n int) []forwarded {
+	if p, ok := forwardedPool.Get().(*[]forwarded); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]forwarded, n)
+}
+
+// giveForwarded puts fs back, without the pins, clients' commands and
+// connections it points to.
+func giveForwarded(fs []forwarded) {
+	clear(fs)
+	forwardedPool.Put(&fs)
 }
 
 // answer hands the command's reply back, after following a redirect.
@@ -690,6 +720,8 @@ func (p *Pin) send(f *forwarded, addr string) {
 // run sends f; a transaction of a lost watch is aborted, and one on keys
 // of another primary than the watched ones runs there, unwatched.
 func (p *Pin) run(f *forwarded, addr string) {
+	// Read now: once sent, f may be answered, and reused, at any time.
+	unpin := f.unpin
 	p.mu.Lock()
 	abort := f.replies > 1 && p.lost
 	elsewhere := f.replies > 1 && !abort && addr != p.b.addr
@@ -706,7 +738,7 @@ func (p *Pin) run(f *forwarded, addr string) {
 	default:
 		p.b.send(f)
 	}
-	if f.unpin {
+	if unpin {
 		// After the send: the connection, which holds the watches, must
 		// stay until the transaction is answered.
 		p.Release()

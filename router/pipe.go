@@ -145,8 +145,11 @@ func (p *Pipe) Feed(n int) error {
 	p.br.Reset(&p.src)
 	used := 0
 	for used < len(p.in) {
-		if len(p.arena) == cap(p.arena) {
-			p.arena = make([]byte, 0, 32<<10)
+		if cap(p.arena)-len(p.arena) < minArenaLeft {
+			// A reply that does not fit in what is left is allocated on
+			// its own; were the arena kept until it is exactly full, a
+			// few bytes short of every reply, each reply after would be.
+			p.arena = make([]byte, 0, arenaSize)
 		}
 		at := len(p.arena)
 		r, err := reply.Read(p.br, p.arena[at:at:cap(p.arena)])
@@ -176,6 +179,13 @@ func (p *Pipe) Feed(n int) error {
 	}
 	return nil
 }
+
+// The arena that replies are cut from: arenaSize at a time, a new one once
+// less than minArenaLeft is left (a few replies' worth).
+const (
+	arenaSize    = 32 << 10
+	minArenaLeft = 1 << 10
+)
 
 // bulkNeed is the length of the bulk string reply b starts, once its
 // header is in; 0 when b says nothing sooner.
