@@ -213,6 +213,8 @@ type loop struct {
 	lingering []*fdConn
 	// The loop's own connections to the cluster's nodes.
 	nodes      map[pipeKey]*node
+	recent     [8]recentNode // the nodes named last, looked for first
+	nextRecent int
 	nodeIDs    map[uint64]*node // the connected ones, by epoll id
 	dirtyNodes []*node          // sent on this pass
 	now        time.Time        // when this pass began
