@@ -47,12 +47,22 @@ type Tunnel struct {
 	homeSubs int64
 	// pending are the commands not yet answered wholly, in the order sent.
 	pending []*tunnelCmd
-	closed  bool // by Close, or when a connection failed
+	// held counts the bytes of the commands' held replies: a node that
+	// stays slow must not make the others' pile up without bound.
+	held   int
+	closed bool // by Close, or when a connection failed
 }
 
 // tunnelCmd is one command of the client's: answered once the fences
 // of every connection it went to are back.
-type tunnelCmd struct{ fences int }
+type tunnelCmd struct {
+	fences int
+	done   bool // answered
+	// held is what its connections sent for it, and after it, while an
+	// earlier command was not answered: a faster node's replies must not
+	// overtake a slower one's to earlier commands.
+	held [][]byte
+}
 
 // tunnelConn is one of a tunnel's connections.
 type tunnelConn struct {
@@ -68,6 +78,9 @@ type tunnelConn struct {
 	// fences are the commands whose fence this connection has yet to
 	// answer, in the order sent.
 	fences []*tunnelCmd
+	// last is the command last sent on it: what the node sends after its
+	// fence (a message, say) must not overtake that command's replies.
+	last *tunnelCmd
 }
 
 // shardCmd is an SSUBSCRIBE or SUNSUBSCRIBE sent to a node.
@@ -88,6 +101,12 @@ type unsubAll struct{ nodes, nulls int }
 
 // errTunnelClosed ends a tunnel its client closed.
 var errTunnelClosed = errors.New("router: tunnel closed")
+
+// maxTunnelHeld bounds the replies a tunnel holds behind a slow node's, as
+// Redis bounds a subscriber's output (client-output-buffer-limit pubsub).
+const maxTunnelHeld = 32 << 20
+
+var errTunnelHeld = errors.New("router: tunnel: replies held behind a slow node past 32 MB")
 
 // Tunnel opens a subscriber's tunnel, in RESP3 when asked; its
 // connections are made as commands need them. onData gets each whole
@@ -214,6 +233,7 @@ var fence = func() struct{ cmd, token []byte } {
 func (t *Tunnel) writeFenced(tc *tunnelConn, cmd []byte, of *tunnelCmd) {
 	of.fences++
 	tc.fences = append(tc.fences, of)
+	tc.last = of
 	t.write(tc, cmd)
 	t.write(tc, fence.cmd)
 }
@@ -237,8 +257,17 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 	tc.fences[0].fences--
 	tc.fences = tc.fences[1:]
 	for len(t.pending) > 0 && t.pending[0].fences == 0 {
+		t.pending[0].done = true
 		t.pending = t.pending[1:]
 		t.onData(nil, t.homeSubs+t.shardSubs() > 0, true)
+		if len(t.pending) > 0 {
+			next := t.pending[0]
+			for _, r := range next.held {
+				t.held -= len(r)
+				t.onData(r, t.homeSubs+t.shardSubs() > 0, false)
+			}
+			next.held = nil
+		}
 	}
 }
 
@@ -317,13 +346,13 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 			if len(tc.sent) > 0 {
 				all := tc.sent[0].all
 				tc.sent = tc.sent[1:]
-				t.unsubscribedAll(all, r)
+				t.unsubscribedAll(tc, all, r)
 			}
 			return
 		case ok:
 			t.homeSubs = n
 		}
-		t.deliver(r)
+		t.deliver(tc, r)
 		return
 	}
 	var head *shardCmd
@@ -351,7 +380,7 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 				tc.sent = tc.sent[1:]
 			}
 			if ch == nil {
-				t.unsubscribedAll(head.all, r)
+				t.unsubscribedAll(tc, head.all, r)
 				return
 			}
 		} else if head != nil && head.kind == kind && len(head.channels) > 0 && bytes.Equal(head.channels[0], ch) {
@@ -364,14 +393,14 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 		// it is, and subscribes again to follow the slot.
 		r = withCount(r, t.shardSubs())
 	}
-	t.deliver(r)
+	t.deliver(tc, r)
 }
 
 // unsubscribedAll counts a node's null answer r to an SUNSUBSCRIBE of
 // every shard channel: the client gets it once every node asked gave it.
-func (t *Tunnel) unsubscribedAll(all *unsubAll, r []byte) {
+func (t *Tunnel) unsubscribedAll(tc *tunnelConn, all *unsubAll, r []byte) {
 	if all.nulls++; all.nulls == all.nodes {
-		t.deliver(withCount(r, t.shardSubs()))
+		t.deliver(tc, withCount(r, t.shardSubs()))
 	}
 }
 
@@ -383,7 +412,21 @@ func (t *Tunnel) shardSubs() int64 {
 	return n
 }
 
-func (t *Tunnel) deliver(r []byte) {
+// deliver hands on r, which tc's node sent, unless it waits behind an
+// earlier command's replies; t.mu is held.
+func (t *Tunnel) deliver(tc *tunnelConn, r []byte) {
+	of := tc.last
+	if len(tc.fences) > 0 {
+		of = tc.fences[0]
+	}
+	if of != nil && !of.done && of != t.pending[0] {
+		if t.held += len(r); t.held > maxTunnelHeld {
+			t.fail(errTunnelHeld)
+			return
+		}
+		of.held = append(of.held, r)
+		return
+	}
 	t.onData(r, t.homeSubs+t.shardSubs() > 0, false)
 }
 

@@ -196,3 +196,76 @@ func TestTunnelShardChannelsOnTwoPrimaries(t *testing.T) {
 		})
 	}
 }
+
+// A tunnel's commands on two connections are answered in the order sent,
+// and so are their replies: a shard channel's confirmation from a fast
+// node waits for an earlier SUBSCRIBE's from a slow one, as one node
+// would have answered them.
+func TestTunnelRepliesInOrderAcrossConnections(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: 10 * time.Second})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, r)
+	ctx := context.Background()
+	bulk := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
+	conf := func(kind, ch string, n int) string {
+		return "*3\r\n" + bulk(kind) + bulk(ch) + ":" + strconv.Itoa(n) + "\r\n"
+	}
+	tun, got := openTunnel(t, r, false)
+	send(t, tun, "SUBSCRIBE", "ord:o")
+	if d := next(t, got); d.data != conf("subscribe", "ord:o", 1) {
+		t.Fatalf("SUBSCRIBE: got %q", d.data)
+	}
+	if d := next(t, got); !d.answered {
+		t.Fatalf("SUBSCRIBE: got %q, want it answered", d.data)
+	}
+	// home is the node the tunnel's channels went to.
+	var home *clustertest.Node
+	for _, n := range c.Nodes {
+		if v, err := n.Do(ctx, "PUBSUB", "NUMSUB", "ord:o").ToArray(); err == nil && len(v) == 2 {
+			if k, _ := v[1].AsInt64(); k == 1 {
+				home = n
+			}
+		}
+	}
+	if home == nil {
+		t.Fatal("no node has the tunnel's channel")
+	}
+	var shardCh string
+	for i := 0; shardCh == ""; i++ {
+		ch := "ord:s" + strconv.Itoa(i)
+		if n, err := c.Primary(ctx, slot.Of(ch)); err != nil {
+			t.Fatal(err)
+		} else if n != home {
+			shardCh = ch
+		}
+	}
+
+	// The home node is slow: the shard node answers the later command
+	// first.
+	if err := home.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := home.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	defer resume()
+	send(t, tun, "SUBSCRIBE", "ord:p")
+	send(t, tun, "SSUBSCRIBE", shardCh)
+	time.Sleep(300 * time.Millisecond)
+	resume()
+	want := []tunnelData{
+		{data: conf("subscribe", "ord:p", 2), subscribed: true}, {answered: true},
+		{data: conf("ssubscribe", shardCh, 1), subscribed: true}, {answered: true},
+	}
+	for i, w := range want {
+		if d := next(t, got); d != w {
+			t.Fatalf("delivery %d: got %+v, want %+v", i, d, w)
+		}
+	}
+}
