@@ -34,6 +34,14 @@ func (t *Throttle) AppendMany(dst []byte, calls []Call) []byte {
 	return dst
 }
 
+// AppendLoad appends SCRIPT LOAD of throttle.lua, for a connection that
+// sends AppendMany's calls: loaded before the first, none is answered
+// NOSCRIPT.
+func (t *Throttle) AppendLoad(dst []byte) []byte {
+	dst = append(dst, "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n"...)
+	return appendBulk(dst, throttleSrc)
+}
+
 func appendBulk(dst []byte, s string) []byte {
 	dst = append(dst, '$')
 	dst = strconv.AppendInt(dst, int64(len(s)), 10)

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // gate is a Decider whose first rounds are held, each until it is let
@@ -172,6 +175,31 @@ func TestInfoReportsLoops(t *testing.T) {
 		c := newGoRedis(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops}))
 		if text, err := c.Info(context.Background(), "server").Result(); err != nil || !strings.Contains(text, want) {
 			t.Errorf("Loops %d: INFO server lacks %q: %q, %v", loops, want, text, err)
+		}
+	}
+}
+
+// A client pipelines more steps on one key than a script call carries, on
+// a cluster whose nodes have not loaded the script: the loop's bucket pipe
+// sends several calls at once, and each step must still be taken in the
+// client's order. (A call refused NOSCRIPT went to the goroutine path,
+// behind the calls sent after it, which the node decided first.)
+func TestLoopTakesAKeysPipelinedStepsInOrder(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	addr := serveConfig(t, proxy.Config{Decider: newRouter(t, c)})
+	p := newGoRedis(t, addr).Pipeline()
+	const n = 200
+	cmds := make([]*goredis.Cmd, n)
+	for j := range cmds {
+		cmds[j] = p.Do(context.Background(), "THROTTLE", "ordered", 1000, 1, "60s")
+	}
+	if _, err := p.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for j, cmd := range cmds {
+		got, err := cmd.Int64Slice()
+		if err != nil || got[2] != int64(999-j) {
+			t.Fatalf("step %d: got %v (%v), want remaining %d", j, got, err, 999-j)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -53,6 +54,7 @@ type Pipe struct {
 	// A bucket pipe's calls: queued, and script calls in flight.
 	bq        []queued
 	bInFlight int
+	bucket    bool          // bucket steps only: Dial loads the script
 	steps     []lua.Call    // a script call's steps while it is encoded
 	outcomes  []lua.Outcome // a script call's outcomes while they are settled
 }
@@ -69,7 +71,7 @@ func (c *Cluster) NewPipe(addr string, resp3, readonly bool) *Pipe {
 // backend timeout.
 func (c *Cluster) NewBucketPipe(addr string) *Pipe {
 	p := c.NewPipe(addr, false, false)
-	p.timeout = c.cfg.Timeout
+	p.timeout, p.bucket = c.cfg.Timeout, true
 	return p
 }
 
@@ -80,6 +82,25 @@ func (p *Pipe) Addr() string { return p.addr }
 // the loop then owns the connection's socket.
 func (p *Pipe) Dial() (net.Conn, error) {
 	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512)
+	if err == nil && p.bucket {
+		// A script call refused NOSCRIPT is decided again on the goroutine
+		// path, while the calls sent after it are decided here: a key's
+		// later steps would be taken before its earlier ones. A node
+		// without the script (new, restarted) gets it before any call.
+		conn.SetDeadline(time.Now().Add(time.Second))
+		var r []byte
+		if _, err = conn.Write(p.c.throttle.AppendLoad(nil)); err == nil {
+			r, err = reply.Read(br, nil)
+		}
+		if err == nil && (len(r) == 0 || r[0] != '$') {
+			err = fmt.Errorf("router: SCRIPT LOAD to %s answered %q", p.addr, bytes.TrimRight(r[:min(len(r), 128)], "\r\n"))
+		}
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn.SetDeadline(time.Time{})
+	}
 	if err == nil && br.Buffered() > 0 {
 		conn.Close()
 		return nil, errors.New("the node sent what nothing asked for")
