@@ -92,7 +92,9 @@ func (p *Pipe) Dial() (net.Conn, error) {
 		if _, err = conn.Write(p.c.throttle.AppendLoad(nil)); err == nil {
 			r, err = reply.Read(br, nil)
 		}
-		if err == nil && (len(r) == 0 || r[0] != '$') {
+		// A refusal (an ACL user allowed EVALSHA but not SCRIPT, say)
+		// leaves the calls to load it by NOSCRIPT, as before.
+		if err == nil && (len(r) == 0 || (r[0] != '$' && r[0] != '-')) {
 			err = fmt.Errorf("router: SCRIPT LOAD to %s answered %q", p.addr, bytes.TrimRight(r[:min(len(r), 128)], "\r\n"))
 		}
 		if err != nil {
