@@ -586,9 +586,15 @@ func (c *Cluster) connect(ctx context.Context) error {
 		Dialer:        net.Dialer{Timeout: time.Second},
 		// A dead connection is noticed well before a client would give up.
 		ConnWriteTimeout: 2 * time.Second,
-		TLSConfig:        c.cfg.TLS,
-		Username:         c.cfg.Username,
-		Password:         c.cfg.Password,
+		// rueidis's default is 512 KiB each way per connection; its
+		// connections carry the goroutine path's batches (a few KB), hot
+		// keys and probes, and at the default their buffers were a third
+		// of sluice's live heap, held for good.
+		ReadBufferEachConn:  64 << 10,
+		WriteBufferEachConn: 64 << 10,
+		TLSConfig:           c.cfg.TLS,
+		Username:            c.cfg.Username,
+		Password:            c.cfg.Password,
 	})
 	if err != nil {
 		return err
