@@ -47,8 +47,8 @@
 -- was to and the next split, named anew, takes the tags wanted, with no
 -- more of them than the split before had, so that instances wanting
 -- different numbers do not take turns.
--- Splitting a bucket keeps its state as both base and lapse, so a split
--- admits no burst. The key expires when the split and both states are
+-- Splitting a bucket keeps its state as base, and as lapse as of the
+-- split's end, so a split admits no burst, even one never renewed. The key expires when the split and both states are
 -- over, never earlier; a split that is not closing is kept a minute past
 -- its end (as the bucket it lapsed into, which a take turns into a plain
 -- bucket), so that it can be taken up after an outage of this shard.
@@ -74,6 +74,16 @@ end
 
 local function tat(us)
   return string.format('%.0f000', us)
+end
+
+-- A stored state as of untilms: as far from full then as it is now. A
+-- split that lapses unrenewed lapses into it; its sub-buckets spent the
+-- refill meanwhile, which the state itself would grant again.
+local function asof(state, untilms)
+  if state == '0' then return state end
+  local us = tonumber(string.sub(state, 1, -4))
+  if us <= nowus then return '0' end
+  return string.format('%.0f', us + untilms * 1000 - nowus) .. string.sub(state, -3)
 end
 
 local function store(base, untilms, lapse, gen, tags)
@@ -128,7 +138,7 @@ if s and string.byte(s, 1) == 126 then
     return 0
   end
   -- Lapsed: a new split starts from the bucket it lapsed into.
-  base = lapse
+  base, lapse = lapse, asof(lapse, nowms + ttl)
   local n = 0
   for _ in string.gmatch(tags, '[^,]+') do n = n + 1 end
   cap = n
@@ -138,7 +148,7 @@ elseif s then
   if #s ~= 19 or not string.find(s, '^%d+$') then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
-  base, lapse = s, s
+  base, lapse = s, asof(s, nowms + ttl)
 end
 
 local tags = ARGV[1]

@@ -706,3 +706,49 @@ func testSplitOutage(t *testing.T, n int) {
 		t.Errorf("admitted %.0f from the kill on, want within [%.1f, %.1f]", got, 0.95*ideal, most)
 	}
 }
+
+// A split whose maker stops before its first renewal lapses into the
+// bucket as it was at the split as of the lapse, not as it was at the
+// split: the sub-buckets spent the refill meanwhile, and a bucket that
+// regained it at the lapse would admit it twice.
+func TestHotKeyUnrenewedSplitLapsesWithoutBurst(t *testing.T) {
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
+	maker := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{"orphan"}, HotThreshold: -1})
+	other := newRouter(t, c.Addrs(), router.ClusterConfig{HotThreshold: -1})
+	waitConnected(t, maker)
+	waitConnected(t, other)
+	const capacity, refill = 100, 50 // per second: 2s from empty to full
+	iv := interval(t, capacity, refill, 1_000_000)
+	const key = "orphan"
+	var s tally
+	stop := make(chan struct{})
+	wg := hammer([]*router.Cluster{other}, key, iv, 2, time.Millisecond, stop, &s)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wg.Wait()
+		}
+	}()
+	s.runFor(t, 200*time.Millisecond) // the key is empty now
+	decide(maker, key, iv)
+	waitFor(t, 2*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
+	maker.Close() // before it renews the split
+	waitFor(t, 5*time.Second, "one bucket again", func() bool {
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
+		return err == nil && len(v) == 19
+	})
+	s.runFor(t, 500*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if n := s.errors.Load(); n > 0 {
+		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
+	}
+	ideal := capacity + refill*s.span()
+	got := float64(s.allowed.Load())
+	t.Logf("admitted %.0f, ideal %.1f over %.2fs: %.3fx", got, ideal, s.span(), got/ideal)
+	if got > ideal+capacity/3+3 {
+		t.Fatalf("admitted %.0f, want at most %.1f", got, ideal+capacity/3+3)
+	}
+}
