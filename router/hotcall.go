@@ -406,10 +406,10 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 			w.err = errShardDown // no shard of the split is healthy: fallback
 			continue
 		}
-		base := w.st.base
-		if w.st == hk.split.Load() {
-			base = hk.baseAt(w.st, w.sub, at, sent/1000)
-		}
+		// Whatever reading of its split w holds: readings of one split
+		// share what was seen of it, and a step that moves a sub-bucket
+		// without its state would grant it again.
+		base := hk.baseAt(w.st, w.sub, at, sent/1000)
 		groups = addTo(groups, w, key, base, owner, w.parts[w.sub])
 	}
 	perShard(groups, func(g **group) *shard { return (*g).owner }, func(owner *shard, idx []int) {
