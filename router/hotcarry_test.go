@@ -94,3 +94,57 @@ func TestStaleReadingCarriesSubBucketState(t *testing.T) {
 		t.Fatalf("drained sub-bucket %d on its stand-in: got %+v, want denied", sub, w.res)
 	}
 }
+
+// A followed split that runs out while its parent's shard is down, with
+// no call on the key meanwhile, is still held when the next call comes:
+// the background's sweep of lapsed splits must not forget it first, or
+// the key is decided by fallback for the rest of the outage.
+func TestFollowedSplitHeldWithoutCalls(t *testing.T) {
+	cc := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
+	const key = "quiet"
+	c := NewCluster(ClusterConfig{Seeds: cc.Addrs(), HotThreshold: -1, Share: 1})
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	topo, cl := c.topo.Load(), *c.client.Load()
+	if _, err := lua.NewSplitter().Split(ctx, cl, KeyPrefix+key, topo.tags[:topo.split], 400*time.Millisecond, -1); err != nil {
+		t.Fatal(err)
+	}
+	iv, err := bucket.Limit{Capacity: 30, Refill: 1, Period: 3600_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func() Result {
+		res := make([]Result, 1)
+		c.Decide(ctx, []Request{{Op: Take, Key: key, Interval: iv, Cost: 1}}, res)
+		return res[0]
+	}
+	if r := take(); r.Err != nil || r.Source != SourceCluster {
+		t.Fatalf("a call on the split key: %+v, want a cluster decision", r)
+	}
+	hk := (*c.hot.keys.Load())[key]
+	if hk == nil || hk.live(time.Now().UnixNano()) == nil {
+		t.Fatal("the split is not followed")
+	}
+	until := hk.split.Load().until
+	parent := topo.ownerOf(hk.parent)
+	for _, n := range cc.Nodes {
+		if n.Addr == parent.addr {
+			if err := n.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			defer n.Resume()
+		}
+	}
+	c.fault(parent, errors.New("test: the parent's shard is down"))
+	// Past the split's end and two rounds of the background (every 50ms).
+	for time.Now().UnixNano() < until+int64(150*time.Millisecond) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := take(); r.Err != nil || r.Source != SourceCluster {
+		t.Fatalf("a call after the split ran out during the outage: %+v, want a cluster decision from the held split", r)
+	}
+}

@@ -60,7 +60,11 @@ func (c *Cluster) tendHotKeys(ctx context.Context, now time.Time) {
 		}
 	}
 	wg.Wait()
-	c.hot.drop(func(hk *hotKey) bool { return hk.detected.Load() || hk.live(ns) != nil || hk.held.Load() })
+	// inForce, not live: a followed split that ran out during an outage
+	// of its parent's shard is held, which only a call would otherwise
+	// notice; forgotten first, the key would go to fallback until the
+	// shard is back.
+	c.hot.drop(func(hk *hotKey) bool { return hk.detected.Load() || hk.inForce(topo, ns) != nil })
 }
 
 // endSplit ends a cooled key's split: the marker lapses when it was to
