@@ -48,7 +48,8 @@
 -- more of them than the split before had, so that instances wanting
 -- different numbers do not take turns.
 -- Splitting a bucket keeps its state as base, and as lapse as of the
--- split's end, so a split admits no burst, even one never renewed. The key expires when the split and both states are
+-- split's end, so a split admits no burst, even one never renewed. The
+-- key expires when the split and both states are
 -- over, never earlier; a split that is not closing is kept a minute past
 -- its end (as the bucket it lapsed into, which a take turns into a plain
 -- bucket), so that it can be taken up after an outage of this shard.
