@@ -170,6 +170,11 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 		if !ok {
 			return errCrossSlot
 		}
+		if (len(args)-1)%sp.step != 0 {
+			// MSET's last key has no value, so no part could carry it;
+			// Redis refuses such a line whatever its keys' slots.
+			return fmt.Errorf("ERR wrong number of arguments for '%s' command", spec.Name)
+		}
 		it.how = sp.how
 		it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
 	}
