@@ -145,7 +145,7 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 		conn.WriteInt(n.port)
 		conn.WriteBulkString(n.id)
 		// Other endpoints, as a map: the host given is the only one.
-		conn.WriteArray(0)
+		conn.WriteMap(0)
 	case "SHARDS":
 		conn.WriteArray(1)
 		conn.WriteMap(2)

@@ -314,6 +314,13 @@ func TestClusterRepliesMatchRedis(t *testing.T) {
 	if got, want := shape(sluiceSlots[0]), shape(redisSlots[0]); got != want {
 		t.Errorf("CLUSTER SLOTS range: got %s, Redis %s", got, want)
 	}
+	// In RESP3 a node's other endpoints are a map, empty here.
+	redis3, sluice3 := dialRaw(t, node), dialRaw(t, addr)
+	redis3.do("HELLO", "3")
+	sluice3.do("HELLO", "3")
+	if got, want := sluice3.do("CLUSTER", "SLOTS"), redis3.do("CLUSTER", "SLOTS"); !strings.HasSuffix(got, "\r\n%0\r\n") || !strings.Contains(want, "\r\n%0\r\n") {
+		t.Errorf("CLUSTER SLOTS in RESP3: got %q, Redis %q", got, want)
+	}
 	redisShards := command(t, node, "CLUSTER", "SHARDS").([]any)
 	sluiceShards := command(t, addr, "CLUSTER", "SHARDS").([]any)
 	if got, want := shape(sluiceShards[0]), shape(redisShards[0]); got != want {
