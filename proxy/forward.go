@@ -123,24 +123,11 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	if err := refused(spec); err != nil {
 		return err
 	}
-	keys, err := spec.Keys(nil, args)
-	anyNode := keyless(spec)
-	switch {
-	case err == nil && spec.Name == "spublish":
-		// Its channel is no key (not_key), but its slot says where it goes.
-		keys = []int{1}
-	case err == nil:
-	case errors.Is(err, cmdspec.ErrUnknownKeys) && (spec.Name == "sort" || spec.Name == "sort_ro"):
-		// BY and GET patterns name no key of their own; the node refuses
-		// the ones Redis Cluster refuses.
-		keys = sortKeys(args)
-	case errors.Is(err, cmdspec.ErrBadKeys):
-		// A line malformed where its keys should be: any node answers
-		// Redis's own error for it.
-		keys, anyNode = nil, true
-	default:
-		return fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
+	keys, bad, err := routeKeys(spec, args)
+	if err != nil {
+		return err
 	}
+	anyNode := keyless(spec) || bad
 	it := fwdItem{first: len(r.fwd)}
 	switch {
 	case len(keys) == 0:
@@ -198,6 +185,27 @@ func (r *round) queueItem(c *client, it fwdItem) {
 	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
 	c.q = append(c.q, slot{state: slotWaiting})
 	r.items = append(r.items, it)
+}
+
+// routeKeys are the positions in args of the keys that say where a
+// command goes. bad reports a line malformed where its keys should be,
+// which has none: any node answers Redis's own error for it.
+func routeKeys(spec *cmdspec.Spec, args [][]byte) (keys []int, bad bool, err error) {
+	keys, err = spec.Keys(nil, args)
+	switch {
+	case err == nil && spec.Name == "spublish":
+		// Its channel is no key (not_key), but its slot says where it goes.
+		return []int{1}, false, nil
+	case err == nil:
+		return keys, false, nil
+	case errors.Is(err, cmdspec.ErrUnknownKeys) && (spec.Name == "sort" || spec.Name == "sort_ro"):
+		// BY and GET patterns name no key of their own; the node refuses
+		// the ones Redis Cluster refuses.
+		return sortKeys(args), false, nil
+	case errors.Is(err, cmdspec.ErrBadKeys):
+		return nil, true, nil
+	}
+	return nil, false, fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
 }
 
 // sortKeys are SORT's key and its STORE destination.

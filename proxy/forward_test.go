@@ -494,6 +494,10 @@ func TestPassthroughTransactions(t *testing.T) {
 			{{"MULTI"}, {"EXEC"}},
 			{{"MULTI"}, {"BLPOP", "%l", "0"}, {"RPUSH", "%l", "v"}, {"EXEC"}},
 			{{"HSET", "%h", "f", "1.5"}, {"MULTI"}, {"HGETALL", "%h"}, {"HINCRBYFLOAT", "%h", "f", "1"}, {"GET", "%none"}, {"EXEC"}},
+			// SORT's keys are not all in its key specs; a line with a bad
+			// number of keys is queued, and refused by EXEC.
+			{{"RPUSH", "%s", "b", "a"}, {"MULTI"}, {"SORT", "%s", "ALPHA"}, {"SORT", "%s", "STORE", "%d"}, {"EXEC"}},
+			{{"MULTI"}, {"EVAL", "return 1", "5", "%a"}, {"GET", "%a"}, {"EXEC"}},
 		} {
 			on := func(tag string) [][]string {
 				var cmds [][]string

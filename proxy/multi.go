@@ -156,9 +156,12 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) err
 	if err := refused(spec); err != nil {
 		return err
 	}
-	keys, err := spec.Keys(nil, args)
+	// As outside a transaction: SORT by its key, and a line malformed
+	// where its keys should be is queued, for the node to refuse at EXEC
+	// as Redis does.
+	keys, _, err := routeKeys(spec, args)
 	if err != nil {
-		return fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
+		return err
 	}
 	if len(keys) == 0 {
 		return nil
