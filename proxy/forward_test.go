@@ -934,6 +934,22 @@ func TestPassthroughWatch(t *testing.T) {
 				t.Errorf("loops %d, %q: got %q, want %q", loops, step.cmd, got, step.want)
 			}
 		}
+		// A transaction without keys runs where the watches are, not on
+		// any primary: a changed watched key aborts it. (Any primary is
+		// one chosen by the clock: try a few times.)
+		for i := range 6 {
+			for _, queued := range [][]string{nil, {"PING"}} {
+				a.do("WATCH", k)
+				b.do("SET", k, "x")
+				a.do("MULTI")
+				if queued != nil {
+					a.do(queued...)
+				}
+				if got := a.do("EXEC"); got != "*-1\r\n" {
+					t.Errorf("loops %d, try %d: EXEC of MULTI %q after a watched key changed: %q, want a null array", loops, i, queued, got)
+				}
+			}
+		}
 	}
 	// Every pinned connection is closed once its transaction ended. (A
 	// shared connection's last command may be an EXEC too, so only the

@@ -150,6 +150,11 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		f := &fs[i]
 		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, batch: b, i: i}
 		addr := c.addrOf(topo, cmds[i].Slot)
+		if cmds[i].Pin != nil && cmds[i].Slot == AnySlot {
+			// Not any primary: a transaction without keys sent to another
+			// than the pin's would run there, unwatched.
+			addr = cmds[i].Pin.b.addr
+		}
 		if cmds[i].ReadOnly && c.cfg.ReadFromReplicas {
 			if ra := c.replicaOf(topo, addr); ra != "" {
 				addr, f.readonly = ra, true
