@@ -194,68 +194,138 @@ func splitArgs(argv [][]byte, raw []byte) [][]byte {
 }
 
 // splitInline appends the arguments of raw, one whole inline command that
-// a framer passed, to argv, as redcon reads them: separated by spaces, each
-// bare or quoted ("..." or '...', with \n, \r, \t and \<any> escapes). It
-// takes time linear in the line, where redcon's parser allocates the
-// square of it, and reports false for unbalanced quotes. Bare arguments
-// are not copied.
+// a framer passed, to argv, as Redis's sdssplitargs reads them: separated
+// by blanks, each bare or quoted ("..." with \xHH, \n, \r, \t, \b, \a
+// and \<any> escapes; '...' with \' only), where a quote may begin inside
+// a bare argument and a closing quote must end one. Like Redis it reads
+// the line as a C string, up to a NUL byte. It takes time linear in the
+// line, where redcon's parser allocates the square of it, and reports
+// false for unbalanced quotes. Arguments without quotes are not copied.
 func splitInline(argv [][]byte, raw []byte) ([][]byte, bool) {
 	line := raw[:len(raw)-1]
 	if n := len(line); n > 0 && line[n-1] == '\r' {
 		line = line[:n-1]
 	}
-	for i := 0; i < len(line); {
-		switch q := line[i]; q {
-		case ' ':
+	if i := bytes.IndexByte(line, 0); i >= 0 {
+		line = line[:i]
+	}
+	// at is the byte at i, or the C string's terminating NUL past its end.
+	at := func(i int) byte {
+		if i < len(line) {
+			return line[i]
+		}
+		return 0
+	}
+	for i := 0; ; {
+		for i < len(line) && isSpace(line[i]) {
 			i++
-		case '"', '\'':
-			arg := []byte{}
-			for i++; ; i++ {
-				if i == len(line) {
-					return argv, false
-				}
-				c := line[i]
-				if c == q {
-					break
-				}
-				if c == '\\' {
-					if i++; i == len(line) {
+		}
+		if i == len(line) {
+			return argv, true
+		}
+		start, end := i, -1 // line[start:end] while no quote was met
+		var arg []byte      // the argument, once a quote made it a copy
+		inq, insq := false, false
+		for done := false; !done; i++ {
+			c := at(i)
+			switch {
+			case inq:
+				switch {
+				case c == '\\' && at(i+1) == 'x' && isHex(at(i+2)) && isHex(at(i+3)):
+					arg = append(arg, unhex(at(i+2))<<4|unhex(at(i+3)))
+					i += 3
+				case c == '\\' && at(i+1) != 0:
+					i++
+					arg = append(arg, unescape(line[i]))
+				case c == '"':
+					if n := at(i + 1); n != 0 && !isSpace(n) {
 						return argv, false
 					}
-					switch c = line[i]; c {
-					case 'n':
-						c = '\n'
-					case 'r':
-						c = '\r'
-					case 't':
-						c = '\t'
+					done = true
+				case c == 0:
+					return argv, false
+				default:
+					arg = append(arg, c)
+				}
+			case insq:
+				switch {
+				case c == '\\' && at(i+1) == '\'':
+					i++
+					arg = append(arg, '\'')
+				case c == '\'':
+					if n := at(i + 1); n != 0 && !isSpace(n) {
+						return argv, false
+					}
+					done = true
+				case c == 0:
+					return argv, false
+				default:
+					arg = append(arg, c)
+				}
+			default:
+				switch c {
+				case ' ', '\n', '\r', '\t', 0:
+					done, end = true, i
+				case '"', '\'':
+					if arg == nil {
+						arg = append([]byte{}, line[start:i]...)
+					}
+					inq, insq = c == '"', c == '\''
+				default:
+					if arg != nil {
+						arg = append(arg, c)
 					}
 				}
-				arg = append(arg, c)
 			}
-			// A closing quote ends its argument.
-			if i++; i < len(line) && line[i] != ' ' {
-				return argv, false
-			}
-			argv = append(argv, arg)
-		default:
-			j := i
-			for ; j < len(line) && line[j] != ' '; j++ {
-				if line[j] == '"' || line[j] == '\'' {
-					return argv, false
-				}
-			}
-			argv = append(argv, line[i:j:j])
-			i = j
 		}
+		if arg == nil {
+			arg = line[start:end:end]
+		}
+		i = min(i, len(line))
+		argv = append(argv, arg)
 	}
-	return argv, true
+}
+
+// isSpace is C's isspace.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
+// unescape is the byte a backslash before c stands for in "...".
+func unescape(c byte) byte {
+	switch c {
+	case 'n':
+		return '\n'
+	case 'r':
+		return '\r'
+	case 't':
+		return '\t'
+	case 'b':
+		return '\b'
+	case 'a':
+		return '\a'
+	}
+	return c
 }
 
 // blank reports an inline line with nothing in it, which Redis ignores.
 func blank(b []byte) bool {
 	for _, c := range b {
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+		if !isSpace(c) {
 			return false
 		}
 	}
@@ -407,6 +477,9 @@ func (c *framedConn) release(whole bool) error {
 	var ok bool
 	if c.argv, ok = splitInline(c.argv[:0], held); !ok {
 		return errUnbalancedQuotes
+	}
+	if len(c.argv) == 0 {
+		return nil // a line that starts with a NUL, which Redis ignores
 	}
 	c.out = redcon.AppendArray(c.out, len(c.argv))
 	for _, a := range c.argv {
