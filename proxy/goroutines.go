@@ -192,7 +192,10 @@ type pushOut struct {
 	// last reported; the client's goroutine takes it at its next
 	// pipeline when reported is set, as a loop takes it at once.
 	subscribed, reported bool
-	closed               bool
+	// ended is set once the tunnel ended: the client is closed when what
+	// it is sent, the errors its commands were answered, is written.
+	ended  bool
+	closed bool
 }
 
 // pushTo is the tunnel callbacks of goroutine client c, starting its
@@ -207,7 +210,7 @@ func (s *Server) pushTo(c *client) (onData func([]byte, bool, bool), onEnd func(
 	}
 	// A closed tunnel calls neither again: after a RESET, what the next
 	// one sends is all there is.
-	return p.push, func(error) { p.close() }
+	return p.push, func(error) { p.end() }
 }
 
 // push takes what the tunnel sent.
@@ -300,9 +303,17 @@ func (p *pushOut) flush(replies []byte) {
 	}
 }
 
-// close stops the writer, and closes the client (its tunnel ended, as a
-// client of a Redis node that went away would be); what is not written
-// yet is dropped.
+// end closes the client once what it is sent is written: its tunnel
+// ended, as a client of a Redis node that went away would be.
+func (p *pushOut) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = true
+	p.cond.Broadcast()
+}
+
+// close stops the writer, and closes the client; what is not written yet
+// is dropped.
 func (p *pushOut) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -323,6 +334,10 @@ func (p *pushOut) write() {
 	defer p.mu.Unlock()
 	for {
 		for len(p.out) == 0 && !p.closed {
+			if p.ended && !p.serving {
+				p.closeLocked()
+				return
+			}
 			p.cond.Wait()
 		}
 		if p.closed {

@@ -548,8 +548,9 @@ func (l *loop) decided1(r *round, idx []int) {
 }
 
 // tunnelCallbacks are what c's tunnel calls with each reply or message,
-// and when it ends: c is then closed, as a client of a Redis node that
-// went away would be.
+// and when it ends: c is then closed once its replies are written (the
+// tunnel answered its commands an error), as a client of a Redis node
+// that went away would be.
 func (c *fdConn) tunnelCallbacks(gen int) (onData func([]byte, bool, bool), onEnd func(error)) {
 	l := c.loop
 	return func(data []byte, subscribed, answered bool) {
@@ -579,7 +580,9 @@ func (l *loop) deliver(d decision) {
 		case c.gone || d.gen != c.tunnelGen:
 			// Gone, or a tunnel it reset: nothing to deliver.
 		case d.ended:
-			l.close(c)
+			c.closing = true
+			c.cancelBlocked()
+			l.mark(&c.client)
 		case !c.pushData(d.data, d.subscribed):
 			l.s.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", c.addr))
 			l.close(c)

@@ -70,8 +70,10 @@ type ClusterConfig struct {
 	// Replicas lag: a read may not see a write just made.
 	ReadFromReplicas bool
 	// ForwardTimeout bounds how long a node may hold an ordinary command
-	// forwarded to it; 0 means 10s. Past it the node's connection is
-	// closed and its commands answered an error.
+	// forwarded to it, or a subscriber's command (not the subscriber's
+	// wait for messages); 0 means 10s. Past it the node's connection is
+	// closed and its commands answered an error; a subscriber's client is
+	// closed after those errors, its subscriptions gone.
 	ForwardTimeout time.Duration
 	// Logger receives one line per change of shard state and per key that
 	// becomes hot or cools down; nil means none.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sluice-rl/sluice/router/reply"
 	"github.com/sluice-rl/sluice/router/slot"
@@ -34,6 +35,11 @@ import (
 // command's fences are back, all its replies are, and the tunnel says so
 // (in the order the commands were sent), so that the client's later
 // replies wait for them as they would from one node.
+//
+// A fence not back within the cluster's forward timeout ends the tunnel,
+// as a lost connection does: the client's commands would otherwise wait
+// for a hung node for ever. Only a pending fence is bounded: a subscriber
+// may wait for messages for hours.
 type Tunnel struct {
 	c      *Cluster
 	resp3  bool
@@ -77,10 +83,17 @@ type tunnelConn struct {
 	sent []*shardCmd
 	// fences are the commands whose fence this connection has yet to
 	// answer, in the order sent.
-	fences []*tunnelCmd
+	fences []sentFence
 	// last is the command last sent on it: what the node sends after its
 	// fence (a message, say) must not overtake that command's replies.
 	last *tunnelCmd
+}
+
+// sentFence is a fence written on a connection, for command of: the
+// connection's read deadline is its sentAt plus the forward timeout.
+type sentFence struct {
+	of     *tunnelCmd
+	sentAt time.Time
 }
 
 // shardCmd is an SSUBSCRIBE or SUNSUBSCRIBE sent to a node.
@@ -112,7 +125,8 @@ var errTunnelHeld = errors.New("router: tunnel: replies held behind a slow node 
 // connections are made as commands need them. onData gets each whole
 // reply or message, and whether the client still has a subscription
 // afterwards; onEnd gets the error that ended a connection of the tunnel,
-// which ends them all. Both are called one at a time, from the tunnel's
+// which ends them all, once every command sent is answered (an error
+// reply for each whose replies did not all come). Both are called one at a time, from the tunnel's
 // goroutines (onEnd from Send too), never after Close has returned; they
 // must not call the tunnel. answered is set (data may then be nil) once
 // all the replies to the oldest command sent and not yet answered are
@@ -130,7 +144,20 @@ func (t *Tunnel) Send(args [][]byte) error {
 	if t.closed {
 		return errTunnelClosed
 	}
+	// Pending before it is written: should a write end the tunnel, the
+	// command is answered with the others.
 	of := &tunnelCmd{}
+	t.pending = append(t.pending, of)
+	if err := t.route(name, args, cmd, of); err != nil {
+		t.pending = t.pending[:len(t.pending)-1]
+		return err
+	}
+	return nil
+}
+
+// route writes cmd, which args are, to the connections it is for; t.mu is
+// held. It fails before writing anything, or not at all.
+func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) error {
 	switch {
 	case (name == "ssubscribe" || name == "sunsubscribe") && len(args) > 1:
 		// The node refuses channels of several slots (CROSSSLOT) in
@@ -179,7 +206,6 @@ func (t *Tunnel) Send(args [][]byte) error {
 		}
 		t.writeFenced(home, cmd, of)
 	}
-	t.pending = append(t.pending, of)
 	return nil
 }
 
@@ -232,7 +258,11 @@ var fence = func() struct{ cmd, token []byte } {
 // on tc, and a fence after it; t.mu is held.
 func (t *Tunnel) writeFenced(tc *tunnelConn, cmd []byte, of *tunnelCmd) {
 	of.fences++
-	tc.fences = append(tc.fences, of)
+	now := time.Now()
+	if len(tc.fences) == 0 && tc.conn != nil {
+		tc.conn.SetReadDeadline(now.Add(t.c.forwardTimeout()))
+	}
+	tc.fences = append(tc.fences, sentFence{of, now})
 	tc.last = of
 	t.write(tc, cmd)
 	t.write(tc, fence.cmd)
@@ -254,8 +284,9 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 	if len(tc.fences) == 0 {
 		return
 	}
-	tc.fences[0].fences--
+	tc.fences[0].of.fences--
 	tc.fences = tc.fences[1:]
+	t.setDeadline(tc)
 	for len(t.pending) > 0 && t.pending[0].fences == 0 {
 		t.pending[0].done = true
 		t.pending = t.pending[1:]
@@ -271,14 +302,27 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 	}
 }
 
+// setDeadline bounds the wait for tc's oldest fence, or lifts the bound
+// when none is pending; t.mu is held.
+func (t *Tunnel) setDeadline(tc *tunnelConn) {
+	if len(tc.fences) > 0 {
+		tc.conn.SetReadDeadline(tc.fences[0].sentAt.Add(t.c.forwardTimeout()))
+	} else {
+		tc.conn.SetReadDeadline(time.Time{})
+	}
+}
+
 // write writes cmd on tc, or queues it until tc is up; t.mu is held.
 func (t *Tunnel) write(tc *tunnelConn, cmd []byte) {
 	if tc.conn == nil {
 		tc.queue = append(tc.queue, cmd)
 		return
 	}
+	// A hung node that stopped reading would block the write, with t.mu
+	// held, once its socket's buffer is full.
+	tc.conn.SetWriteDeadline(time.Now().Add(t.c.forwardTimeout()))
 	if _, err := tc.conn.Write(cmd); err != nil {
-		t.fail(err)
+		t.fail(tc, err)
 	}
 }
 
@@ -293,14 +337,14 @@ func (t *Tunnel) run(tc *tunnelConn) {
 		t.mu.Unlock()
 		return
 	case err != nil:
-		t.fail(err)
+		t.fail(tc, err)
 		t.mu.Unlock()
 		return
 	}
 	tc.conn = conn
+	t.setDeadline(tc)
 	for _, cmd := range tc.queue {
-		if _, err = conn.Write(cmd); err != nil {
-			t.fail(err)
+		if t.write(tc, cmd); t.closed {
 			break
 		}
 	}
@@ -314,7 +358,7 @@ func (t *Tunnel) run(tc *tunnelConn) {
 			return
 		}
 		if err != nil {
-			t.fail(err)
+			t.fail(tc, err)
 			t.mu.Unlock()
 			return
 		}
@@ -323,12 +367,29 @@ func (t *Tunnel) run(tc *tunnelConn) {
 	}
 }
 
-// fail ends the tunnel for err; t.mu is held.
-func (t *Tunnel) fail(err error) {
-	if !t.closed {
-		t.closeConns()
-		t.onEnd(err)
+// fail ends the tunnel for err, which tc met. The commands not yet
+// answered are answered first, in order: with what their connections
+// sent for them, and an error for those whose replies are not all back.
+// t.mu is held.
+func (t *Tunnel) fail(tc *tunnelConn, err error) {
+	if t.closed {
+		return
 	}
+	t.closeConns()
+	r := errReply("ERR sluice: connection to " + tc.addr + " failed: " + oneLine(err.Error()))
+	subscribed := t.homeSubs+t.shardSubs() > 0
+	for _, of := range t.pending {
+		for _, h := range of.held {
+			t.onData(h, subscribed, false)
+		}
+		if of.fences > 0 {
+			t.onData(r, subscribed, true)
+		} else {
+			t.onData(nil, subscribed, true)
+		}
+	}
+	t.pending, t.held = nil, 0
+	t.onEnd(err)
 }
 
 // received hands on what tc's node sent; t.mu is held.
@@ -417,11 +478,11 @@ func (t *Tunnel) shardSubs() int64 {
 func (t *Tunnel) deliver(tc *tunnelConn, r []byte) {
 	of := tc.last
 	if len(tc.fences) > 0 {
-		of = tc.fences[0]
+		of = tc.fences[0].of
 	}
 	if of != nil && !of.done && of != t.pending[0] {
 		if t.held += len(r); t.held > maxTunnelHeld {
-			t.fail(errTunnelHeld)
+			t.fail(tc, errTunnelHeld)
 			return
 		}
 		of.held = append(of.held, r)

@@ -3,6 +3,7 @@ package router_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -267,5 +268,86 @@ func TestTunnelRepliesInOrderAcrossConnections(t *testing.T) {
 		if d := next(t, got); d != w {
 			t.Fatalf("delivery %d: got %+v, want %+v", i, d, w)
 		}
+	}
+}
+
+// A node that hangs with its socket open (SIGSTOP) ends a tunnel once a
+// command's fence has waited past the forward timeout: the commands still
+// waiting are answered an error naming the node, in order, and then the
+// tunnel ends, as it does when a connection is lost. With no command
+// pending, a tunnel waits for messages past that bound.
+func TestTunnelHungNode(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{ForwardTimeout: 300 * time.Millisecond})
+	waitConnected(t, r)
+	got := make(chan tunnelData, 64)
+	ended := make(chan error, 1)
+	tun := r.Tunnel(false, func(data []byte, subscribed, answered bool) {
+		if data != nil {
+			got <- tunnelData{data: string(data), subscribed: subscribed}
+		}
+		if answered {
+			got <- tunnelData{answered: true}
+		}
+	}, func(err error) { ended <- err })
+	t.Cleanup(tun.Close)
+	expect := func(what, want string) {
+		t.Helper()
+		if d := next(t, got); !strings.HasPrefix(d.data, want) {
+			t.Fatalf("%s: got %+v, want %q...", what, d, want)
+		}
+		if d := next(t, got); !d.answered {
+			t.Fatalf("%s: got %+v, want the command answered", what, d)
+		}
+	}
+	send(t, tun, "SUBSCRIBE", "hang:a")
+	expect("SUBSCRIBE", "*3\r\n$9\r\nsubscribe\r\n$6\r\nhang:a\r\n:1\r\n")
+
+	// Idle for twice the bound: time must pass, there is nothing to poll.
+	time.Sleep(600 * time.Millisecond)
+	select {
+	case err := <-ended:
+		t.Fatalf("an idle tunnel ended: %v", err)
+	default:
+	}
+	// The count is the receiving node's own subscribers: 0 or 1.
+	if got := forward(t, r, "PUBLISH", "hang:a", "m"); got != ":1\r\n" && got != ":0\r\n" {
+		t.Fatalf("PUBLISH: %q", got)
+	}
+	if d := next(t, got); d.data != "*3\r\n$7\r\nmessage\r\n$6\r\nhang:a\r\n$1\r\nm\r\n" {
+		t.Fatalf("message after an idle wait: got %+v", d)
+	}
+
+	var home *clustertest.Node
+	for _, n := range c.Nodes {
+		if v, err := n.Do(context.Background(), "PUBSUB", "NUMSUB", "hang:a").ToArray(); err == nil && len(v) == 2 {
+			if k, _ := v[1].AsInt64(); k == 1 {
+				home = n
+			}
+		}
+	}
+	if home == nil {
+		t.Fatal("no node has the tunnel's channel")
+	}
+	if err := home.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { home.Resume() })
+	start := time.Now()
+	send(t, tun, "SUBSCRIBE", "hang:b")
+	send(t, tun, "PING")
+	failed := "-ERR sluice: connection to " + home.Addr + " failed: "
+	expect("SUBSCRIBE to the hung node", failed)
+	expect("PING to the hung node", failed)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tunnel did not end")
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 3*time.Second {
+		t.Errorf("the tunnel ended after %v, want the 300ms timeout", took)
+	}
+	if err := tun.Send([][]byte{[]byte("PING")}); err == nil {
+		t.Error("PING on the ended tunnel: no error")
 	}
 }

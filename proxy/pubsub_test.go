@@ -1,0 +1,69 @@
+package proxy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/reply"
+)
+
+// A subscriber whose node hangs with its socket open (SIGSTOP) gets an
+// error naming the node for each command it sent since, in order, once
+// the forward timeout has passed, and is then closed, as when its node's
+// connection is lost. Idle, it waits for messages past that bound. Both
+// serving paths.
+func TestPassthroughPubSubHungNode(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
+	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, ForwardTimeout: 300 * time.Millisecond})
+	t.Cleanup(r.Close)
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		ch := "hang:" + t.Name()
+		sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+		if got := sub.do("SUBSCRIBE", ch); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		// Idle for twice the bound: time must pass, there is nothing to poll.
+		time.Sleep(600 * time.Millisecond)
+		pub.do("PUBLISH", ch, "m")
+		if got, want := sub.read(), "*3\r\n$7\r\nmessage\r\n"; !strings.HasPrefix(got, want) {
+			t.Fatalf("message after an idle wait: %q, want %q...", got, want)
+		}
+
+		var home *clustertest.Node
+		for _, n := range c.Nodes {
+			if v, err := n.Do(context.Background(), "PUBSUB", "NUMSUB", ch).ToArray(); err == nil && len(v) == 2 {
+				if k, _ := v[1].AsInt64(); k == 1 {
+					home = n
+				}
+			}
+		}
+		if home == nil {
+			t.Fatal("no node has the subscriber's channel")
+		}
+		if err := home.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer home.Resume()
+		start := time.Now()
+		sub.send([]string{"SUBSCRIBE", ch + ":b"}, []string{"PING"})
+		failed := "-ERR sluice: connection to " + home.Addr + " failed: "
+		for _, what := range []string{"SUBSCRIBE", "PING"} {
+			if got := sub.read(); !strings.HasPrefix(got, failed) {
+				t.Errorf("%s to the hung node: %q, want %q...", what, got, failed)
+			}
+		}
+		if took := time.Since(start); took < 300*time.Millisecond || took > 3*time.Second {
+			t.Errorf("answered after %v, want the 300ms timeout", took)
+		}
+		if got, err := reply.Read(sub.br, nil); err == nil {
+			t.Errorf("after the errors: %q, want the connection closed", got)
+		}
+	})
+}
