@@ -84,6 +84,7 @@ func (s *Server) toTunnel(c *client, args [][]byte) error {
 	}
 	c.tunnelWait = append(c.tunnelWait, c.base+uint64(len(c.q)))
 	c.q = append(c.q, slot{state: slotWaiting})
+	c.tunnelReset = false
 	return nil
 }
 
@@ -97,6 +98,11 @@ func (c *client) tunnelAnswered() {
 	sl.state, sl.raw, c.pushed = slotDecided, c.pushed, nil
 	if c.tunnelWait = c.tunnelWait[1:]; len(c.tunnelWait) == 0 {
 		c.tunnelWait = nil
+		if c.tunnelReset {
+			// A RESET's tunnel, whose last command is answered: a client
+			// that subscribes again gets a new one, in its protocol then.
+			c.closeTunnel()
+		}
 	}
 }
 

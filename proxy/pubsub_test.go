@@ -10,6 +10,7 @@ import (
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 	"github.com/sluice-rl/sluice/router/reply"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // A subscriber whose node hangs with its socket open (SIGSTOP) gets an
@@ -65,5 +66,78 @@ func TestPassthroughPubSubHungNode(t *testing.T) {
 		if got, err := reply.Read(sub.br, nil); err == nil {
 			t.Errorf("after the errors: %q, want the connection closed", got)
 		}
+	})
+}
+
+// Subscription commands and RESET in one pipeline: the confirmations of
+// what came before RESET arrive before +RESET, and after it the client is
+// out of subscribed mode with no subscription left, a new SUBSCRIBE
+// counting from zero: what a node answers the same bytes. Both serving
+// paths, RESP2 and RESP3.
+func TestPassthroughPubSubReset(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	const shard = "{rs}s"
+	node, err := c.Primary(context.Background(), slot.Of(shard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct {
+		name    string
+		resp3   bool
+		cmds    [][]string
+		replies int
+	}{
+		{"subscribe", false, [][]string{{"SUBSCRIBE", "rs:a", "rs:b"}, {"RESET"}, {"PING"}}, 4},
+		{"subscribe again", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"PSUBSCRIBE", "rs:*"}, {"RESET"},
+			{"SUBSCRIBE", "rs:c"}, {"PING"}, {"RESET"}, {"PING"}}, 7},
+		{"shard", false, [][]string{{"SSUBSCRIBE", shard}, {"SUBSCRIBE", "rs:a"}, {"RESET"}, {"PING"}}, 4},
+		{"resp3", true, [][]string{{"SUBSCRIBE", "rs:a"}, {"PING"}, {"RESET"}, {"PING"}}, 4},
+	} {
+		answers := func(t *testing.T, addr string) []string {
+			conn := dialRaw(t, addr)
+			if p.resp3 {
+				conn.do("HELLO", "3")
+			}
+			conn.send(p.cmds...)
+			got := make([]string, p.replies)
+			for i := range got {
+				got[i] = conn.read()
+			}
+			return got
+		}
+		want := answers(t, node.Addr)
+		eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+			got := answers(t, serveConfig(t, cfg))
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("%s: reply %d is %q, want %q as the node's", p.name, i, got[i], want[i])
+				}
+			}
+		})
+	}
+	// subscribers counts what a node holds of the test's channels.
+	subscribers := func(n *clustertest.Node) int64 {
+		ctx := context.Background()
+		total, _ := n.Do(ctx, "PUBSUB", "NUMPAT").AsInt64()
+		for _, cmd := range [][]string{{"PUBSUB", "NUMSUB", "rs:a", "rs:b", "rs:c"}, {"PUBSUB", "SHARDNUMSUB", shard}} {
+			v, err := n.Do(ctx, cmd...).ToArray()
+			if err != nil {
+				t.Fatalf("%q: %v", cmd, err)
+			}
+			for i := 1; i < len(v); i += 2 {
+				k, _ := v[i].AsInt64()
+				total += k
+			}
+		}
+		return total
+	}
+	waitUntil(t, "no subscription is left on the nodes", func() bool {
+		for _, n := range c.Nodes {
+			if subscribers(n) != 0 {
+				return false
+			}
+		}
+		return true
 	})
 }

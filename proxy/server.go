@@ -429,6 +429,10 @@ type client struct {
 	// tunnelWait are the slots (by sequence number) of the commands sent
 	// through the tunnel and not yet answered, oldest first.
 	tunnelWait []uint64
+	// tunnelReset is set by a RESET while tunnelWait had slots: the
+	// tunnel closes once they are answered, unless a command was sent
+	// through it since.
+	tunnelReset bool
 	// conn and push serve a client on its own goroutine: push writes its
 	// output once it subscribes.
 	conn *framedConn
@@ -800,22 +804,30 @@ func (s *Server) drain(c *client) {
 func (c *client) reset() {
 	c.multi = nil
 	c.unpin()
-	if c.tunnel != nil {
-		c.tunnel.Close()
-		c.tunnel, c.subscribed = nil, false
-		c.tunnelGen++ // what it still sends, and its end, are dropped
-		if c.push != nil {
-			c.push.drop()
-		}
-		// Its commands still unanswered get what came of them.
-		for len(c.tunnelWait) > 0 {
-			c.tunnelAnswered()
-		}
+	switch {
+	case len(c.tunnelWait) > 0:
+		// Its commands sent before are answered first, as a node answers
+		// them before RESET: the tunnel drops their subscriptions after.
+		c.tunnel.Reset()
+		c.subscribed, c.tunnelReset = false, true
+	case c.tunnel != nil:
+		c.closeTunnel()
 	}
 	c.resp3, c.out.resp3, c.held.resp3 = false, false, false
 	c.name, c.lib, c.ver = "", "", ""
 	c.replyOff, c.skip = false, false
 	c.published()
+}
+
+// closeTunnel closes c's tunnel and forgets it: what it still sends, and
+// its end, are dropped.
+func (c *client) closeTunnel() {
+	c.tunnel.Close()
+	c.tunnel, c.subscribed, c.tunnelReset = nil, false, false
+	c.tunnelGen++
+	if c.push != nil {
+		c.push.drop()
+	}
 }
 
 func cmdReset(s *Server, c *client, conn respConn, _ [][]byte) {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -40,17 +41,22 @@ import (
 // as a lost connection does: the client's commands would otherwise wait
 // for a hung node for ever. Only a pending fence is bounded: a subscriber
 // may wait for messages for hours.
+//
+// RESET (Reset) leaves the connections to answer what was sent before it,
+// as a node answers a pipeline's subscriptions before its RESET, and then
+// closes them; later commands go to new ones.
 type Tunnel struct {
 	c      *Cluster
-	resp3  bool
 	onData func(data []byte, subscribed, answered bool)
 	onEnd  func(error)
 
-	mu     sync.Mutex    // guards the fields below
-	home   *tunnelConn   // channels and patterns; nil until used
-	shards []*tunnelConn // shard channels, a connection per node, in the order opened
-	// homeSubs is the client's channels and patterns, as home last said.
-	homeSubs int64
+	mu sync.Mutex // guards the fields below
+	// conns are those the client's commands go to: since the tunnel
+	// opened, or since its last Reset.
+	conns *tunnelConns
+	// reset are the connections in use before a Reset, until they have
+	// answered what was sent to them before it.
+	reset []*tunnelConn
 	// pending are the commands not yet answered wholly, in the order sent.
 	pending []*tunnelCmd
 	// held counts the bytes of the commands' held replies: a node that
@@ -58,6 +64,27 @@ type Tunnel struct {
 	held   int
 	closed bool // by Close, or when a connection failed
 }
+
+// tunnelConns are a tunnel's connections between two resets, and what
+// the client is subscribed to on them: a confirmation counts only its
+// own.
+type tunnelConns struct {
+	resp3  bool
+	home   *tunnelConn   // channels and patterns; nil until used
+	shards []*tunnelConn // shard channels, a connection per node, in the order opened
+	// homeSubs is the client's channels and patterns, as home last said.
+	homeSubs int64
+}
+
+func (g *tunnelConns) shardSubs() int64 {
+	var n int64
+	for _, tc := range g.shards {
+		n += tc.count
+	}
+	return n
+}
+
+func (g *tunnelConns) subscribed() bool { return g.homeSubs+g.shardSubs() > 0 }
 
 // tunnelCmd is one command of the client's: answered once the fences
 // of every connection it went to are back.
@@ -73,8 +100,10 @@ type tunnelCmd struct {
 // tunnelConn is one of a tunnel's connections.
 type tunnelConn struct {
 	addr  string
-	conn  net.Conn // nil until dialled
-	queue [][]byte // sent before the connection was up
+	set   *tunnelConns // it is of
+	conn  net.Conn     // nil until dialled
+	done  bool         // closed after a Reset: what it still sends is dropped
+	queue [][]byte     // sent before the connection was up
 	// count is the client's shard channels on this node, as it last said.
 	count int64
 	// sent are the shard commands the node has yet to confirm wholly, in
@@ -132,7 +161,7 @@ var errTunnelHeld = errors.New("router: tunnel: replies held behind a slow node 
 // all the replies to the oldest command sent and not yet answered are
 // delivered: one such call for each command sent, in order.
 func (c *Cluster) Tunnel(resp3 bool, onData func(data []byte, subscribed, answered bool), onEnd func(error)) *Tunnel {
-	return &Tunnel{c: c, resp3: resp3, onData: onData, onEnd: onEnd}
+	return &Tunnel{c: c, conns: &tunnelConns{resp3: resp3}, onData: onData, onEnd: onEnd}
 }
 
 // Send sends one subscription command, or PING, to the node it is for.
@@ -158,6 +187,7 @@ func (t *Tunnel) Send(args [][]byte) error {
 // route writes cmd, which args are, to the connections it is for; t.mu is
 // held. It fails before writing anything, or not at all.
 func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) error {
+	g := t.conns
 	switch {
 	case (name == "ssubscribe" || name == "sunsubscribe") && len(args) > 1:
 		// The node refuses channels of several slots (CROSSSLOT) in
@@ -170,10 +200,10 @@ func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) er
 		for i, a := range args[1:] {
 			chans[i] = bytes.Clone(a)
 		}
-		t.sendShard(addr, &shardCmd{cmd: cmd, kind: name, channels: chans, of: of})
+		t.sendShard(g, addr, &shardCmd{cmd: cmd, kind: name, channels: chans, of: of})
 	case name == "sunsubscribe":
-		all := &unsubAll{nodes: len(t.shards)}
-		for _, tc := range t.shards {
+		all := &unsubAll{nodes: len(g.shards)}
+		for _, tc := range g.shards {
 			tc.sent = append(tc.sent, &shardCmd{cmd: cmd, kind: name, all: all})
 			t.writeFenced(tc, cmd, of)
 		}
@@ -188,11 +218,11 @@ func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) er
 			home.sent = append(home.sent, &shardCmd{cmd: cmd, kind: name, all: all})
 			t.writeFenced(home, cmd, of)
 		}
-	case name == "ping" && t.homeSubs == 0 && len(t.shards) > 0:
+	case name == "ping" && g.homeSubs == 0 && len(g.shards) > 0:
 		// A node answers PING as a subscriber's only on a connection
 		// that subscribes.
-		tc := t.shards[0]
-		for _, s := range t.shards {
+		tc := g.shards[0]
+		for _, s := range g.shards {
 			if s.count > 0 {
 				tc = s
 				break
@@ -214,28 +244,34 @@ var errNoSlotMap = errors.New("CLUSTERDOWN sluice has no slot map of the cluster
 // homeConn is the connection for channels and patterns, opened at first
 // use; t.mu is held.
 func (t *Tunnel) homeConn() (*tunnelConn, error) {
-	if t.home == nil {
+	g := t.conns
+	if g.home == nil {
 		addr := t.c.addrOf(t.c.topo.Load(), AnySlot)
 		if addr == "" {
 			return nil, errNoSlotMap
 		}
-		t.home = &tunnelConn{addr: addr}
-		go t.run(t.home)
+		g.home = &tunnelConn{addr: addr, set: g}
+		go t.run(g.home)
 	}
-	return t.home, nil
+	return g.home, nil
 }
 
-// sendShard sends a shard command to the node at addr; t.mu is held.
-func (t *Tunnel) sendShard(addr string, sc *shardCmd) {
+// sendShard sends a shard command to the node at addr, on a connection
+// of g; t.mu is held.
+func (t *Tunnel) sendShard(g *tunnelConns, addr string, sc *shardCmd) {
 	var tc *tunnelConn
-	for _, s := range t.shards {
-		if s.addr == addr {
+	for _, s := range g.shards {
+		if s.addr == addr && !s.done {
 			tc = s
 		}
 	}
 	if tc == nil {
-		tc = &tunnelConn{addr: addr}
-		t.shards = append(t.shards, tc)
+		tc = &tunnelConn{addr: addr, set: g}
+		g.shards = append(g.shards, tc)
+		if g != t.conns {
+			// A MOVED to a command sent before a Reset.
+			t.reset = append(t.reset, tc)
+		}
 		go t.run(tc)
 	}
 	tc.sent = append(tc.sent, sc)
@@ -287,15 +323,18 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 	tc.fences[0].of.fences--
 	tc.fences = tc.fences[1:]
 	t.setDeadline(tc)
+	if tc.set != t.conns && len(tc.fences) == 0 {
+		t.retire(tc)
+	}
 	for len(t.pending) > 0 && t.pending[0].fences == 0 {
 		t.pending[0].done = true
 		t.pending = t.pending[1:]
-		t.onData(nil, t.homeSubs+t.shardSubs() > 0, true)
+		t.onData(nil, t.conns.subscribed(), true)
 		if len(t.pending) > 0 {
 			next := t.pending[0]
 			for _, r := range next.held {
 				t.held -= len(r)
-				t.onData(r, t.homeSubs+t.shardSubs() > 0, false)
+				t.onData(r, t.conns.subscribed(), false)
 			}
 			next.held = nil
 		}
@@ -327,7 +366,7 @@ func (t *Tunnel) write(tc *tunnelConn, cmd []byte) {
 }
 
 func (t *Tunnel) run(tc *tunnelConn) {
-	conn, br, err := t.c.dial(tc.addr, t.resp3, false, 16<<10)
+	conn, br, err := t.c.dial(tc.addr, tc.set.resp3, false, 16<<10)
 	t.mu.Lock()
 	switch {
 	case t.closed:
@@ -353,7 +392,7 @@ func (t *Tunnel) run(tc *tunnelConn) {
 	for {
 		r, err := reply.Read(br, nil)
 		t.mu.Lock()
-		if t.closed {
+		if t.closed || tc.done {
 			t.mu.Unlock()
 			return
 		}
@@ -377,7 +416,7 @@ func (t *Tunnel) fail(tc *tunnelConn, err error) {
 	}
 	t.closeConns()
 	r := errReply("ERR sluice: connection to " + tc.addr + " failed: " + oneLine(err.Error()))
-	subscribed := t.homeSubs+t.shardSubs() > 0
+	subscribed := t.conns.subscribed()
 	for _, of := range t.pending {
 		for _, h := range of.held {
 			t.onData(h, subscribed, false)
@@ -399,7 +438,8 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 		return
 	}
 	kind, ch, n, ok := confirmation(r)
-	if tc == t.home {
+	g := tc.set
+	if tc == g.home {
 		switch {
 		case ok && kind == "sunsubscribe" && ch == nil:
 			// Home holds no shard channel: it answers this only when it was
@@ -411,7 +451,7 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 			}
 			return
 		case ok:
-			t.homeSubs = n
+			g.homeSubs = n
 		}
 		t.deliver(tc, r)
 		return
@@ -431,7 +471,7 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 			// slot map is read again for the next ones.
 			t.c.stale.Store(true)
 			head.redirects++
-			t.sendShard(addr, head)
+			t.sendShard(g, addr, head)
 			return
 		}
 	case ok && (kind == "ssubscribe" || kind == "sunsubscribe"):
@@ -452,7 +492,7 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 		// Otherwise the node dropped the channel itself: its slot moved
 		// away (Redis 7 tells its subscribers so). The client is told as
 		// it is, and subscribes again to follow the slot.
-		r = withCount(r, t.shardSubs())
+		r = withCount(r, g.shardSubs())
 	}
 	t.deliver(tc, r)
 }
@@ -461,16 +501,8 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 // every shard channel: the client gets it once every node asked gave it.
 func (t *Tunnel) unsubscribedAll(tc *tunnelConn, all *unsubAll, r []byte) {
 	if all.nulls++; all.nulls == all.nodes {
-		t.deliver(tc, withCount(r, t.shardSubs()))
+		t.deliver(tc, withCount(r, tc.set.shardSubs()))
 	}
-}
-
-func (t *Tunnel) shardSubs() int64 {
-	var n int64
-	for _, tc := range t.shards {
-		n += tc.count
-	}
-	return n
 }
 
 // deliver hands on r, which tc's node sent, unless it waits behind an
@@ -488,7 +520,7 @@ func (t *Tunnel) deliver(tc *tunnelConn, r []byte) {
 		of.held = append(of.held, r)
 		return
 	}
-	t.onData(r, t.homeSubs+t.shardSubs() > 0, false)
+	t.onData(r, t.conns.subscribed(), false)
 }
 
 // Close ends the tunnel: its callbacks are not called again.
@@ -498,10 +530,42 @@ func (t *Tunnel) Close() {
 	t.closeConns()
 }
 
+// Reset ends the client's subscriptions, as RESET does. The commands sent
+// before are still answered, each by the connections it went to, which
+// then close: what their nodes send after that is dropped. Later commands
+// go to new connections, in RESP2, as RESET leaves the client.
+func (t *Tunnel) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	old := t.conns
+	t.conns = &tunnelConns{}
+	for _, tc := range append([]*tunnelConn{old.home}, old.shards...) {
+		if tc == nil {
+			continue
+		}
+		if len(tc.fences) > 0 {
+			t.reset = append(t.reset, tc)
+		} else {
+			t.retire(tc)
+		}
+	}
+}
+
+// retire closes tc, which answered the last command sent to it before a
+// Reset; t.mu is held.
+func (t *Tunnel) retire(tc *tunnelConn) {
+	tc.done = true
+	tc.conn.Close()
+	t.reset = slices.DeleteFunc(t.reset, func(r *tunnelConn) bool { return r == tc })
+}
+
 // closeConns closes every connection of t; t.mu is held.
 func (t *Tunnel) closeConns() {
 	t.closed = true
-	for _, tc := range append([]*tunnelConn{t.home}, t.shards...) {
+	for _, tc := range append(append([]*tunnelConn{t.conns.home}, t.conns.shards...), t.reset...) {
 		if tc != nil && tc.conn != nil {
 			tc.conn.Close()
 		}
