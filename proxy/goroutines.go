@@ -240,11 +240,11 @@ func (p *pushOut) push(data []byte, subscribed, answered bool) {
 }
 
 // drop forgets what the client's tunnel, which RESET closed, sent during
-// the pipeline.
+// the pipeline, and its end: the client lost no subscription.
 func (p *pushOut) drop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.held, p.answers, p.reported = nil, nil, false
+	p.held, p.answers, p.reported, p.ended = nil, nil, false, false
 }
 
 // answered waits until the tunnel answered the pipeline's n commands sent
