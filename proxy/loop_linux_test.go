@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -202,4 +203,36 @@ func TestLoopTakesAKeysPipelinedStepsInOrder(t *testing.T) {
 			t.Fatalf("step %d: got %v (%v), want remaining %d", j, got, err, 999-j)
 		}
 	}
+}
+
+// A loop with a P to spare waits for events without telling the
+// scheduler; the collector must still stop it: collections while it idles
+// end, and it answers after them.
+func TestIdleLoopLetsTheCollectorRun(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one P: the loops wait through the scheduler")
+	}
+	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: 1})
+	c, r := raw(t, addr)
+	ping := func() {
+		t.Helper()
+		io.WriteString(c, "PING\r\n")
+		if line, err := r.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+			t.Fatalf("PING: %q, %v", line, err)
+		}
+	}
+	ping()
+	done := make(chan struct{})
+	go func() {
+		for range 3 {
+			runtime.GC()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a collection did not end while a loop idled")
+	}
+	ping()
 }

@@ -5,10 +5,11 @@ import (
 	"unsafe"
 )
 
-// The loop's reads and writes are on non-blocking sockets, and its polls
-// here do not wait: none of them can block, so they skip the scheduler's
+// The loop's reads and writes are on non-blocking sockets, and pollNow
+// does not wait: none of them can block, so they skip the scheduler's
 // syscall bookkeeping (entersyscall/exitsyscall, and the P that sysmon
-// would hand off from under a syscall it thinks blocked).
+// would hand off from under a syscall it thinks blocked). pollWait does
+// block, on purpose: see its comment.
 
 func rawRead(fd int, p []byte) (int, error) {
 	var ptr unsafe.Pointer
@@ -37,6 +38,17 @@ func rawWrite(fd int, p []byte) (int, error) {
 // pollNow is epoll_wait that returns at once.
 func pollNow(epfd int, events []syscall.EpollEvent) (int, error) {
 	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
+
+// pollWait is epoll_wait for up to ms (-1: until an event), which blocks
+// its thread and its P: only for a goroutine that leaves other Ps to the
+// rest (see loop.run).
+func pollWait(epfd int, events []syscall.EpollEvent, ms int) (int, error) {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(ms), 0, 0)
 	if e != 0 {
 		return -1, e
 	}
