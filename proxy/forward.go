@@ -144,13 +144,12 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 				break
 			}
 		}
+		if one && spec.Has("blocking") {
+			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3})
+			return nil
+		}
 		if one {
-			f := router.Forward{Slot: sl, Cmd: r.command(args)}
-			if spec.Has("blocking") {
-				f.Blocked = &router.Blocked{}
-				c.blocked = append(c.blocked, f.Blocked)
-			}
-			r.fwd = append(r.fwd, f)
+			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: r.command(args)})
 			break
 		}
 		sp, ok := splits[spec.Name]
@@ -176,15 +175,68 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 // queueItem makes it, whose parts are r.fwd[it.first:], c's next reply;
 // the parts go in c's protocol.
 func (r *round) queueItem(c *client, it fwdItem) {
+	for k := it.first; k < len(r.fwd); k++ {
+		r.fwd[k].RESP3 = c.resp3
+	}
+	r.addItem(it, target{c: c, seq: c.base + uint64(len(c.q))})
+	c.q = append(c.q, slot{state: slotWaiting})
+}
+
+// addItem makes it, whose parts are r.fwd[it.first:], the reply of the
+// slot to.
+func (r *round) addItem(it fwdItem, to target) {
 	it.n = len(r.fwd) - it.first
 	it.left = it.n
 	for k := it.first; k < len(r.fwd); k++ {
 		r.partOf = append(r.partOf, len(r.items))
-		r.fwd[k].RESP3 = c.resp3
 	}
-	it.to = target{c: c, seq: c.base + uint64(len(c.q))}
-	c.q = append(c.q, slot{state: slotWaiting})
+	it.to = to
 	r.items = append(r.items, it)
+}
+
+// blockingCmd is a client's blocking command (BLPOP, XREAD BLOCK, ...)
+// until it is answered. Redis serves a blocked client nothing more, and
+// runs its commands one after the other: so the command is sent only once
+// every command before it is answered (on its own connection, it would
+// race them to the node), and nothing the client sent after it is taken
+// until it is answered.
+type blockingCmd struct {
+	f    router.Forward // Cmd is its own: the client's input is reused
+	seq  uint64         // its slot
+	sent bool
+}
+
+// blockOn makes f, a blocking command, c's next reply: it waits for its
+// turn (blockTurn), and c takes nothing more until it is answered
+// (unblocked).
+func (c *client) blockOn(f router.Forward) {
+	f.Blocked = &router.Blocked{}
+	c.block = &blockingCmd{f: f, seq: c.base + uint64(len(c.q))}
+	c.q = append(c.q, slot{state: slotWaiting})
+}
+
+// blockTurn reports whether c's blocking command waits to be sent and
+// every command before it is answered: drained, it is next in c's queue.
+func (c *client) blockTurn() bool {
+	return c.block != nil && !c.block.sent && c.base+uint64(c.head) == c.block.seq
+}
+
+// sendBlocking adds c's blocking command, its turn come, to r.
+func (r *round) sendBlocking(c *client) {
+	c.block.sent = true
+	it := fwdItem{first: len(r.fwd)}
+	r.fwd = append(r.fwd, c.block.f)
+	r.addItem(it, target{c: c, seq: c.block.seq})
+}
+
+// unblocked reports whether c's blocking command was answered, its reply
+// drained, and forgets it: c may be served again.
+func (c *client) unblocked() bool {
+	if c.block == nil || !c.block.sent || c.base+uint64(c.head) <= c.block.seq {
+		return false
+	}
+	c.block = nil
+	return true
 }
 
 // routeKeys are the positions in args of the keys that say where a

@@ -624,6 +624,77 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	waitUntil(t, "no BLPOP waits at the node once their clients left", func() bool { return blocked() == 0 })
 }
 
+// TestPassthroughBlockingInAPipeline pipelines a blocking command among
+// others, on both serving paths: the commands before it must run before
+// it, and those after it once it is answered, as a Redis node runs them.
+// It goes on a connection of its own, where it raced the others to the
+// node and lost a few times in ten; so each pipeline is sent many times,
+// and every time the replies must be the bytes the node answers the same
+// pipeline sent to it directly.
+func TestPassthroughBlockingInAPipeline(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		k := "bp:" + strconv.Itoa(-loops)
+		node, err := c.Primary(context.Background(), slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name    string
+			resp3   bool
+			cmds    [][]string
+			replies int
+		}{
+			// The push before BLPOP has run: it takes the element at once.
+			{"before", false, [][]string{{"RPUSH", k, "a"}, {"BLPOP", k, "0.2"}, {"DEL", k}}, 3},
+			{"before, RESP3", true, [][]string{{"RPUSH", k, "a"}, {"BLPOP", k, "0.2"}, {"DEL", k}}, 3},
+			// The push after BLPOP waits for it: BLPOP times out.
+			{"after", false, [][]string{{"DEL", k}, {"BLPOP", k, "0.01"}, {"RPUSH", k, "b"}, {"LPOP", k}}, 4},
+			{"after, RESP3", true, [][]string{{"DEL", k}, {"BLPOP", k, "0.01"}, {"RPUSH", k, "b"}, {"LPOP", k}}, 4},
+			// Two in a row, each in its turn.
+			{"two", false, [][]string{{"RPUSH", k, "a", "b"}, {"BLPOP", k, "0.2"}, {"BRPOP", k, "0.2"}, {"BLPOP", k, "0.01"}, {"RPUSH", k, "c"}, {"DEL", k}}, 6},
+			// Silenced replies keep their places.
+			{"reply off", false, [][]string{{"CLIENT", "REPLY", "OFF"}, {"RPUSH", k, "a"}, {"BLPOP", k, "0.2"}, {"CLIENT", "REPLY", "ON"}, {"LPOP", k}}, 2},
+			// Inside MULTI it does not block: EXEC runs it at once.
+			{"multi", false, [][]string{{"MULTI"}, {"BLPOP", k, "0"}, {"EXEC"}, {"RPUSH", k, "a"}, {"DEL", k}}, 5},
+		} {
+			through, straight := dialRaw(t, addr), dialRaw(t, node.Addr)
+			if tc.resp3 {
+				through.do("HELLO", "3")
+				straight.do("HELLO", "3")
+			}
+			replies := func(conn *rawConn) string {
+				conn.send(tc.cmds...)
+				var got []string
+				for range tc.replies {
+					got = append(got, conn.read())
+				}
+				return strings.Join(got, "")
+			}
+			want := replies(straight)
+			for i := range 30 {
+				if got := replies(through); got != want {
+					t.Fatalf("loops %d, %s, try %d: %q\n got %q\nwant %q", loops, tc.name, i, tc.cmds, got, want)
+				}
+			}
+		}
+		// QUIT after a blocking command comes after its reply.
+		through := dialRaw(t, addr)
+		through.send([]string{"RPUSH", k, "a"}, []string{"BLPOP", k, "0.2"}, []string{"QUIT"})
+		want := []string{":1\r\n", "*2\r\n$" + strconv.Itoa(len(k)) + "\r\n" + k + "\r\n$1\r\na\r\n", "+OK\r\n"}
+		for _, w := range want {
+			if got := through.read(); got != w {
+				t.Errorf("loops %d: RPUSH, BLPOP, QUIT: %q, want %q", loops, got, w)
+			}
+		}
+		if _, err := through.br.ReadByte(); err == nil {
+			t.Errorf("loops %d: the connection stays open after QUIT", loops)
+		}
+	}
+}
+
 // TestPassthroughPubSub subscribes through sluice and publishes through
 // sluice: messages arrive, in RESP2 and RESP3, and a subscriber that goes
 // away leaves no subscription behind on the cluster.

@@ -102,27 +102,22 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		}
 	}
 	c.r.start = time.Now()
-	if s.take(&c.client, &c.r, first.Args) {
-		for _, cmd := range conn.ReadPipeline() {
-			if !s.take(&c.client, &c.r, cmd.Args) {
-				break
-			}
+	more := s.take(&c.client, &c.r, first.Args)
+	var rest []redcon.Command
+	if more {
+		rest = conn.ReadPipeline()
+	}
+	for more {
+		if c.block != nil && !s.serveBlocking(conn, c) {
+			break
 		}
-	}
-	if len(c.r.reqs)+len(c.r.fwd) > 0 {
-		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder, nil)
-		c.wait(s.metrics)
-	}
-	if n := len(c.tunnelWait); n > 0 {
-		// Its commands sent through the tunnel: their slots take what it
-		// sent until each was answered. Should the tunnel end first, the
-		// client is closed.
-		for _, data := range c.push.answered(n) {
-			c.pushed = data
-			c.tunnelAnswered()
+		if len(rest) == 0 {
+			break
 		}
+		more = s.take(&c.client, &c.r, rest[0].Args)
+		rest = rest[1:]
 	}
-	s.drain(&c.client)
+	s.answer(c)
 	// Writes block here, so replies never wait long: only the hard limit
 	// applies (a batch of replies past it).
 	if hard := s.cfg.OutputLimit.Hard; hard > 0 && int64(len(c.out.b)) > hard {
@@ -157,6 +152,48 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		}
 		conn.Close()
 	}
+}
+
+// answer waits for the replies to what c's round took, and drains them.
+func (s *Server) answer(c *goClient) {
+	if len(c.r.reqs)+len(c.r.fwd) > 0 {
+		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder, nil)
+		c.wait(s.metrics)
+	}
+	if n := len(c.tunnelWait); n > 0 {
+		// Its commands sent through the tunnel: their slots take what it
+		// sent until each was answered. Should the tunnel end first, the
+		// client is closed.
+		for _, data := range c.push.answered(n) {
+			c.pushed = data
+			c.tunnelAnswered()
+		}
+	}
+	s.drain(&c.client)
+}
+
+// serveBlocking answers the commands c sent before its blocking one,
+// writes their replies, as Redis does before the client blocks, then sends
+// the blocking command and waits for its reply: the rest of the pipeline
+// is taken after it. It reports false when the client is being closed
+// instead (its tunnel ended before answering what came first).
+func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
+	s.answer(c)
+	if c.push == nil {
+		// A subscriber's replies go out through its writer, with what
+		// its tunnel sent, once the pipeline is answered.
+		conn.WriteRaw(c.out.b)
+		c.out.b = c.out.b[:0]
+		redcon.BaseWriter(conn).Flush()
+	}
+	if !c.blockTurn() {
+		return false
+	}
+	c.r.sendBlocking(&c.client)
+	s.answer(c)
+	c.unblocked()
+	c.r.start = time.Now()
+	return true
 }
 
 // pushOut is a goroutine client's output once it subscribes. Its

@@ -405,6 +405,9 @@ func (l *loop) event(c *fdConn, events uint32) {
 		l.read(c) // finds an error or EOF itself
 	case events&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 && events&syscall.EPOLLOUT == 0:
 		l.close(c) // not reading, and nothing can be written
+	case events&syscall.EPOLLRDHUP != 0:
+		// Blocked, so not read: its end is taken as an EOF read would be.
+		l.ended(c)
 	}
 	if events&syscall.EPOLLOUT != 0 {
 		l.mark(&c.client)
@@ -419,12 +422,20 @@ func (l *loop) endRound() {
 	}
 	clear(l.back)
 	l.back = l.back[:0]
-	for _, c := range l.dirty {
+	// By index: a client that resumes taking commands is marked again.
+	for i := 0; i < len(l.dirty); i++ {
+		c := l.dirty[i]
 		c.dirty = false
-		if !c.gone {
-			l.s.drain(&c.client)
-			l.flush(c)
+		if c.gone {
+			continue
 		}
+		l.s.drain(&c.client)
+		if c.blockTurn() {
+			l.round().sendBlocking(&c.client)
+		} else if c.unblocked() && !c.closing {
+			l.resume(c)
+		}
+		l.flush(c)
 	}
 	clear(l.dirty)
 	l.dirty = l.dirty[:0]
@@ -518,14 +529,18 @@ func (l *loop) submit() {
 }
 
 // sleep is how long the next epoll_wait may block, in ms: not at all when
-// results came back meanwhile (they are taken now), else until an event
-// or the first lingering client's end, the loop then being idle.
+// results came back meanwhile (they are taken now) or commands wait to be
+// submitted, else until an event or the first lingering client's end, the
+// loop then being idle.
 func (l *loop) sleep() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.decided) > 0 {
 		l.takeDecided()
 		return 0
+	}
+	if r := l.cur; r != nil && len(r.reqs)+len(r.fwd) > 0 {
+		return 0 // a blocking command's turn came, or its client resumed
 	}
 	l.idle = true
 	ms := -1
@@ -659,6 +674,16 @@ func (l *loop) read(c *fdConn) {
 	}
 }
 
+// resume takes the commands c sent after its blocking command, which
+// wait unframed in c.pend, now that it is answered.
+func (l *loop) resume(c *fdConn) {
+	l.mark(&c.client)
+	cmdStart := l.frame(c, c.pend, 0)
+	if !c.closing {
+		c.pend = append(c.pend[:0], c.pend[cmdStart:]...)
+	}
+}
+
 // readLong reads into c.pend itself, so that each read of a long command
 // does not copy what came of it before.
 func (l *loop) readLong(c *fdConn) {
@@ -688,18 +713,28 @@ func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
 		l.close(c)
 		return 0, false
 	case n == 0:
-		c.closing, c.eof = true, true
-		c.cancelBlocked()
+		l.ended(c)
 		return 0, false
 	}
 	return n, true
 }
 
+// ended takes c's EOF: it is answered what it sent before, then closed;
+// its blocking commands stop waiting, as Redis frees a blocked client that
+// closed.
+func (l *loop) ended(c *fdConn) {
+	c.closing, c.eof = true, true
+	c.cancelBlocked()
+	l.mark(&c.client)
+}
+
 // frame takes the whole commands in data, of which c's framer has seen
-// the first framed bytes, and returns where the unfinished one starts.
+// the first framed bytes, and returns where the unfinished one starts. It
+// stops after a blocking command: what follows is taken once that is
+// answered (resume).
 func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 	cmdStart, pos := 0, framed
-	for pos < len(data) && !c.closing {
+	for pos < len(data) && !c.closing && c.block == nil {
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
 		if ferr != nil {
@@ -786,7 +821,14 @@ func (l *loop) flush(c *fdConn) {
 		}
 	}
 	var want uint32
-	if !c.closing && c.inFlight() < maxInFlight && unsent < maxUnsent {
+	switch {
+	case c.closing:
+	case c.block != nil:
+		// Not read while its blocking command waits, as Redis does not
+		// serve a blocked client; but watched for hanging up, which ends
+		// the wait.
+		want = syscall.EPOLLRDHUP
+	case c.inFlight() < maxInFlight && unsent < maxUnsent:
 		want = readable
 	}
 	if unsent > 0 {

@@ -437,9 +437,9 @@ type client struct {
 	// output once it subscribes.
 	conn *framedConn
 	push *pushOut
-	// blocked are its blocking commands sent since its replies last
-	// caught up: cancelled if it goes away while they wait.
-	blocked  []*router.Blocked
+	// block is its blocking command until answered: nothing it sent
+	// after is taken meanwhile, and it is cancelled if c goes away.
+	block    *blockingCmd
 	softOver time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
@@ -790,8 +790,6 @@ func (s *Server) drain(c *client) {
 	if cap(c.held.b) > keepReplies {
 		c.held.b = nil
 	}
-	clear(c.blocked)
-	c.blocked = c.blocked[:0]
 	if len(c.pushed) > 0 {
 		c.out.b = append(c.out.b, c.pushed...)
 		c.pushed = nil
@@ -852,11 +850,12 @@ func (c *client) unpin() {
 	}
 }
 
-// cancelBlocked gives up the blocking commands c still waits for: it went
-// away, as Redis unblocks a client whose connection closes.
+// cancelBlocked gives up the blocking command c still waits for: it went
+// away, as Redis unblocks a client whose connection closes. One not sent
+// yet is then answered an error at once rather than wait at the node.
 func (c *client) cancelBlocked() {
-	for _, b := range c.blocked {
-		b.Cancel()
+	if c.block != nil {
+		c.block.f.Blocked.Cancel()
 	}
 }
 
