@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
@@ -144,7 +145,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 				break
 			}
 		}
-		if one && spec.Has("blocking") {
+		if one && blocks(spec, args) {
 			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3})
 			return nil
 		}
@@ -170,6 +171,37 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	}
 	r.queueItem(c, it)
 	return nil
+}
+
+// blocks reports whether a command may wait at its node: one of Redis's
+// "blocking" flag, but for XREAD and XREADGROUP only with BLOCK (without
+// it they answer at once, and must not take a blocking connection or
+// hold up their client's pipeline).
+func blocks(spec *cmdspec.Spec, args [][]byte) bool {
+	if !spec.Has("blocking") {
+		return false
+	}
+	i := 1
+	switch spec.Name {
+	case "xreadgroup":
+		i = 4 // past GROUP group consumer
+	case "xread":
+	default:
+		return true
+	}
+	for i < len(args) {
+		switch a := string(args[i]); {
+		case strings.EqualFold(a, "block"):
+			return true
+		case strings.EqualFold(a, "streams"):
+			return false
+		case strings.EqualFold(a, "count"):
+			i += 2
+		default:
+			i++ // NOACK
+		}
+	}
+	return false
 }
 
 // queueItem makes it, whose parts are r.fwd[it.first:], c's next reply;

@@ -618,6 +618,22 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	if got := dialRaw(t, addr).do("BLPOP", "bl:gone", "0"); !strings.Contains(got, "--max-blocking") {
 		t.Errorf("a third BLPOP with --max-blocking 2: %q", got)
 	}
+	// XREAD and XREADGROUP block only with BLOCK: without it they answer
+	// at once, not counted against --max-blocking.
+	d := dialRaw(t, addr)
+	d.do("XADD", "bl:{s}", "1-1", "f", "v")
+	d.do("XGROUP", "CREATE", "bl:{s}", "block", "0")
+	xread := []string{"XREAD", "COUNT", "1", "STREAMS", "bl:{s}", "0"}
+	if got, want := d.do(xread...), direct(t, c, slot.Of("bl:{s}"), xread...); got != want {
+		t.Errorf("XREAD while --max-blocking is full: %q, want %q", got, want)
+	}
+	// A group named "block" is no BLOCK option.
+	if got := d.do("XREADGROUP", "GROUP", "block", "c", "COUNT", "1", "STREAMS", "bl:{s}", ">"); !strings.Contains(got, "1-1") {
+		t.Errorf("XREADGROUP while --max-blocking is full: %q, want the entry 1-1", got)
+	}
+	if got := d.do("XREAD", "BLOCK", "0", "STREAMS", "bl:{s}", "$"); !strings.Contains(got, "--max-blocking") {
+		t.Errorf("XREAD BLOCK while --max-blocking is full: %q", got)
+	}
 	// Clients that go away stop waiting at the node.
 	a.c.Close()
 	b.c.Close()
