@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 )
 
@@ -106,6 +108,29 @@ func TestClientReply(t *testing.T) {
 		}
 		if line, err := r.ReadString('\n'); err != nil || line != "-ERR syntax error\r\n" {
 			t.Fatalf("CLIENT REPLY sideways: %q, %v", line, err)
+		}
+	})
+}
+
+// TestClientInfoIdleIsSinceTheLastCommand: idle counts from the command
+// just run, on a loop whose clients ran only sluice's own commands for a
+// while (no round submitted since).
+func TestClientInfoIdleIsSinceTheLastCommand(t *testing.T) {
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		if cfg.Loops == 0 {
+			cfg.Loops = 1
+		}
+		cfg.Decider = router.NewMemory(0)
+		ctx := context.Background()
+		c := goredis.NewClient(&goredis.Options{Addr: serveConfig(t, cfg), PoolSize: 1, Protocol: 2})
+		defer c.Close()
+		if err := c.Do(ctx, "PING").Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		info, err := c.Do(ctx, "CLIENT", "INFO").Text()
+		if err != nil || !strings.Contains(info, " idle=0 ") {
+			t.Errorf("CLIENT INFO right after a command: %q, %v, want idle=0", info, err)
 		}
 	})
 }

@@ -495,6 +495,12 @@ func (l *loop) round() *round {
 			r.done = func(idx []int) { l.decided1(r, idx) }
 			l.cur = r
 		}
+	}
+	if len(l.cur.reqs)+len(l.cur.fwd) == 0 {
+		// A round of local commands only is never submitted, so it stays
+		// l.cur: its start must move with what is read, or CLIENT LIST's
+		// idle and the latency of its first request count from when it
+		// was first taken.
 		l.cur.start = l.now
 	}
 	return l.cur
