@@ -50,7 +50,8 @@ type aclRule struct {
 }
 
 // allowAll is the user of a sluice that requires no authentication.
-var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, all: true}
+var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, all: true,
+	rules: []aclRule{{allow: true, all: true}}} // for ACL LIST: all alone is not listed
 
 // ParseUsers reads an ACL file's text (one "user" line per user; blank
 // lines and # comments are skipped) and the --requirepass password of the

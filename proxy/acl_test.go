@@ -170,3 +170,12 @@ func TestAuthPassthrough(t *testing.T) {
 		}
 	}
 }
+
+// Without --requirepass or --aclfile the default user runs everything, and
+// ACL LIST says so, as Redis lists its own default user.
+func TestACLListWithoutUsers(t *testing.T) {
+	c := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0)}))
+	if got := c.do("ACL", "LIST"); !strings.Contains(got, "user default on nopass ~* ") || !strings.HasSuffix(got, " +@all\r\n") {
+		t.Errorf("ACL LIST without users: %q, want the default user with +@all", got)
+	}
+}
