@@ -40,3 +40,17 @@ func TestRESP3Replies(t *testing.T) {
 		}
 	}
 }
+
+// HELLO's version is an integer as Redis reads one: "03" is refused, not
+// taken as 3 and then answered as RESP2.
+func TestHelloVersionAsRedisReadsIt(t *testing.T) {
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0)}))
+	for _, v := range []string{"03", "002"} {
+		if got := conn.do("HELLO", v); got != "-ERR Protocol version is not an integer or out of range\r\n" {
+			t.Errorf("HELLO %s: %q, want Redis's error", v, got[:min(len(got), 60)])
+		}
+	}
+	if got := conn.do("HELLO", "3"); !strings.HasPrefix(got, "%7\r\n") {
+		t.Errorf("HELLO 3: %q", got[:min(len(got), 60)])
+	}
+}
