@@ -177,7 +177,7 @@ type fdConn struct {
 	mask   uint32    // what epoll watches it for
 	dirty  bool      // in the loop's dirty list
 	eof    bool      // the client sent all it will
-	active time.Time // when it last sent something: for IdleTimeout
+	active time.Time // when it last sent or was sent something: for IdleTimeout
 	// lingerEnd is when a client whose replies are all written, and whose
 	// input is discarded since (see lingerTime), is closed at the latest.
 	lingerEnd time.Time
@@ -810,6 +810,9 @@ func (l *loop) flush(c *fdConn) {
 			return
 		}
 		c.sent += n
+		// As Redis's lastinteraction: a client being answered is not
+		// idle, though the command it waited for was read long ago.
+		c.active = l.now
 	}
 	unsent := len(c.out.b) - c.sent
 	if unsent == 0 {

@@ -1035,3 +1035,20 @@ func TestThrottleMaxKeyLen(t *testing.T) {
 		}
 	}
 }
+
+// A client is idle from its last command or its last reply, whichever is
+// later, as Redis counts writes as interaction: one that waited longer
+// than --timeout for a reply is not closed right after it gets it.
+func TestIdleTimeoutCountsFromTheReply(t *testing.T) {
+	for _, loops := range []int{1, -1} {
+		d := &slowShards{m: router.NewMemory(0), d: 2500 * time.Millisecond}
+		c := dialRaw(t, serveConfig(t, proxy.Config{Decider: d, Loops: loops, IdleTimeout: 2 * time.Second}))
+		if got := c.do("THROTTLE", "it", "5", "1", "1s"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+			t.Fatalf("loops %d: THROTTLE: %q", loops, got)
+		}
+		time.Sleep(1500 * time.Millisecond) // under --timeout since the reply
+		if got := c.do("PING"); got != "+PONG\r\n" {
+			t.Errorf("loops %d: PING 1.5 s after a reply, with --timeout 2 s: %q", loops, got)
+		}
+	}
+}
