@@ -458,16 +458,6 @@ func (l *loop) wakeUp() bool {
 	l.takeDecided()
 	l.mu.Unlock()
 	l.connected(ds)
-	if draining {
-		// Read no more: each client is closed once its replies are out.
-		for _, c := range l.conns {
-			if !c.closing {
-				c.closing = true
-				c.cancelBlocked() // as Redis ends blocked clients at shutdown
-				l.mark(&c.client)
-			}
-		}
-	}
 	for _, c := range added {
 		l.lastID++
 		c.id = l.lastID
@@ -480,6 +470,18 @@ func (l *loop) wakeUp() bool {
 		c.loop = l
 		c.active = time.Now()
 		l.conns[c.id] = c
+	}
+	if draining {
+		// Read no more: each client is closed once its replies are out.
+		// Those just added too, accepted as the listener closed: no
+		// wake-up may come after this one to close them.
+		for _, c := range l.conns {
+			if !c.closing {
+				c.closing = true
+				c.cancelBlocked() // as Redis ends blocked clients at shutdown
+				l.mark(&c.client)
+			}
+		}
 	}
 	return !stopping
 }
