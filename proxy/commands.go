@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -181,12 +182,19 @@ func cmdQuit(_ *Server, _ *client, conn respConn, _ [][]byte) {
 	conn.Close()
 }
 
+// cmdSelect answers as a Redis Cluster node, which sluice says it is
+// (HELLO's mode, INFO's cluster_enabled): database 0 only.
 func cmdSelect(s *Server, _ *client, conn respConn, args [][]byte) {
-	if n, ok := parseInt(args[1]); !ok {
+	n, ok := parseInt(args[1])
+	switch {
+	case !ok:
 		s.writeError(conn, errors.New("value is not an integer or out of range"))
-	} else if n != 0 {
-		s.writeError(conn, errors.New("DB index is out of range"))
-	} else {
+	case n < math.MinInt32 || n > math.MaxInt32:
+		s.writeError(conn, errors.New("value is out of range, value must between -2147483648 and 2147483647"))
+	case n != 0:
+		// ERR given: writeError would take SELECT for an error code.
+		s.writeError(conn, errors.New("ERR SELECT is not allowed in cluster mode"))
+	default:
 		conn.WriteString("OK")
 	}
 }

@@ -321,7 +321,9 @@ func testBehaviour(t *testing.T, b backend) {
 			{[]any{"CL.THROTTLE", "k", "9223372036854775807", 1, 1}, "ERR capacity, refill and period out of range"},
 			{[]any{"THROTTLE.RESET"}, "ERR wrong number of arguments for 'throttle.reset' command"},
 			{[]any{"FOO", "bar"}, "ERR unknown command 'FOO', with args beginning with: 'bar'"},
-			{[]any{"SELECT", 1}, "ERR DB index is out of range"},
+			// Redis Cluster's words: sluice answers HELLO and INFO as one.
+			{[]any{"SELECT", 1}, "ERR SELECT is not allowed in cluster mode"},
+			{[]any{"SELECT", "99999999999"}, "ERR value is out of range, value must between -2147483648 and 2147483647"},
 			{[]any{"CLIENT", "NOPE"}, "ERR unknown subcommand 'NOPE'. Try CLIENT HELP."},
 			{[]any{"CLIENT", "SETNAME", "a b"}, "ERR Client names cannot contain spaces, newlines or special characters."},
 			{[]any{"HELLO", "4"}, "NOPROTO unsupported protocol version"},
