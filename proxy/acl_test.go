@@ -179,3 +179,27 @@ func TestACLListWithoutUsers(t *testing.T) {
 		t.Errorf("ACL LIST without users: %q, want the default user with +@all", got)
 	}
 }
+
+// Redis 8.8's gcra.json puts GCRA in the rate_limit ACL category, so an
+// ACL file written for Redis grants or denies it with @rate_limit.
+func TestGCRARateLimitCategory(t *testing.T) {
+	us := users(t, strings.Join([]string{
+		"user default off",
+		"user erin on >e ~* +@rate_limit",
+		"user frank on >f ~* +@all -@rate_limit",
+	}, "\n"), "")
+	c := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us}))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"AUTH", "erin", "e"}, "+OK"},
+		{[]string{"GCRA", "k", "5", "10", "60"}, "*5\r\n:0\r\n"},
+		{[]string{"AUTH", "frank", "f"}, "+OK"},
+		{[]string{"GCRA", "k", "5", "10", "60"}, "-NOPERM User frank has no permissions to run the 'gcra' command"},
+	} {
+		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: got %q, want %q...", tc.args, got, tc.want)
+		}
+	}
+}

@@ -81,7 +81,7 @@ func init() {
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"}},
 		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseGCRA, reply: replyGCRA, counts: true, acl: []string{"write", "fast"}},
+			request: parseGCRA, reply: replyGCRA, counts: true, acl: []string{"write", "fast", "rate_limit"}},
 		{name: "throttle.reset", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseReset, reply: replyReset, acl: []string{"keyspace", "write", "fast", "dangerous"}},
 		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, local: cmdPing, acl: []string{"fast", "connection"}},

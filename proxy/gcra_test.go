@@ -242,7 +242,7 @@ func TestParseGCRA(t *testing.T) {
 
 func TestGCRACommandInfo(t *testing.T) {
 	got := command(t, serve(t, router.NewMemory(0)), "COMMAND", "INFO", "gcra")
-	want := "[[gcra -5 [write denyoom fast] 1 1 1 [@write @fast] [] [] []]]"
+	want := "[[gcra -5 [write denyoom fast] 1 1 1 [@write @fast @rate_limit] [] [] []]]"
 	if s := fmt.Sprint(got); s != want {
 		t.Fatalf("got %s, want %s", s, want)
 	}
