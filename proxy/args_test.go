@@ -474,3 +474,27 @@ func BenchmarkParseAndReply(b *testing.B) {
 		w.Flush()
 	}
 }
+
+// redis-cell reads its numbers with Rust's i64 parsing, which takes a
+// leading '+': CL.THROTTLE k +15 +30 +60 +2 is CL.THROTTLE k 15 30 60 2.
+func TestCellThrottleTakesPlus(t *testing.T) {
+	line := func(s string) [][]byte {
+		var args [][]byte
+		for _, f := range strings.Fields(s) {
+			args = append(args, []byte(f))
+		}
+		return args
+	}
+	want, err := parseCellThrottle(line("CL.THROTTLE k 15 30 60 2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := parseCellThrottle(line("CL.THROTTLE k +15 +30 +60 +2")); err != nil || got != want {
+		t.Errorf("with '+': got %+v, %v, want %+v", got, err, want)
+	}
+	for _, bad := range []string{"CL.THROTTLE k + 30 60", "CL.THROTTLE k +-15 30 60", "CL.THROTTLE k ++15 30 60", "CL.THROTTLE k 15 30 60 +-1"} {
+		if _, err := parseCellThrottle(line(bad)); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+}

@@ -53,15 +53,15 @@ func parseCellThrottle(args [][]byte) (router.Request, error) {
 	if len(args) > 6 {
 		return router.Request{}, errors.New("wrong number of arguments for 'cl.throttle' command")
 	}
-	burst, ok := parseInt(args[2])
+	burst, ok := parseCellInt(args[2])
 	if !ok || burst < 0 {
 		return router.Request{}, errMaxBurst
 	}
-	count, ok := parseInt(args[3])
+	count, ok := parseCellInt(args[3])
 	if !ok || count < 1 {
 		return router.Request{}, errCount
 	}
-	period, ok := parseInt(args[4])
+	period, ok := parseCellInt(args[4])
 	if !ok || period < 1 {
 		return router.Request{}, errCellPeriod
 	}
@@ -70,11 +70,21 @@ func parseCellThrottle(args [][]byte) (router.Request, error) {
 	}
 	quantity := int64(1)
 	if len(args) == 6 {
-		if quantity, ok = parseInt(args[5]); !ok || quantity < 0 {
+		if quantity, ok = parseCellInt(args[5]); !ok || quantity < 0 {
 			return router.Request{}, errQuantity
 		}
 	}
 	return takeRequest(args[1], bucket.Limit{Capacity: burst + 1, Refill: count, Period: period * 1e6}, quantity)
+}
+
+// parseCellInt reads a number as redis-cell does (Rust's i64 parsing):
+// parseInt's syntax, and also a leading '+', which clients written for
+// redis-cell may send.
+func parseCellInt(b []byte) (int64, bool) {
+	if len(b) > 1 && b[0] == '+' && b[1] != '-' {
+		b = b[1:]
+	}
+	return parseInt(b)
 }
 
 func takeRequest(key []byte, l bucket.Limit, cost int64) (router.Request, error) {
