@@ -83,7 +83,10 @@ func (c *Cluster) scale(iv bucket.Interval) bucket.Interval {
 		return iv
 	}
 	s := iv
-	s.Capacity = max(int64(math.Round(float64(iv.Capacity)*share)), 1)
+	// Rounded down: N instances each rounding up would admit more than
+	// the limit between them (3 tokens at 1/2 each gave 2 + 2). The
+	// epsilon keeps an exact share such as 6 x 1/3 from flooring to 1.
+	s.Capacity = max(int64(math.Floor(float64(iv.Capacity)*share+1e-9)), 1)
 	u := math.Round(float64(iv.U) / share)
 	if u*float64(s.Capacity) > bucket.MaxCapacityTime {
 		return iv // cannot be stretched exactly; grant the whole limit

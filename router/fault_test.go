@@ -586,3 +586,27 @@ func TestStartBeforeCluster(t *testing.T) {
 	}
 	t.Logf("moved to the cluster after %d fallback calls", calls)
 }
+
+// The local fallback's share is an upper bound: N instances each granted
+// a rounded-up share of a small capacity together admit more than the
+// limit, the over-admission the share exists to prevent.
+func TestLocalShareNeverExceedsItsFraction(t *testing.T) {
+	for _, tc := range []struct {
+		share    float64
+		capacity int64
+	}{{0.5, 3}, {0.5, 5}, {0.25, 6}, {1.0 / 3, 5}, {0.5, 4}, {0.25, 2}} {
+		r := newRouter(t, []string{"127.0.0.1:1"}, router.ClusterConfig{Share: tc.share})
+		iv := interval(t, tc.capacity, 1, 3_600_000_000)
+		allowed := 0
+		for range 20 {
+			if res := decide(r, "k", iv); res.Err == nil && !res.Limited && res.Source == router.SourceLocal {
+				allowed++
+			}
+		}
+		want := max(int(float64(tc.capacity)*tc.share+1e-9), 1)
+		if allowed != want {
+			t.Errorf("share %.3f of a bucket of %d admitted %d, want %d (at most the share, at least one token)",
+				tc.share, tc.capacity, allowed, want)
+		}
+	}
+}
