@@ -99,8 +99,14 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 		if err := wantKind(body, yaml.MappingNode, where, "{capacity: N, refill: N, period: 1s}"); err != nil {
 			return nil, err
 		}
+		seen := map[string]bool{}
 		for j := 0; j+1 < len(body.Content); j += 2 {
 			k, v := body.Content[j], body.Content[j+1]
+			if seen[k.Value] {
+				// yaml.Node keeps both; the later would silently win.
+				return nil, fmt.Errorf("line %d: policy %q: %q is set twice", k.Line, name.Value, k.Value)
+			}
+			seen[k.Value] = true
 			if err := wantKind(v, yaml.ScalarNode, where+": "+k.Value, "a value"); err != nil {
 				return nil, err
 			}

@@ -111,6 +111,9 @@ func TestBadConfig(t *testing.T) {
 		{"policies:\n  free: {capacity: 1, refill: 1, period: 1w}\n", `policy "free": period must be`},
 		{"policies:\n  free: {capacity: 1, refill: 1, period: 1s}\nkeys:\n  \"api:*\": paid\n", `names policy "paid", which is not defined`},
 		{"policies: {}\npolicies: {}\n", `"policies" is set twice`},
+		// A key given twice in one policy is as ambiguous as one given
+		// twice at the top: refused, not the last one silently taken.
+		{"policies:\n  free: {capacity: 100, refill: 1, period: 1s, capacity: 5}\n", `line 2: policy "free": "capacity" is set twice`},
 		{"policies:\n  free: {capacity: 1\n", "yaml:"},
 		{"- a\n- b\n", "want a mapping"},
 	} {
