@@ -12,13 +12,19 @@ import (
 	"github.com/sluice-rl/sluice/router"
 )
 
-// lateShards decides as the embedded backend does, d later.
+// lateShards decides as the embedded backend does, d later; submitted
+// hears of each round it is given.
 type lateShards struct {
-	m *router.Memory
-	d time.Duration
+	m         *router.Memory
+	d         time.Duration
+	submitted chan struct{}
 }
 
 func (s lateShards) Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func([]int)) {
+	select {
+	case s.submitted <- struct{}{}:
+	default:
+	}
 	go func() {
 		time.Sleep(s.d)
 		s.m.Decide(ctx, reqs, res)
@@ -34,7 +40,8 @@ func TestDrainClosesAClientAddedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Decider: lateShards{m: router.NewMemory(0), d: 200 * time.Millisecond}, Loops: 1, Backend: "test"})
+	submitted := make(chan struct{}, 1)
+	s := New(Config{Decider: lateShards{m: router.NewMemory(0), d: 200 * time.Millisecond, submitted: submitted}, Loops: 1, Backend: "test"})
 	go s.Serve(ln)
 	a, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -43,15 +50,21 @@ func TestDrainClosesAClientAddedMeanwhile(t *testing.T) {
 	defer a.Close()
 	a.SetDeadline(time.Now().Add(10 * time.Second))
 	a.Write([]byte("*5\r\n$8\r\nTHROTTLE\r\n$1\r\nk\r\n$1\r\n5\r\n$1\r\n1\r\n$2\r\n1s\r\n"))
-	time.Sleep(100 * time.Millisecond) // read, and being decided
+	select { // read, and being decided
+	case <-submitted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the THROTTLE was not submitted")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	shut := make(chan error, 1)
 	start := time.Now()
 	go func() { shut <- s.Shutdown(ctx) }()
-	for !s.isDraining() {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); !s.isDraining(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not start draining")
+		}
 	}
 	// Its reply comes once the loop drains: no wake-up of the loop is
 	// due after it.
