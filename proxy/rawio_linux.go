@@ -37,11 +37,7 @@ func rawWrite(fd int, p []byte) (int, error) {
 
 // pollNow is epoll_wait that returns at once.
 func pollNow(epfd int, events []syscall.EpollEvent) (int, error) {
-	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
-	if e != 0 {
-		return -1, e
-	}
-	return int(n), nil
+	return pollWait(epfd, events, 0)
 }
 
 // pollWait is epoll_wait for up to ms (-1: until an event), which blocks
