@@ -239,23 +239,48 @@ func waitPrimaryChange(t *testing.T, c *clustertest.Cluster, sl int, old *cluste
 	return time.Time{}
 }
 
-// waitGoroutines polls until at most want goroutines run (want < 0: until
-// the count stops falling for 200ms) or the wait ends, and returns the count.
-func waitGoroutines(want int, wait time.Duration) int {
+// goroutines counts the running goroutines: those of rueidis's connections
+// (a reader and a writer each, started on a connection's first concurrent
+// use) apart from all the others.
+func goroutines() (pipes, others int) {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		if strings.Contains(g, "rueidis.(*pipe)._background") {
+			pipes++
+		} else {
+			others++
+		}
+	}
+	return pipes, others
+}
+
+// waitGoroutines polls until no more than maxPipes goroutines serve
+// rueidis's connections and no more than maxOthers run besides them, or
+// the wait ends, and returns the last counts. maxOthers < 0 waits until
+// the other goroutines stop falling for 200ms instead.
+func waitGoroutines(maxPipes, maxOthers int, wait time.Duration) (pipes, others int) {
 	deadline := time.Now().Add(max(wait, 5*time.Second))
-	n := runtime.NumGoroutine()
+	pipes, others = goroutines()
 	for time.Now().Before(deadline) {
-		if want >= 0 && n <= want {
-			return n
+		if maxOthers >= 0 && pipes <= maxPipes && others <= maxOthers {
+			return pipes, others
 		}
 		time.Sleep(200 * time.Millisecond)
-		m := runtime.NumGoroutine()
-		if want < 0 && m >= n {
-			return m
+		p, o := goroutines()
+		if maxOthers < 0 && o >= others {
+			return p, o
 		}
-		n = m
+		pipes, others = p, o
 	}
-	return n
+	return pipes, others
 }
 
 // testOutage breaks the primary of slots 0..5460 while 20 clients hammer
@@ -289,7 +314,7 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 		})
 	}
 	wg.Wait()
-	baseline := waitGoroutines(-1, 0)
+	_, baseline := waitGoroutines(0, -1, 0)
 	l := startLoad(t, addr, keys)
 	victimSamples := sample1(r, victimKeys[0], iv)
 	healthySamples := sample1(r, healthyKeys[0], iv)
@@ -342,16 +367,16 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 		t.Errorf("a healthy shard's key is still decided by %v after the promotion", last.source)
 	}
 
-	// No goroutines left behind by the outage and its recovery. rueidis may
-	// keep one connection (a reader and a writer) to a node beyond the
-	// primaries: the paused primary that rejoins as a replica, or the node
-	// it last asked for the slot map after a kill (seen: 19 against 18).
-	// That is bounded by the nodes, not growth.
-	const slack = 2
-	if n := waitGoroutines(baseline+slack, 5*time.Second); n > baseline+slack {
+	// No goroutines left behind by the outage and its recovery. rueidis
+	// keeps a connection (a reader and a writer) to whichever nodes it has
+	// used: a promoted replica, the paused primary that rejoins as a
+	// replica, the node it last asked for the slot map. Those are bounded by
+	// the nodes, not by the outage; every other goroutine must be gone.
+	maxPipes := 2 * len(c.Nodes)
+	if pipes, others := waitGoroutines(maxPipes, baseline, 5*time.Second); pipes > maxPipes || others > baseline {
 		var stacks strings.Builder
 		pprof.Lookup("goroutine").WriteTo(&stacks, 1)
-		t.Errorf("%d goroutines after recovery, %d before the outage:\n%s", n, baseline, stacks.String())
+		t.Errorf("after recovery: %d goroutines of rueidis's connections (at most %d), %d others (%d before the outage):\n%s", pipes, maxPipes, others, baseline, stacks.String())
 	}
 }
 
