@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/lua"
+	"github.com/sluice-rl/sluice/router/bucket"
 )
 
 // pipeReplies are replies a node sends, of every shape Feed must find the
@@ -215,6 +218,29 @@ func BenchmarkForwardRound(b *testing.B) {
 	for b.Loop() {
 		if err := round(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A bucket pipe's queue keeps nothing past what is still queued: a stale
+// entry there would keep a finished round (its requests and results)
+// alive for as long as the loop's connection lives.
+func TestBucketQueueKeepsNoFinishedCalls(t *testing.T) {
+	c := &Cluster{throttle: lua.NewThrottle()}
+	sh := &shard{addr: "127.0.0.1:1"}
+	p := c.NewBucketPipe(sh.addr)
+	n := maxFlushes*maxPipeline + 10 // more than go out at once
+	g := &shardCalls{owner: sh, calls: make([]call, n)}
+	for i := range g.calls {
+		g.calls[i] = call{req: i, owner: sh, step: step(fmt.Sprintf("k%d", i), bucket.Interval{Capacity: 10, U: 1, V: 1}, 1)}
+	}
+	c.sendVia(onePipe{p}, g)
+	if len(p.bq) != 10 {
+		t.Fatalf("%d calls queued after the first sends, want 10", len(p.bq))
+	}
+	for i, q := range p.bq[len(p.bq):cap(p.bq)] {
+		if q.g != nil {
+			t.Fatalf("the queue's backing array still holds a sent call at %d", len(p.bq)+i)
 		}
 	}
 }

@@ -37,7 +37,11 @@ func (c *Cluster) pump(p *Pipe, s *shard) {
 		for _, q := range b.calls {
 			p.steps = append(p.steps, q.g.calls[q.j].step)
 		}
-		p.bq = p.bq[:copy(p.bq, p.bq[n:])]
+		// The vacated tail is cleared: it would keep finished rounds (their
+		// requests and results) alive for as long as the pipe lives.
+		left := copy(p.bq, p.bq[n:])
+		clear(p.bq[left:])
+		p.bq = p.bq[:left]
 		p.bInFlight++
 		// Encoded where it is written from: nothing reads a bucket call's
 		// command again (a refused call is decided again from its steps).

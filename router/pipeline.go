@@ -92,7 +92,9 @@ func (c *Cluster) flushShard(s *shard) {
 		for k, b := range q.queue[:n] {
 			calls[k], groups[k] = b.g.calls[b.j], b.g
 		}
-		q.queue = q.queue[:copy(q.queue, q.queue[n:])]
+		left := copy(q.queue, q.queue[n:])
+		clear(q.queue[left:]) // or it keeps finished rounds alive
+		q.queue = q.queue[:left]
 		q.mu.Unlock()
 		c.flushCalls(s, calls, groups)
 	}

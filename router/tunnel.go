@@ -321,6 +321,7 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 		return
 	}
 	tc.fences[0].of.fences--
+	tc.fences[0] = sentFence{} // or the answered command stays reachable
 	tc.fences = tc.fences[1:]
 	t.setDeadline(tc)
 	if tc.set != t.conns && len(tc.fences) == 0 {
@@ -328,6 +329,7 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 	}
 	for len(t.pending) > 0 && t.pending[0].fences == 0 {
 		t.pending[0].done = true
+		t.pending[0] = nil
 		t.pending = t.pending[1:]
 		t.onData(nil, t.conns.subscribed(), true)
 		if len(t.pending) > 0 {
