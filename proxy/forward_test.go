@@ -638,6 +638,23 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	a.c.Close()
 	b.c.Close()
 	waitUntil(t, "no BLPOP waits at the node once their clients left", func() bool { return blocked() == 0 })
+	// So do a goroutine path's clients, which read nothing while they
+	// wait, also one that sent more after its BLPOP; and the element
+	// pushed next is not popped for a client that left.
+	addr = serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1})
+	a, b = dialRaw(t, addr), dialRaw(t, addr)
+	a.send([]string{"BLPOP", "bl:gone", "0"})
+	b.send([]string{"BLPOP", "bl:gone", "0"}, []string{"PING"})
+	waitUntil(t, "both BLPOP wait at the node (goroutine path)", func() bool { return blocked() == 2 })
+	a.c.Close()
+	b.c.Close()
+	waitUntil(t, "no BLPOP waits at the node once their clients left (goroutine path)", func() bool { return blocked() == 0 })
+	if got := d.do("RPUSH", "bl:gone", "x"); got != ":1\r\n" {
+		t.Errorf("RPUSH after the waiters left: %q, want :1 (the element stays)", got)
+	}
+	if got := d.do("LLEN", "bl:gone"); got != ":1\r\n" {
+		t.Errorf("LLEN after the waiters left: %q, want :1", got)
+	}
 }
 
 // TestPassthroughBlockingInAPipeline pipelines a blocking command among

@@ -190,7 +190,14 @@ func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 		return false
 	}
 	c.r.sendBlocking(&c.client)
+	stop := func() {}
+	if c.conn != nil {
+		// As a loop watches a blocked client for hanging up (and Redis
+		// does), which ends the command's wait at the node.
+		stop = watchHangUp(c.conn.Conn, c.block.f.Blocked.Cancel)
+	}
 	s.answer(c)
+	stop()
 	c.unblocked()
 	c.r.start = time.Now()
 	return true

@@ -10,7 +10,8 @@ func defaultLoops() int { return -1 }
 
 type loop struct{}
 
-func (*loop) stop() {}
+func (*loop) stop()  {}
+func (*loop) drain() {}
 
 func loopable(net.Listener) bool { return false }
 

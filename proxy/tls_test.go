@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // serveTLS serves cfg on a plain listener and a TLS one beside it, as
@@ -388,4 +389,36 @@ func TestTLSSubscriber(t *testing.T) {
 	waitUntil(t, "the subscribers that went away left no subscription", func() bool {
 		return pub.do("PUBSUB", "NUMSUB", "tch") == "*2\r\n$3\r\ntch\r\n:0\r\n"
 	})
+}
+
+// A TLS client (served on its own goroutine) that goes away during a
+// BLPOP ends the wait at the node, close_notify and all, and the element
+// pushed next is left for others.
+func TestTLSBlockedClientHangsUp(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	certs := clustertest.NewCerts(t)
+	_, secure := serveTLS(t, proxy.Config{Decider: r, Forwarder: r}, serverTLS(t, certs, tls.RequireAndVerifyClientCert))
+	ctx := context.Background()
+	node, err := c.Primary(ctx, slot.Of("tls:bl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := func() int {
+		list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "cmd=blpop")
+	}
+	waiter := dialRawTLS(t, secure, certs.ClientTLS())
+	waiter.send([]string{"BLPOP", "tls:bl", "0"})
+	waitUntil(t, "the BLPOP waits at the node", func() bool { return blocked() == 1 })
+	waiter.c.Close()
+	waitUntil(t, "no BLPOP waits at the node once its client left", func() bool { return blocked() == 0 })
+	other := dialRawTLS(t, secure, certs.ClientTLS())
+	other.do("RPUSH", "tls:bl", "x")
+	if got := other.do("LLEN", "tls:bl"); got != ":1\r\n" {
+		t.Errorf("LLEN after the waiter left: %q, want :1", got)
+	}
 }

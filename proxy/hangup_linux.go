@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"net"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// watchHangUp calls gone, from a goroutine of its own, if conn's peer
+// hangs up before stop is called. A goroutine client waiting for its
+// blocking command's reply reads nothing meanwhile, so without it a client
+// that went away would hold its node connection, and its place under
+// --max-blocking, until the command returned: and a BLPOP 0 returns only
+// by popping an element that no one receives. Nothing is read: what the
+// client sent after the command stays for its turn, so the hang-up is
+// seen by poll's POLLRDHUP, not by reading to the end of the stream (a
+// TLS client's close_notify would be in the way).
+//
+// stop must be called before conn is read again; it leaves conn without a
+// read deadline.
+func watchHangUp(conn net.Conn, gone func()) (stop func()) {
+	if tc, ok := conn.(*tls.Conn); ok {
+		conn = tc.NetConn()
+	}
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return func() {}
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hungUp := false
+		// Read calls the function again each time the runtime's poller
+		// sees the socket readable, which a hang-up makes it; it ends when
+		// the function says so or the read deadline passes (stop).
+		raw.Read(func(fd uintptr) bool {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+			n, err := unix.Poll(fds, 0)
+			hungUp = err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+			return hungUp
+		})
+		if hungUp {
+			gone()
+		}
+	}()
+	return func() {
+		conn.SetReadDeadline(time.Unix(1, 0))
+		<-done
+		conn.SetReadDeadline(time.Time{})
+	}
+}
