@@ -259,7 +259,10 @@ func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 // keyspace sums the primaries' INFO keyspace replies into one section
 // after sluice's own text, in the client's protocol.
 func (it *fwdItem) keyspace(parts [][]byte) []byte {
-	type db struct{ keys, expires, ttlSum int64 }
+	type db struct {
+		keys, expires int64
+		ttlSum        float64 // avg_ttl times expires overflows an int64 for long TTLs on many keys
+	}
 	dbs := map[string]*db{}
 	var names []string
 	for _, p := range parts {
@@ -294,7 +297,7 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 			}
 			d.keys += keys
 			d.expires += expires
-			d.ttlSum += ttl * expires // avg_ttl weighs each primary by its keys with a TTL
+			d.ttlSum += float64(ttl) * float64(expires) // avg_ttl weighs each primary by its keys with a TTL
 		}
 	}
 	sort.Strings(names)
@@ -308,7 +311,7 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 		d := dbs[name]
 		avg := int64(0)
 		if d.expires > 0 {
-			avg = d.ttlSum / d.expires
+			avg = int64(d.ttlSum / float64(d.expires))
 		}
 		fmt.Fprintf(&b, "%s:keys=%d,expires=%d,avg_ttl=%d\r\n", name, d.keys, d.expires, avg)
 	}

@@ -45,3 +45,15 @@ func TestWriteStats(t *testing.T) {
 		t.Fatalf("embedded: got %q", got)
 	}
 }
+
+// INFO's Keyspace section weighs each primary's avg_ttl by its keys with a
+// TTL: keys of long TTLs, many of them, must not overflow the sum.
+func TestKeyspaceAvgTTLOfManyLongTTLs(t *testing.T) {
+	// Ten years in ms, on 500 million keys with a TTL per primary.
+	part := "$60\r\n# Keyspace\r\ndb0:keys=500000000,expires=500000000,avg_ttl=315360000000\r\n\r\n"
+	it := &fwdItem{}
+	got := string(it.keyspace([][]byte{[]byte(part), []byte(part)}))
+	if want := "db0:keys=1000000000,expires=1000000000,avg_ttl=315360000000\r\n"; !strings.Contains(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
