@@ -140,7 +140,7 @@ func (s *Server) clientList(args [][]byte) (string, error) {
 		case opt == "ID" && i+1 < len(args):
 			for i++; i < len(args); i++ {
 				id, err := strconv.ParseInt(string(args[i]), 10, 64)
-				if err != nil || id <= 0 {
+				if err != nil { // 0 and negative IDs match no client, as in Redis 7.0
 					return "", fmt.Errorf("Invalid client ID")
 				}
 				ids = append(ids, id)

@@ -72,6 +72,13 @@ func TestClientList(t *testing.T) {
 		if normal, err := a.Do(ctx, "CLIENT", "LIST", "TYPE", "normal").Text(); err != nil || lineOf(normal, idA) == "" || lineOf(normal, idB) == "" {
 			t.Errorf("CLIENT LIST TYPE normal: %q, %v", normal, err)
 		}
+		// An ID no client has, 0 and negative ones included, matches none,
+		// as in Redis 7.0: only one that is not a number is refused.
+		for _, id := range []string{"0", "-1"} {
+			if none, err := a.Do(ctx, "CLIENT", "LIST", "ID", id).Text(); err != nil || none != "" {
+				t.Errorf("CLIENT LIST ID %s: %q, %v, want none", id, none, err)
+			}
+		}
 		for _, bad := range [][]any{{"CLIENT", "LIST", "TYPE", "robot"}, {"CLIENT", "LIST", "ID", "x"}, {"CLIENT", "LIST", "NOPE"}} {
 			if err := a.Do(ctx, bad...).Err(); err == nil || !strings.HasPrefix(err.Error(), "ERR ") {
 				t.Errorf("%v: %v, want an ERR", bad, err)
