@@ -385,6 +385,8 @@ func cmdACL(s *Server, c *client, conn respConn, args [][]byte) {
 		for _, n := range us.order {
 			conn.WriteBulkString(us.byName[n].line())
 		}
+	case sub == "whoami" || sub == "list":
+		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'acl|%s' command", sub))
 	default:
 		s.writeError(conn, fmt.Errorf("sluice answers ACL WHOAMI and ACL LIST only ('%s'): its users are defined in --aclfile", truncate(args[1])))
 	}

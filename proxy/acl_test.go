@@ -178,6 +178,13 @@ func TestACLListWithoutUsers(t *testing.T) {
 	if got := c.do("ACL", "LIST"); !strings.Contains(got, "user default on nopass ~* ") || !strings.HasSuffix(got, " +@all\r\n") {
 		t.Errorf("ACL LIST without users: %q, want the default user with +@all", got)
 	}
+	// Extra arguments answer Redis's arity error of the subcommand.
+	for _, sub := range []string{"WHOAMI", "list"} {
+		want := "-ERR wrong number of arguments for 'acl|" + strings.ToLower(sub) + "' command\r\n"
+		if got := c.do("ACL", sub, "extra"); got != want {
+			t.Errorf("ACL %s extra: %q, want %q", sub, got, want)
+		}
+	}
 }
 
 // Redis 8.8's gcra.json puts GCRA in the rate_limit ACL category, so an
