@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
@@ -71,10 +73,38 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 				asked = append(asked, a)
 			}
 		}
+		if len(asked) == 2 {
+			// Only sluice's names: the cluster, asked of none, would
+			// answer every command of its own.
+			return false
+		}
 		if len(mine) > 0 {
 			args = asked
 			resp3 := c.resp3
 			post = func(p []byte) []byte { return spliceInfo(p, mine, resp3) }
+		}
+	case sub == "docs":
+		// The cluster documents its commands, sluice its own (those with
+		// docs), added to the cluster's map.
+		var mine []*command
+		asked := [][]byte{args[0], args[1]}
+		for _, cmd := range own {
+			if cmd.summary != "" && (len(args) == 2 || slices.ContainsFunc(args[2:], func(a []byte) bool { return strings.EqualFold(string(a), cmd.name) })) {
+				mine = append(mine, cmd)
+			}
+		}
+		for _, a := range args[2:] {
+			if ownByName(own, a) == nil {
+				asked = append(asked, a)
+			}
+		}
+		if len(args) > 2 && len(asked) == 2 {
+			return false // only sluice's names: it answers alone
+		}
+		if len(mine) > 0 {
+			args = asked
+			resp3 := c.resp3
+			post = func(p []byte) []byte { return appendDocs(p, mine, resp3) }
 		}
 	}
 	s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
@@ -111,6 +141,30 @@ func appendElements(p []byte, n int, more []byte) []byte {
 		out = append(out, e...)
 	}
 	return append(out, more...)
+}
+
+// appendDocs adds sluice's entries to the cluster's COMMAND DOCS reply: a
+// map in RESP3, a flat array of names and docs in RESP2.
+func appendDocs(p []byte, mine []*command, resp3 bool) []byte {
+	head, body, ok := bytes.Cut(p, []byte("\r\n"))
+	if !ok || len(head) < 2 || (head[0] != '*' && head[0] != '%') {
+		return unexpected(p)
+	}
+	n, err := strconv.Atoi(string(head[1:]))
+	if err != nil || n < 0 {
+		return unexpected(p)
+	}
+	w := replyBuf{resp3: resp3}
+	for _, cmd := range mine {
+		writeDocs(&w, cmd)
+	}
+	if head[0] == '*' {
+		n += 2 * len(mine)
+	} else {
+		n += len(mine)
+	}
+	out := append(strconv.AppendInt([]byte{head[0]}, int64(n), 10), '\r', '\n')
+	return append(append(out, body...), w.b...)
 }
 
 // spliceInfo puts sluice's entries for COMMAND INFO where they were asked.

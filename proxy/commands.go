@@ -421,18 +421,23 @@ func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 		}
 		conn.WriteMap(len(docs))
 		for _, cmd := range docs {
-			conn.WriteBulkString(cmd.name)
-			conn.WriteMap(3)
-			conn.WriteBulkString("summary")
-			conn.WriteBulkString(cmd.summary)
-			conn.WriteBulkString("group")
-			conn.WriteBulkString("sluice")
-			conn.WriteBulkString("arguments")
-			writeArgDocs(conn, cmd.args)
+			writeDocs(conn, cmd)
 		}
 	default:
 		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", truncate(args[1])))
 	}
+}
+
+// writeDocs is cmd's entry of COMMAND DOCS: its name and its docs.
+func writeDocs(conn respConn, cmd *command) {
+	conn.WriteBulkString(cmd.name)
+	conn.WriteMap(3)
+	conn.WriteBulkString("summary")
+	conn.WriteBulkString(cmd.summary)
+	conn.WriteBulkString("group")
+	conn.WriteBulkString("sluice")
+	conn.WriteBulkString("arguments")
+	writeArgDocs(conn, cmd.args)
 }
 
 func writeArgDocs(conn respConn, args []argDoc) {

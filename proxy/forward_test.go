@@ -983,6 +983,29 @@ func TestPassthroughCommandTable(t *testing.T) {
 		if !strings.HasPrefix(got, want+"*10\r\n$8\r\nthrottle\r\n") || !strings.HasSuffix(got, strings.TrimPrefix(set, "*1\r\n")) {
 			t.Errorf("RESP3 %v: COMMAND INFO get THROTTLE set: %q", resp3, got)
 		}
+		// Only sluice's own names: the cluster, asked COMMAND INFO of no
+		// name, would list every command of its own.
+		if got := conn.do("COMMAND", "INFO", "throttle"); !strings.HasPrefix(got, "*1\r\n*10\r\n$8\r\nthrottle\r\n") {
+			t.Errorf("RESP3 %v: COMMAND INFO throttle: %.200q", resp3, got)
+		}
+		// COMMAND DOCS has sluice's own commands' docs, as without a
+		// cluster, beside the cluster's.
+		mapOf := func(n int) string {
+			if resp3 {
+				return "%" + strconv.Itoa(n) + "\r\n"
+			}
+			return "*" + strconv.Itoa(2*n) + "\r\n"
+		}
+		throttleDocs := "$8\r\nthrottle\r\n" + mapOf(3) + "$7\r\nsummary\r\n"
+		if got := conn.do("COMMAND", "DOCS", "THROTTLE"); !strings.HasPrefix(got, mapOf(1)+throttleDocs) {
+			t.Errorf("RESP3 %v: COMMAND DOCS THROTTLE: %.200q", resp3, got)
+		}
+		if got := conn.do("COMMAND", "DOCS", "get", "throttle"); !strings.HasPrefix(got, mapOf(2)+"$3\r\nget\r\n") || !strings.Contains(got, throttleDocs) {
+			t.Errorf("RESP3 %v: COMMAND DOCS get throttle: %.200q", resp3, got)
+		}
+		if got := conn.do("COMMAND", "DOCS"); !strings.Contains(got, throttleDocs) || !strings.Contains(got, "$3\r\nget\r\n") {
+			t.Errorf("RESP3 %v: COMMAND DOCS lacks throttle or get (%d bytes)", resp3, len(got))
+		}
 	}
 	if got := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r})).do("INFO", "cluster"); !strings.Contains(got, "cluster_enabled:1\r\n") {
 		t.Errorf("INFO cluster: %q", got)
