@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -90,6 +91,11 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 const scanNodeBits = 8
 
 func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {
+	if primaries > 1<<scanNodeBits {
+		// Past the last primary a cursor can name, the next one's first
+		// cursor would read as the first primary's: a scan without end.
+		return 0, 0, fmt.Errorf("sluice: SCAN walks at most %d primaries, the cluster has %d", 1<<scanNodeBits, primaries)
+	}
 	v, perr := strconv.ParseUint(string(b), 10, 64)
 	if perr != nil {
 		return 0, 0, errors.New("invalid cursor")
