@@ -96,7 +96,11 @@ func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {
 		// cursor would read as the first primary's: a scan without end.
 		return 0, 0, fmt.Errorf("sluice: SCAN walks at most %d primaries, the cluster has %d", 1<<scanNodeBits, primaries)
 	}
-	v, perr := strconv.ParseUint(string(b), 10, 64)
+	var v uint64
+	var perr error
+	if len(b) > 0 { // "" is 0 to Redis's strtoul
+		v, perr = strconv.ParseUint(string(b), 10, 64)
+	}
 	if perr != nil {
 		return 0, 0, errors.New("invalid cursor")
 	}
