@@ -42,9 +42,12 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 		sub = lowerName(args[1])
 	}
 	var post func([]byte) []byte
+	// The protocol the command is sent in: a HELLO pipelined behind it
+	// changes c's before its reply is in.
+	resp3 := c.resp3
 	switch {
 	case sub == "" || (sub == "info" && len(args) == 2):
-		post = func(p []byte) []byte { return appendOwn(p, own, c.resp3) }
+		post = func(p []byte) []byte { return appendOwn(p, own, resp3) }
 	case sub == "count":
 		post = func(p []byte) []byte {
 			n, err := strconv.Atoi(string(bytes.TrimSpace(p[1:])))
@@ -80,7 +83,6 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 		}
 		if len(mine) > 0 {
 			args = asked
-			resp3 := c.resp3
 			post = func(p []byte) []byte { return spliceInfo(p, mine, resp3) }
 		}
 	case sub == "docs":
@@ -103,7 +105,6 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 		}
 		if len(mine) > 0 {
 			args = asked
-			resp3 := c.resp3
 			post = func(p []byte) []byte { return appendDocs(p, mine, resp3) }
 		}
 	}

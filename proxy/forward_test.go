@@ -1007,6 +1007,14 @@ func TestPassthroughCommandTable(t *testing.T) {
 			t.Errorf("RESP3 %v: COMMAND DOCS lacks throttle or get (%d bytes)", resp3, len(got))
 		}
 	}
+	// COMMAND answers in the protocol it was sent in, a HELLO 3 pipelined
+	// behind it, which sluice takes before the cluster answers, included.
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	conn.send([]string{"COMMAND"}, []string{"HELLO", "3"})
+	if got := conn.read(); !strings.Contains(got, "\r\n*10\r\n$8\r\nthrottle\r\n:-2\r\n*2\r\n+write\r\n") {
+		t.Errorf("COMMAND, then HELLO 3: sluice's entries not in RESP2 (%d bytes)", len(got))
+	}
+	conn.read()
 	if got := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r})).do("INFO", "cluster"); !strings.Contains(got, "cluster_enabled:1\r\n") {
 		t.Errorf("INFO cluster: %q", got)
 	}
