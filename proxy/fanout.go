@@ -17,7 +17,7 @@ import (
 // each (or, for one, to any), its replies merged as one Redis would answer.
 type fanOut struct {
 	how   merge
-	admin bool // only with Config.AllowAdmin: it changes every primary
+	admin bool // only with Config.AllowAdmin: a primary's data or settings
 	one   bool // any one primary answers for all
 }
 
@@ -48,8 +48,12 @@ var errNoPrimaries = errors.New("CLUSTERDOWN sluice has no slot map of the clust
 // fanOut queues a command for every primary.
 func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, fo fanOut) error {
 	if fo.admin && !s.cfg.AllowAdmin {
+		why := "it changes every primary"
+		if fo.one {
+			why = "it reads a primary's settings"
+		}
 		return errors.New("sluice forwards '" + strings.ToUpper(strings.ReplaceAll(spec.Name, "|", " ")) +
-			"' only with --allow-admin: it changes every primary")
+			"' only with --allow-admin: " + why)
 	}
 	if spec.Name == "script|load" && len(args) == 3 {
 		s.cfg.Forwarder.RememberScript(args[2])

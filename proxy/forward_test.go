@@ -445,8 +445,12 @@ func TestPassthroughFansOut(t *testing.T) {
 		t.Errorf("EVALSHA of a script never loaded: %q", got)
 	}
 	// Commands that change every primary need --allow-admin.
-	if got := conn.do("FLUSHALL"); !strings.Contains(got, "only with --allow-admin") {
+	if got := conn.do("FLUSHALL"); !strings.Contains(got, "only with --allow-admin: it changes every primary") {
 		t.Errorf("FLUSHALL without --allow-admin: %q", got)
+	}
+	// CONFIG GET too, but it changes nothing, and the refusal says so.
+	if got := conn.do("CONFIG", "GET", "maxmemory"); !strings.Contains(got, "only with --allow-admin: it reads a primary's settings") {
+		t.Errorf("CONFIG GET without --allow-admin: %q", got)
 	}
 	if got := admin.do("FLUSHALL"); got != "+OK\r\n" {
 		t.Errorf("FLUSHALL with --allow-admin: %q", got)
