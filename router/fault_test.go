@@ -26,8 +26,9 @@ import (
 // backendTimeout is 100ms, not the production 50ms: under -race on two
 // cores shared with six redis-servers, a healthy shard sometimes misses
 // 50ms, and these tests must tell a broken shard from a starved machine.
-// The bound they check is relative to it (p99 <= timeout + 5ms); measured
-// p99s are far below either.
+// The bound they check is relative to it (p99 <= timeout + 5ms, plus twice
+// the p99 of the same load before the outage: the machine's own delay);
+// measured p99s are far below either.
 const backendTimeout = 100 * time.Millisecond
 
 func newRouter(t *testing.T, seeds []string, cfg router.ClusterConfig) *router.Cluster {
@@ -110,12 +111,18 @@ func submit(r *router.Cluster, ctx context.Context, reqs []router.Request, res [
 	<-all
 }
 
+// call is one call of a load: when it was sent and how long it took.
+type call struct {
+	at time.Time
+	d  time.Duration
+}
+
 // load is 20 clients hammering keys through sluice, recording what a
 // caller sees.
 type load struct {
 	errors, malformed, calls atomic.Int64
 	mu                       sync.Mutex // guards lat
-	lat                      []time.Duration
+	lat                      []call
 	stop                     chan struct{}
 	wg                       sync.WaitGroup
 	clients                  []*goredis.Client
@@ -128,7 +135,7 @@ func startLoad(t *testing.T, addr string, keys []string) *load {
 		c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, PoolSize: 1})
 		l.clients = append(l.clients, c)
 		l.wg.Go(func() {
-			var lat []time.Duration
+			var lat []call
 			defer func() {
 				l.mu.Lock()
 				l.lat = append(l.lat, lat...)
@@ -143,7 +150,7 @@ func startLoad(t *testing.T, addr string, keys []string) *load {
 				}
 				start := time.Now()
 				v, err := c.Do(context.Background(), "THROTTLE", keys[(w+i)%len(keys)], 1000, 100, "1s").Int64Slice()
-				lat = append(lat, time.Since(start))
+				lat = append(lat, call{start, time.Since(start)})
 				l.calls.Add(1)
 				switch {
 				case err != nil:
@@ -178,8 +185,23 @@ func (l *load) finish(t *testing.T) time.Duration {
 	if n := l.malformed.Load(); n > 0 {
 		t.Errorf("%d of %d replies malformed", n, l.calls.Load())
 	}
-	slices.Sort(l.lat)
-	return l.lat[len(l.lat)*99/100]
+	return p99Of(l.lat, time.Time{})
+}
+
+// p99Of is the 99th percentile latency of the calls sent before until, or
+// of them all if until is zero; 0 if there are none.
+func p99Of(calls []call, until time.Time) time.Duration {
+	var lat []time.Duration
+	for _, c := range calls {
+		if until.IsZero() || c.at.Before(until) {
+			lat = append(lat, c.d)
+		}
+	}
+	if len(lat) == 0 {
+		return 0
+	}
+	slices.Sort(lat)
+	return lat[len(lat)*99/100]
 }
 
 // sampler records which source decides one key, every few ms.
@@ -332,9 +354,16 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	time.Sleep(1500 * time.Millisecond)
 	vs, hs := victimSamples.finish(), healthySamples.finish()
 	p99 := l.finish(t)
-	t.Logf("outage: promoted %v after the break; p99 %v over %d calls", promotedAt.Sub(brokeAt).Round(time.Millisecond), p99, l.calls.Load())
-	if limit := backendTimeout + 5*time.Millisecond; p99 > limit {
-		t.Errorf("p99 latency %v during the outage, want <= %v", p99, limit)
+	// A call that waits out the backend timeout also waits what every call
+	// waits on this machine at this moment (the client's and the proxy's
+	// scheduling, under -race, beside six redis-servers): the same load's
+	// p99 before the break. A loaded CI machine moves that from a few
+	// milliseconds to tens; a timeout not kept, or no fallback, adds
+	// hundreds of milliseconds to seconds.
+	before := p99Of(l.lat, brokeAt)
+	t.Logf("outage: promoted %v after the break; p99 %v over %d calls, %v before the break", promotedAt.Sub(brokeAt).Round(time.Millisecond), p99, l.calls.Load(), before)
+	if limit := backendTimeout + 5*time.Millisecond + 2*before; p99 > limit {
+		t.Errorf("p99 latency %v during the outage, want <= %v (the %v timeout, plus 5ms and twice the p99 of %v before the break)", p99, limit, backendTimeout, before)
 	}
 
 	var fellBack bool
