@@ -387,10 +387,38 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	// healthy again (they were held for good before).
 	waitFor(t, 5*time.Second, "the fallback buckets released", func() bool { return stats(r).LocalBuckets == 0 })
 	if partial {
+		// A starved machine (two cores, under -race, beside six
+		// redis-servers) can keep the router from reading a healthy
+		// shard's reply within the timeout now and then; that shard is
+		// then rightly unhealthy until its next probe, about 100ms. So a
+		// healthy key may fall back only after its own shard timed out,
+		// not right after the break, and only a few times: a fault the
+		// outage caused shows as another kind (a wrong slot map,
+		// CLUSTERDOWN), or as timeouts from the break on (its keys waiting
+		// behind the hung node until that is found unhealthy), or for
+		// most of the outage.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		home, err := c.Primary(ctx, slot.Of(router.KeyPrefix+healthyKeys[0]))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var local []sample
 		for _, s := range hs {
 			if s.source != router.SourceCluster {
-				t.Fatalf("a healthy shard's key was decided by %v at %v, with full coverage not required", s.source, s.at.Sub(brokeAt))
+				local = append(local, s)
 			}
+		}
+		if len(local) > 0 {
+			sh := shardStats(t, r, home.Addr)
+			early := slices.ContainsFunc(local, func(s sample) bool {
+				return s.at.After(brokeAt) && s.at.Before(brokeAt.Add(3*backendTimeout))
+			})
+			if timeouts := sh.ErrorKinds["timeout"]; timeouts == 0 || timeouts != sh.Errors || early || len(local) > len(hs)/10 {
+				t.Fatalf("a healthy shard's key was decided by %v at %v, %d of %d samples not by the cluster, with full coverage not required; its shard %+v\n%+v",
+					local[0].source, local[0].at.Sub(brokeAt), len(local), len(hs), sh, *stats(r))
+			}
+			t.Logf("a healthy shard's key fell back in %d of %d samples, after %d timeouts of its shard on this machine", len(local), len(hs), sh.Errors)
 		}
 	} else if last := hs[len(hs)-1]; last.source != router.SourceCluster {
 		t.Errorf("a healthy shard's key is still decided by %v after the promotion", last.source)
