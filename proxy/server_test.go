@@ -1047,14 +1047,18 @@ func TestThrottleMaxKeyLen(t *testing.T) {
 // than --timeout for a reply is not closed right after it gets it.
 func TestIdleTimeoutCountsFromTheReply(t *testing.T) {
 	for _, loops := range []int{1, -1} {
-		d := &slowShards{m: router.NewMemory(0), d: 2500 * time.Millisecond}
-		c := dialRaw(t, serveConfig(t, proxy.Config{Decider: d, Loops: loops, IdleTimeout: 2 * time.Second}))
+		// Idle 2 s since the reply, 1 s under --timeout for a loaded
+		// machine; 5.5 s since the command, so that counted from it the
+		// client is closed by the sweep (once a second) after the reply,
+		// a second before the PING.
+		d := &slowShards{m: router.NewMemory(0), d: 3500 * time.Millisecond}
+		c := dialRaw(t, serveConfig(t, proxy.Config{Decider: d, Loops: loops, IdleTimeout: 3 * time.Second}))
 		if got := c.do("THROTTLE", "it", "5", "1", "1s"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
 			t.Fatalf("loops %d: THROTTLE: %q", loops, got)
 		}
-		time.Sleep(1500 * time.Millisecond) // under --timeout since the reply
+		time.Sleep(2 * time.Second) // under --timeout since the reply
 		if got := c.do("PING"); got != "+PONG\r\n" {
-			t.Errorf("loops %d: PING 1.5 s after a reply, with --timeout 2 s: %q", loops, got)
+			t.Errorf("loops %d: PING 2 s after a reply, with --timeout 3 s: %q", loops, got)
 		}
 	}
 }
