@@ -421,7 +421,14 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 			t.Logf("a healthy shard's key fell back in %d of %d samples, after %d timeouts of its shard on this machine", len(local), len(hs), sh.Errors)
 		}
 	} else if last := hs[len(hs)-1]; last.source != router.SourceCluster {
-		t.Errorf("a healthy shard's key is still decided by %v after the promotion", last.source)
+		// The last sample can fall in the 100ms a healthy shard is
+		// unhealthy after the machine starved its reply past the timeout;
+		// it must then be back by now, every shard healthy again.
+		if res := decide(r, healthyKeys[0], iv); res.Err != nil || res.Source != router.SourceCluster {
+			t.Errorf("a healthy shard's key is still decided by %v after the promotion (last sample %v)\n%+v", res.Source, last.source, *stats(r))
+		} else {
+			t.Logf("the last sample of a healthy shard's key was decided by %v, %v after the promotion; decided by the cluster now", last.source, last.at.Sub(promotedAt))
+		}
 	}
 
 	// No goroutines left behind by the outage and its recovery. rueidis
