@@ -96,8 +96,15 @@ func ParseUsers(text, requirepass string) (*Users, error) {
 	return us, nil
 }
 
-// apply takes one rule of an ACL line.
+// apply takes one rule of an ACL line. Its keywords are read in any case,
+// as Redis reads them (strcasecmp): -@ALL is -@all, not a category "all"
+// that revokes nothing.
 func (u *User) apply(r string) error {
+	switch lr := strings.ToLower(r); lr {
+	case "on", "off", "nopass", "resetpass", "allkeys", "resetkeys", "allcommands", "+@all",
+		"nocommands", "-@all", "reset", "allchannels", "resetchannels":
+		r = lr
+	}
 	switch {
 	case r == "on", r == "off":
 		u.on = r == "on"

@@ -210,3 +210,32 @@ func TestGCRARateLimitCategory(t *testing.T) {
 		}
 	}
 }
+
+// Redis reads an ACL rule's keywords in any case (strcasecmp): -@ALL
+// revokes every command as -@all does, and +@ALL grants them. Read as a
+// category named "all", -@ALL revoked nothing and +@ALL granted nothing.
+func TestACLKeywordsAnyCase(t *testing.T) {
+	us := users(t, strings.Join([]string{
+		"user default off",
+		"user eve ON >e ALLKEYS +@all -@ALL +ping",
+		"user fay on >f ~* +@ALL",
+		"user gus on >g ~* +@all NOCOMMANDS +ping",
+	}, "\n"), "")
+	c := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us}))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"AUTH", "eve", "e"}, "+OK"},
+		{[]string{"PING"}, "+PONG"},
+		{[]string{"THROTTLE", "k", "10", "1", "1s"}, "-NOPERM User eve has no permissions to run the 'throttle' command"},
+		{[]string{"AUTH", "fay", "f"}, "+OK"},
+		{[]string{"THROTTLE", "k", "10", "1", "1s"}, "*5\r\n:0\r\n"},
+		{[]string{"AUTH", "gus", "g"}, "+OK"},
+		{[]string{"THROTTLE", "k", "10", "1", "1s"}, "-NOPERM User gus has no permissions to run the 'throttle' command"},
+	} {
+		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%q: got %q, want %q...", tc.args, got, tc.want)
+		}
+	}
+}
