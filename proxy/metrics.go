@@ -161,7 +161,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for src := range m.decisions {
 		for lim, result := range []string{"allowed", "limited"} {
 			if n := m.decisions[src][lim].Load(); n > 0 {
-				ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), result, router.Source(src).String(), "inline")
+				ch <- prometheus.MustNewConstMetric(descDecisions, prometheus.CounterValue, float64(n), result, router.Source(src).String(), inlinePolicy)
 			}
 		}
 	}

@@ -69,6 +69,10 @@ type policyCounts struct {
 // field.
 const maxPolicyName = 64
 
+// inlinePolicy is the metrics' policy label of a limit given with the
+// call; no policy may take it.
+const inlinePolicy = "inline"
+
 // NewPolicies checks policies and rules, and makes them a table. Rules
 // are tried in the order given. An error names the policy or the pattern
 // at fault.
@@ -123,6 +127,11 @@ func NewPolicies(policies []Policy, rules []KeyRule) (*Policies, error) {
 func checkPolicyName(name string) error {
 	if name == "" || len(name) > maxPolicyName {
 		return fmt.Errorf("policy name %q must be 1 to %d characters", name, maxPolicyName)
+	}
+	if name == inlinePolicy {
+		// Its series would be the inline limits' own: the same labels
+		// twice, which fails every scrape.
+		return fmt.Errorf("policy name %q is reserved: the metrics call limits given inline so", name)
 	}
 	for _, c := range []byte(name) {
 		if !isLetter(c) && (c < '0' || c > '9') && c != '_' && c != '-' && c != '.' {

@@ -48,6 +48,9 @@ func TestNewPoliciesRefusesBadTables(t *testing.T) {
 		{[]proxy.Policy{{Name: "a b", Capacity: 1, Refill: 1, Period: "1s"}}, nil, `policy name "a b" may hold only`},
 		{[]proxy.Policy{{Name: strings.Repeat("p", 65), Capacity: 1, Refill: 1, Period: "1s"}}, nil, "must be 1 to 64 characters"},
 		{[]proxy.Policy{ok, ok}, nil, `policy "free" is defined twice`},
+		// The metrics' label for a limit given inline: a policy of that
+		// name made two series of the same labels, and every scrape fail.
+		{[]proxy.Policy{{Name: "inline", Capacity: 1, Refill: 1, Period: "1s"}}, nil, `policy name "inline" is reserved`},
 		{[]proxy.Policy{{Name: "p", Capacity: 0, Refill: 1, Period: "1s"}}, nil, `policy "p": capacity must be a positive integer`},
 		{[]proxy.Policy{{Name: "p", Capacity: 1, Refill: -1, Period: "1s"}}, nil, `policy "p": refill must be a positive integer`},
 		{[]proxy.Policy{{Name: "p", Capacity: 1, Refill: 1, Period: "1w"}}, nil, `policy "p": period must be a positive duration`},
