@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	_ "net/http/pprof"
@@ -243,6 +244,10 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	}
 	if o.maxClients <= 0 || o.idleTimeout < 0 || o.shutdown <= 0 {
 		return o, errors.New("--maxclients and --shutdown-timeout must be positive, and --timeout 0 or more")
+	}
+	if o.idleTimeout > math.MaxInt32 {
+		// Redis's bound; past 2^63 ns the duration would wrap.
+		return o, fmt.Errorf("--timeout must be at most %d seconds, as in Redis", math.MaxInt32)
 	}
 	if o.protectedMode != "yes" && o.protectedMode != "no" {
 		return o, fmt.Errorf("--protected-mode must be yes or no, not %q", o.protectedMode)

@@ -278,6 +278,16 @@ func TestBadFlags(t *testing.T) {
 	if code := run(nil, envOf(map[string]string{"SLUICE_LOG_FORMAT": "yaml"}), &out); code != 2 {
 		t.Errorf("SLUICE_LOG_FORMAT=yaml: exit %d, want 2", code)
 	}
+	// Seconds past Redis's bound (INT_MAX) overflowed the duration: this
+	// one wrapped to under a second, and every client was closed at once.
+	for _, secs := range []string{"2147483648", "18446744074"} {
+		if _, err := parseFlags([]string{"--timeout", secs}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "--timeout") {
+			t.Errorf("--timeout %s: %v, want it refused", secs, err)
+		}
+	}
+	if o, err := parseFlags([]string{"--timeout", "2147483647"}, noEnv, io.Discard); err != nil || o.idleTimeout != 2147483647 {
+		t.Errorf("--timeout 2147483647 (Redis's most): %v, %v", o.idleTimeout, err)
+	}
 }
 
 // Protected mode: a sluice reachable from other hosts with no password
