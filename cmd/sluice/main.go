@@ -220,7 +220,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 		}
 	}
 	if o.fallbackShare != "auto" {
-		if f, err := strconv.ParseFloat(o.fallbackShare, 64); err != nil || f <= 0 || f > 1 {
+		if f, err := strconv.ParseFloat(o.fallbackShare, 64); err != nil || !(f > 0 && f <= 1) { // NaN too
 			return o, fmt.Errorf("--fallback-share must be auto or a fraction in (0, 1], not %q", o.fallbackShare)
 		}
 	}
@@ -230,7 +230,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if o.backendTimeout <= 0 || o.forwardTimeout <= 0 || o.fallbackKeys <= 0 || o.hotCooldown <= 0 || o.maxBlocking <= 0 {
 		return o, errors.New("--backend-timeout, --forward-timeout, --fallback-max-keys, --hot-cooldown and --max-blocking must be positive")
 	}
-	if o.hotThreshold < 0 || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
+	if !(o.hotThreshold >= 0) || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
 		return o, fmt.Errorf("--hot-threshold must be >= 0 and --hot-split in [0, %d]", router.MaxSplit)
 	}
 	if o.loops < -1 || o.loops > maxLoops {

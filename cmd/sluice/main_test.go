@@ -285,6 +285,13 @@ func TestBadFlags(t *testing.T) {
 			t.Errorf("--timeout %s: %v, want it refused", secs, err)
 		}
 	}
+	// NaN passed every range check, as no comparison holds for it: a
+	// share of NaN made fallback buckets of a negative interval.
+	for _, args := range [][]string{{"--fallback-share", "NaN"}, {"--fallback-share", "nan"}, {"--hot-threshold", "NaN"}} {
+		if _, err := parseFlags(args, noEnv, io.Discard); err == nil {
+			t.Errorf("%v: accepted, want it refused", args)
+		}
+	}
 	if o, err := parseFlags([]string{"--timeout", "2147483647"}, noEnv, io.Discard); err != nil || o.idleTimeout != 2147483647 {
 		t.Errorf("--timeout 2147483647 (Redis's most): %v, %v", o.idleTimeout, err)
 	}
