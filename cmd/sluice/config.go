@@ -141,9 +141,13 @@ func wantKind(n *yaml.Node, kind yaml.Kind, where, want string) error {
 
 // flagValue is a flag's value as its command line would give it: a
 // scalar, or a sequence of them joined by commas (--cluster, --hot-keys).
+// A null (~, null, nothing) is empty, not the word that spells it.
 func flagValue(n *yaml.Node) (string, error) {
 	switch n.Kind {
 	case yaml.ScalarNode:
+		if n.ShortTag() == "!!null" {
+			return "", nil
+		}
 		return n.Value, nil
 	case yaml.SequenceNode:
 		items := make([]string, len(n.Content))
@@ -151,7 +155,7 @@ func flagValue(n *yaml.Node) (string, error) {
 			if item.Kind != yaml.ScalarNode {
 				return "", errors.New("want a value or a list of values")
 			}
-			items[i] = item.Value
+			items[i], _ = flagValue(item)
 		}
 		return strings.Join(items, ","), nil
 	}

@@ -228,3 +228,22 @@ func toStrings(v any) []string {
 	}
 	return out
 }
+
+// A YAML null is no value, however it is written: "announce: ~" is
+// "announce:", not the address "~", and "cluster: null" not a seed node
+// named null.
+func TestConfigNullIsEmpty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "announce: ~\ncluster: null\nhot-keys: [a, ~]\nrequirepass: Null\n")
+	o, err := parseFlags([]string{"--config", path}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.announce != "" || o.cluster != "" || o.hotKeys != "a," || o.requirepass != "" {
+		t.Errorf("announce %q, cluster %q, hot-keys %q, requirepass %q; want all empty but hot-keys a,", o.announce, o.cluster, o.hotKeys, o.requirepass)
+	}
+	writeConfig(t, path, "requirepass: \"null\"\n")
+	if o, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err != nil || o.requirepass != "null" {
+		t.Errorf("a quoted \"null\": requirepass %q, %v; want the string", o.requirepass, err)
+	}
+}
