@@ -17,6 +17,7 @@ import (
 type config struct {
 	policies *proxy.Policies
 	flags    map[string]string
+	lines    map[string]int // of each flag's key, for an error
 }
 
 // readConfig reads and checks the YAML file at path; fs names the flags it
@@ -30,7 +31,7 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 	if err := yaml.Unmarshal(text, &doc); err != nil {
 		return config{}, err
 	}
-	cfg := config{flags: map[string]string{}}
+	cfg := config{flags: map[string]string{}, lines: map[string]int{}}
 	if len(doc.Content) == 0 { // an empty file
 		return cfg, nil
 	}
@@ -77,7 +78,7 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 			if err != nil {
 				return config{}, fmt.Errorf("line %d: %s: %w", k.Line, name, err)
 			}
-			cfg.flags[name] = value
+			cfg.flags[name], cfg.lines[name] = value, k.Line
 		}
 	}
 	if cfg.policies, err = proxy.NewPolicies(policies, rules); err != nil {

@@ -102,6 +102,8 @@ func TestBadConfig(t *testing.T) {
 	for _, tt := range []struct{ text, want string }{
 		{"nope: 1\n", `line 1: unknown key "nope"`},
 		{"backend-timeout: fast\n", "backend-timeout: parse error"},
+		// A bad value names its line, as an unknown key does.
+		{"log-level: info\nmax-blocking: many\n", "line 2: max-blocking: parse error"},
 		{"backend-timeout: 0s\n", "must be positive"},
 		{"hot-keys: {a: b}\n", "hot-keys: want a value or a list of values"},
 		{"config: other.yaml\n", "cannot name another"},

@@ -171,7 +171,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 		for name, v := range cfg.flags {
 			if _, _, set := env(fs.Lookup(name)); !set && !onCommandLine[name] {
 				if err := fs.Set(name, v); err != nil {
-					return o, fmt.Errorf("--config %s: %s: %w", o.config, name, err)
+					return o, fmt.Errorf("--config %s: line %d: %s: %w", o.config, cfg.lines[name], name, err)
 				}
 			}
 		}
