@@ -101,7 +101,7 @@ var (
 
 // forward takes a command sluice does not answer itself into c's queue,
 // for the cluster, or returns why it cannot go there.
-func (s *Server) forward(c *client, r *round, args [][]byte) error {
+func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	specs := s.cfg.Forwarder.Commands()
 	if specs == nil {
 		return errNoTable
@@ -110,7 +110,11 @@ func (s *Server) forward(c *client, r *round, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	s.metrics.forwarded(spec.Name)
+	defer func() {
+		if err == nil { // one sluice refused itself was not forwarded
+			s.metrics.forwarded(spec.Name)
+		}
+	}()
 	c.view.cmd.Store(&spec.Name)
 	if fo, ok := fanOuts[spec.Name]; ok {
 		return s.fanOut(c, r, spec, args, fo)

@@ -30,6 +30,13 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	conn.do("SET", "mk:1", "v")
 	conn.do("GET", "mk:1")
 	conn.do("GET", "mk:2")
+	// Answered an error by sluice itself: not forwarded, so not counted
+	// as forwarded.
+	for _, args := range [][]string{{"FLUSHALL"}, {"MSETNX", "mk:a", "1", "mk:b", "2"}, {"SHUTDOWN"}} {
+		if got := conn.do(args...); !strings.HasPrefix(got, "-") {
+			t.Errorf("%q: got %q, want an error", args, got)
+		}
+	}
 	for range 3 {
 		conn.do("THROTTLE", "mk:t", "2", "1", "1s")
 	}
@@ -59,6 +66,11 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	for _, n := range c.Nodes {
 		if want := `sluice_shard_healthy{shard="` + n.Addr + `"} 1`; !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+	for _, name := range []string{"flushall", "msetnx", "shutdown"} {
+		if strings.Contains(text, `command="`+name+`"`) {
+			t.Errorf("%s, refused, counted as forwarded", name)
 		}
 	}
 	if strings.Contains(text, "mk:") {
