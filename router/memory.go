@@ -104,7 +104,7 @@ func (m *Memory) decide(r *Request, now int64) Result {
 	if store != 0 {
 		s.tats[r.Key] = store
 		if len(s.tats) >= s.sweepAt {
-			s.sweep(now, m.perShard)
+			s.sweep(now, m.perShard, r.Key)
 			s.sweepAt = m.sweepAt(len(s.tats))
 		}
 	}
@@ -138,8 +138,9 @@ func (m *Memory) start(key string, tat int64) {
 // sweep forgets full buckets (they equal missing ones), like Redis expiring
 // them. When the shard is still at its limit, it also forgets a quarter of
 // the rest, arbitrarily (map order): a cheap stand-in for LRU that only a
-// flood of distinct keys ever reaches.
-func (s *memShard) sweep(now int64, limit int) {
+// flood of distinct keys ever reaches. It never forgets keep, the bucket
+// just taken from: forgotten, it would be full again for the next call.
+func (s *memShard) sweep(now int64, limit int, keep string) {
 	for k, tat := range s.tats {
 		if tat <= now*1000 {
 			delete(s.tats, k)
@@ -149,9 +150,11 @@ func (s *memShard) sweep(now int64, limit int) {
 		return
 	}
 	for k := range s.tats {
-		if len(s.tats) <= limit*3/4 {
+		if len(s.tats) <= max(limit*3/4, 1) {
 			break
 		}
-		delete(s.tats, k)
+		if k != keep {
+			delete(s.tats, k)
+		}
 	}
 }

@@ -113,3 +113,17 @@ func TestMemoryCap(t *testing.T) {
 		t.Fatalf("holds only %d buckets: the cap forgets too eagerly", n)
 	}
 }
+
+// A cap so small that a shard holds one bucket (under 128 keys) still
+// keeps the bucket just taken from: forgetting it at once would grant
+// every call a full bucket.
+func TestMemoryTinyCapKeepsTheBucketTaken(t *testing.T) {
+	now := int64(buckettest.Start)
+	m := newMemory(func() int64 { return now }, 1)
+	iv := interval(t, 1, 1, 86_400_000_000)
+	res := make([]Result, 2)
+	m.Decide(context.Background(), []Request{{Key: "k", Interval: iv, Cost: 1}, {Key: "k", Interval: iv, Cost: 1}}, res)
+	if res[0].Limited || !res[1].Limited {
+		t.Fatalf("got %+v, want one allowed then one denied", res)
+	}
+}
