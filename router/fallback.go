@@ -87,7 +87,10 @@ func (c *Cluster) scale(iv bucket.Interval) bucket.Interval {
 	// the limit between them (3 tokens at 1/2 each gave 2 + 2). The
 	// epsilon keeps an exact share such as 6 x 1/3 from flooring to 1.
 	s.Capacity = max(int64(math.Floor(float64(iv.Capacity)*share+1e-9)), 1)
-	u := math.Round(float64(iv.U) / share)
+	// Rounded up, for the same reason: a shorter interval is a faster
+	// rate than the share. The tolerance keeps an exact quotient such as
+	// 2 / (1/3) from rounding up past 6.
+	u := math.Ceil(float64(iv.U) / share * (1 - 1e-12))
 	if u*float64(s.Capacity) > bucket.MaxCapacityTime {
 		return iv // cannot be stretched exactly; grant the whole limit
 	}

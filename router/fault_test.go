@@ -699,3 +699,20 @@ func TestLocalShareNeverExceedsItsFraction(t *testing.T) {
 		}
 	}
 }
+
+// The share bounds the rate as well as the capacity: a stretched token
+// interval rounded to the nearest µs unit could be shorter than the share
+// allows (1 µs / 0.3 to 3 µs: 333,333 a second for 300,000).
+func TestLocalShareNeverExceedsItsRate(t *testing.T) {
+	r := newRouter(t, []string{"127.0.0.1:1"}, router.ClusterConfig{Share: 0.3})
+	iv := interval(t, 10, 1_000_000, 1_000_000) // one token a µs
+	res := make([]router.Result, 1)
+	submit(r, context.Background(), []router.Request{{Key: "k", Interval: iv, Cost: 3}}, res)
+	if res[0].Err != nil || res[0].Limited || res[0].Source != router.SourceLocal {
+		t.Fatalf("got %+v, want 3 tokens allowed by the local fallback", res[0])
+	}
+	// 3 tokens at 0.3 of one a µs refill in 10 µs.
+	if res[0].ResetAfter < 10 {
+		t.Fatalf("full again after %d µs: a share of 0.3 refills faster than 0.3 of the rate", res[0].ResetAfter)
+	}
+}
