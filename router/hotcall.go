@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -95,7 +96,7 @@ func (c *Cluster) fallbackHot(h *hotCall, reqs []Request, res []Result) {
 		if known && capacity > 0 && fill > 0 {
 			// The share scales a bucket's tokens and rate alike, so its
 			// time to full is the whole key's.
-			c.local.start(r.Key, (now+(capacity-have)*fill/capacity)*1000)
+			c.local.start(r.Key, (now+mulDiv(capacity-have, fill, capacity))*1000)
 		}
 	}
 	c.fallback(reqs, res)
@@ -275,7 +276,7 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 		out.ResetAfter = max(out.ResetAfter, at-now)
 		if out.Limited && cost <= part.Capacity {
 			// Until this sibling has cost tokens.
-			wait := at - now - (part.Capacity-cost)*fill/part.Capacity
+			wait := at - now - mulDiv(part.Capacity-cost, fill, part.Capacity)
 			if wait := max(wait, 1); out.RetryAfter < 0 || wait < out.RetryAfter {
 				out.RetryAfter = wait
 			}
@@ -293,6 +294,16 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 // part of a split takes the same.
 func fillTime(iv bucket.Interval) int64 {
 	return (iv.Capacity*iv.U + iv.V - 1) / iv.V
+}
+
+// mulDiv is a*b/c, rounded down, for 0 <= a <= c, 0 <= b and 0 < c,
+// without overflow: tokens x a fill time can pass 2^63 for limits in
+// range (3 x 2^18 tokens at 50 an hour), while the quotient, at most b,
+// cannot.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
 }
 
 // coalescer turns the concurrent calls on one hot key into one Lua step

@@ -128,3 +128,37 @@ func TestFallbackOfASplitKeyStartsWhereTheClusterLeftIt(t *testing.T) {
 		t.Errorf("a key never decided here: %+v, want allowed from a full bucket (29 left)", r)
 	}
 }
+
+// A large, slow limit (3 x 2^18 tokens, 50 an hour: a fill time of
+// 5.7e13 µs) is in range, split too, and so is tokens x fill time in the
+// hot-key arithmetic: it must not overflow int64 (4.5e19) and start a key
+// its load kept empty full again, or tell a denied caller to retry in 1 µs.
+func TestSplitArithmeticOfALargeSlowLimit(t *testing.T) {
+	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}, Share: 1})
+	t.Cleanup(c.Close)
+	iv, err := bucket.Limit{Capacity: 3 << 18, Refill: 50, Period: 3_600_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := fillTime(iv)
+	hk := newHotKey("big", false)
+	h := &hotCall{hk: hk, st: &splitState{seen: new(subSeen)}, parts: hk.partsFor(&splitState{tags: []string{"a", "b", "c"}}, iv), prevSub: -1}
+	if len(h.parts) != 3 {
+		t.Fatalf("%d parts, want 3", len(h.parts))
+	}
+	now := time.Now().UnixMicro()
+	for j := range h.parts {
+		h.st.seen.fullAt[j].Store(now + fill) // seen empty just now
+	}
+	reqs := []Request{{Op: Take, Key: "big", Interval: iv, Cost: 1}}
+	out, _ := h.logical(bucket.Result{Limited: true, RetryAfter: fill, ResetAfter: fill}, &reqs[0], now)
+	// A sibling empty now has a token in fill/capacity, 2.16e8 µs.
+	if want := fill / h.parts[1].Capacity; out.RetryAfter < want/2 || out.RetryAfter > 2*want {
+		t.Errorf("retry after %d µs, want about %d", out.RetryAfter, want)
+	}
+	res := make([]Result, 1)
+	c.fallbackHot(h, reqs, res)
+	if r := res[0]; !r.Limited || r.Source != SourceLocal {
+		t.Errorf("a key whose sub-buckets were empty: %+v, want limited by the local fallback", r)
+	}
+}
