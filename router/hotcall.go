@@ -267,7 +267,7 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 		t, ok := h.st.seen.tokens(j, part, fill, now)
 		if !ok {
 			// Never seen here: as full as the one just asked.
-			out.Remaining += br.Remaining * part.Capacity / h.parts[h.sub].Capacity
+			out.Remaining += mulDiv(br.Remaining, part.Capacity, h.parts[h.sub].Capacity)
 			known = false
 			continue
 		}

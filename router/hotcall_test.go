@@ -162,3 +162,24 @@ func TestSplitArithmeticOfALargeSlowLimit(t *testing.T) {
 		t.Errorf("a key whose sub-buckets were empty: %+v, want limited by the local fallback", r)
 	}
 }
+
+// A sibling never seen here is estimated as full as the one just asked:
+// remaining x capacity must not overflow for a large capacity in range
+// (3 x 10^12 tokens refilled at 10^6 a second).
+func TestSplitEstimateOfALargeCapacity(t *testing.T) {
+	iv, err := bucket.Limit{Capacity: 3_000_000_000_000, Refill: 1_000_000, Period: 1_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk := newHotKey("big", false)
+	h := &hotCall{hk: hk, st: &splitState{seen: new(subSeen)}, parts: hk.partsFor(&splitState{tags: []string{"a", "b", "c"}}, iv), prevSub: -1}
+	if len(h.parts) != 3 {
+		t.Fatalf("%d parts, want 3", len(h.parts))
+	}
+	r := Request{Op: Take, Key: "big", Interval: iv, Cost: 1}
+	left := h.parts[0].Capacity - 1
+	out, known := h.logical(bucket.Result{Remaining: left, RetryAfter: -1, ResetAfter: 1}, &r, time.Now().UnixMicro())
+	if want := iv.Capacity - 3; known || out.Remaining < want-2 || out.Remaining > want+2 {
+		t.Fatalf("remaining %d (known %v), want about %d, estimated", out.Remaining, known, want)
+	}
+}
