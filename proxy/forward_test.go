@@ -603,17 +603,7 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 		}
 	}
 	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
-	node, err := c.Primary(ctx, slot.Of("bl:gone"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocked := func() int {
-		list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Count(list, "cmd=blpop")
-	}
+	blocked := blpopWaiters(t, c, "bl:gone")
 	// Two waits fill --max-blocking 2: a third is refused at once.
 	a, b := dialRaw(t, addr), dialRaw(t, addr)
 	a.send([]string{"BLPOP", "bl:gone", "0"})
@@ -658,6 +648,24 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	}
 	if got := d.do("LLEN", "bl:gone"); got != ":1\r\n" {
 		t.Errorf("LLEN after the waiters left: %q, want :1", got)
+	}
+}
+
+// blpopWaiters returns a count of the clients waiting in BLPOP at key's
+// primary.
+func blpopWaiters(t *testing.T, c *clustertest.Cluster, key string) func() int {
+	t.Helper()
+	ctx := context.Background()
+	node, err := c.Primary(ctx, slot.Of(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() int {
+		list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "cmd=blpop")
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // serveTLS serves cfg on a plain listener and a TLS one beside it, as
@@ -409,18 +408,7 @@ func TestTLSBlockedClientHangsUp(t *testing.T) {
 	r := newForwarding(t, c)
 	certs := clustertest.NewCerts(t)
 	_, secure := serveTLS(t, proxy.Config{Decider: r, Forwarder: r}, serverTLS(t, certs, tls.RequireAndVerifyClientCert))
-	ctx := context.Background()
-	node, err := c.Primary(ctx, slot.Of("tls:bl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocked := func() int {
-		list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Count(list, "cmd=blpop")
-	}
+	blocked := blpopWaiters(t, c, "tls:bl")
 	waiter := dialRawTLS(t, secure, certs.ClientTLS())
 	waiter.send([]string{"BLPOP", "tls:bl", "0"})
 	waitUntil(t, "the BLPOP waits at the node", func() bool { return blocked() == 1 })
