@@ -206,6 +206,8 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 			o.settings[name] = fmt.Sprintf("%s %x %v", path, sum[:8], err)
 		}
 	}
+	// Redis reads its yes/no settings in any case.
+	o.protectedMode, o.tls.authClients = strings.ToLower(o.protectedMode), strings.ToLower(o.tls.authClients)
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
 	}

@@ -325,6 +325,11 @@ func TestProtectedMode(t *testing.T) {
 			t.Errorf("%+v: %v, want it to start", o, err)
 		}
 	}
+	// Read in any case, as Redis reads its yes/no settings.
+	if o, err := parseFlags([]string{"--protected-mode", "NO", "--tls-auth-clients", "Optional"}, none, &out); err != nil ||
+		o.protectedMode != "no" || o.tls.authClients != "optional" {
+		t.Errorf("--protected-mode NO --tls-auth-clients Optional: %q, %q, %v; want no and optional", o.protectedMode, o.tls.authClients, err)
+	}
 	for _, args := range [][]string{{"--protected-mode", "maybe"}, {"--aclfile", filepath.Join(t.TempDir(), "missing")}} {
 		out.Reset()
 		if code := run(args, none, &out); code != 2 {
