@@ -37,6 +37,12 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 			t.Errorf("%q: got %q, want an error", args, got)
 		}
 	}
+	// A transaction's commands are forwarded when EXEC sends them, and
+	// counted then; an aborted one's never are.
+	for _, step := range [][]string{{"MULTI"}, {"SET", "mk:1", "w"}, {"GET", "mk:1"}, {"EXEC"},
+		{"MULTI"}, {"GET", "mk:1"}, {"MSETNX", "mk:a", "1", "mk:b", "2"}, {"EXEC"}} {
+		conn.do(step...)
+	}
 	for range 3 {
 		conn.do("THROTTLE", "mk:t", "2", "1", "1s")
 	}
@@ -49,8 +55,9 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	text := rec.Body.String()
 	for _, want := range []string{
-		`sluice_passthrough_commands_total{command="get"} 2`,
-		`sluice_passthrough_commands_total{command="set"} 1`,
+		`sluice_passthrough_commands_total{command="get"} 3`,
+		`sluice_passthrough_commands_total{command="set"} 2`,
+		`sluice_passthrough_commands_total{command="exec"} 1`,
 		`sluice_decisions_total{policy="inline",result="allowed",source="cluster"} 2`,
 		`sluice_decisions_total{policy="inline",result="limited",source="cluster"} 1`,
 		`sluice_decisions_total{policy="two",result="allowed",source="cluster"} 2`,

@@ -25,6 +25,9 @@ type txn struct {
 	n     int    // how many
 	dirty bool   // a command was refused: EXEC answers EXECABORT
 	cross bool   // its commands' keys are in several slots: EXEC answers CROSSSLOT
+	// names are the queued commands' names, counted as forwarded once EXEC
+	// sends them.
+	names []string
 }
 
 // maxQueued bounds the bytes one client may queue in a transaction: they
@@ -107,6 +110,10 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		block := append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
 		s.forwardOne(c, r, router.Forward{Slot: t.slot, Cmd: block, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil})
 		c.pin = nil
+		for _, n := range t.names {
+			s.metrics.forwarded(n)
+		}
+		s.metrics.forwarded("exec")
 		return nil
 	case "discard":
 		c.multi = nil
@@ -119,7 +126,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	case "watch":
 		return errWatchInside
 	}
-	err := s.queueable(t, cmd, name, args)
+	spec, err := s.queueable(t, cmd, name, args)
 	if err == nil && len(t.cmds) > maxQueued {
 		err = fmt.Errorf("sluice: a transaction may queue at most %d MiB", maxQueued>>20)
 	}
@@ -129,47 +136,49 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	}
 	t.cmds = router.AppendCommand(t.cmds, args)
 	t.n++
+	t.names = append(t.names, spec)
 	s.replyNow(c, "+QUEUED\r\n")
 	return nil
 }
 
-// queueable checks a command for t, and moves t to its keys' slot.
-func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) error {
+// queueable checks a command for t, moves t to its keys' slot, and
+// returns the command's name.
+func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (string, error) {
 	if cmd != nil && name != "ping" && name != "echo" {
 		// sluice's own (THROTTLE, CLIENT, INFO, ...): not the node's to run.
-		return fmt.Errorf("sluice cannot run '%s' inside a transaction", name)
+		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction", name)
 	}
 	specs := s.cfg.Forwarder.Commands()
 	if specs == nil {
-		return errNoTable
+		return "", errNoTable
 	}
 	spec, err := cmdspec.Lookup(specs, args)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if spec.Has("no_multi") {
-		return errNoMulti
+		return "", errNoMulti
 	}
 	if _, ok := fanOuts[spec.Name]; ok {
-		return fmt.Errorf("sluice cannot run '%s' inside a transaction: it concerns every primary", spec.Name)
+		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction: it concerns every primary", spec.Name)
 	}
 	if err := refused(spec); err != nil {
-		return err
+		return "", err
 	}
 	// As outside a transaction: SORT by its key, and a line malformed
 	// where its keys should be is queued, for the node to refuse at EXEC
 	// as Redis does.
 	keys, _, err := routeKeys(spec, args)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(keys) == 0 {
-		return nil
+		return spec.Name, nil
 	}
 	sl := hashslot.Of(string(args[keys[0]]))
 	for _, k := range keys[1:] {
 		if hashslot.Of(string(args[k])) != sl {
-			return errCrossSlot
+			return "", errCrossSlot
 		}
 	}
 	if t.slot == router.AnySlot {
@@ -177,7 +186,7 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) err
 	} else if sl != t.slot {
 		t.cross = true
 	}
-	return nil
+	return spec.Name, nil
 }
 
 // forwardOne queues one forwarded command as the client's next reply.
