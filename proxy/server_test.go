@@ -606,6 +606,12 @@ func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
 			{"endless inline", strings.Repeat("x", 64<<10+1), "-ERR Protocol error: too big inline request"},
 			{"too many arguments", "*2147483648\r\n", "-ERR Protocol error: invalid multibulk length"},
 			{"too big an argument", "*1\r\n$536870913\r\n", "-ERR Protocol error: invalid bulk length"},
+			// string2ll's numbers only: no leading zero, no "-0".
+			{"argument count with a leading zero", "*01\r\n$4\r\nPING\r\n", "-ERR Protocol error: invalid multibulk length"},
+			{"argument count of minus zero", "*-0\r\n", "-ERR Protocol error: invalid multibulk length"},
+			{"negative count with a leading zero", "*-01\r\nPING\r\n", "-ERR Protocol error: invalid multibulk length"},
+			{"bulk length with a leading zero", "*1\r\n$04\r\nPING\r\n", "-ERR Protocol error: invalid bulk length"},
+			{"bulk length of minus zero", "*1\r\n$-0\r\n", "-ERR Protocol error: invalid bulk length"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				conn, r := raw(t, addr)
