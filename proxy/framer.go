@@ -140,7 +140,9 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 			}
 		case atBulk:
 			if c != '$' {
-				return i, false, fmt.Errorf("expected '$', got '%c'", c)
+				// The byte itself, as Redis's %c writes it: not the UTF-8
+				// of the rune it would be.
+				return i, false, errors.New("expected '$', got '" + string([]byte{c}) + "'")
 			}
 			f.state, f.nline = inBulkLen, 0
 		case inBulkBody:

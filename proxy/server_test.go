@@ -599,6 +599,7 @@ func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
 			{"negative bulk length", "*1\r\n$-3\r\n", "-ERR Protocol error: invalid bulk length"},
 			{"not a bulk", "*1\r\n:4\r\n", "-ERR Protocol error: expected '$', got ':'"},
 			{"argument without its CRLF", "*1\r\n$4\r\nPINGxx", "-ERR Protocol error: invalid bulk length"},
+			{"a byte past ASCII for a bulk", "*1\r\n\xff\r\n", "-ERR Protocol error: expected '$', got '\xff'"},
 			{"a newline for a bulk", "*1\r\n\n", "-ERR Protocol error: expected '$', got ' '"},
 			{"endless header", "*1\r\n$" + strings.Repeat("1", 40), "-ERR Protocol error: invalid bulk length"},
 			// Redis's limits: PROTO_INLINE_MAX_SIZE, INT_MAX arguments and
