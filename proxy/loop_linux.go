@@ -325,10 +325,14 @@ func (l *loop) run() {
 		l.mu.Lock()
 		l.idle = false
 		l.mu.Unlock()
+		if err == syscall.EINTR {
+			// No event, but the pass goes on: a signal comes about every
+			// 10 ms to a loop waiting in a raw syscall (preemption), so a
+			// pass that began again here would never reach closeIdle,
+			// whose sweep waits a second.
+			n, err = 0, nil
+		}
 		if err != nil {
-			if err == syscall.EINTR {
-				continue
-			}
 			l.s.loopFailed(err)
 			return
 		}

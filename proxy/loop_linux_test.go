@@ -237,3 +237,20 @@ func TestIdleLoopLetsTheCollectorRun(t *testing.T) {
 	}
 	ping()
 }
+
+// An idle client is closed with no other client to wake its loop up: the
+// loop's own timer finds it.
+func TestIdleTimeoutAlone(t *testing.T) {
+	eachLoops(t, func(t *testing.T, loops int) {
+		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, IdleTimeout: 500 * time.Millisecond})
+		conn, r := raw(t, addr)
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		start := time.Now()
+		if _, err := r.ReadByte(); err != io.EOF {
+			t.Fatalf("the idle client is still open after %v: %v", time.Since(start), err)
+		}
+		if took := time.Since(start); took > 3*time.Second {
+			t.Errorf("the idle client was closed after %v", took)
+		}
+	})
+}
