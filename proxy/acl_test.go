@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -238,4 +240,36 @@ func TestACLKeywordsAnyCase(t *testing.T) {
 			t.Errorf("%q: got %q, want %q...", tc.args, got, tc.want)
 		}
 	}
+}
+
+// A client that has yet to authenticate gets Redis 7's smaller bounds: at
+// most 10 arguments of at most 16 KiB, or a protocol error; once AUTH
+// ran, even in the same pipeline, the usual ones.
+func TestUnauthenticatedBounds(t *testing.T) {
+	eachLoops(t, func(t *testing.T, loops int) {
+		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, Users: users(t, "", "secret")})
+		for _, tt := range []struct{ name, send, want string }{
+			{"11 arguments", "*11\r\n", "-ERR Protocol error: unauthenticated multibulk length"},
+			{"a long argument", "*1\r\n$16385\r\n", "-ERR Protocol error: unauthenticated bulk length"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				conn, r := raw(t, addr)
+				io.WriteString(conn, tt.send)
+				if line, err := r.ReadString('\n'); err != nil || strings.TrimSpace(line) != tt.want {
+					t.Fatalf("got %q, %v, want %q", line, err, tt.want)
+				}
+				if _, err := r.ReadByte(); err != io.EOF {
+					t.Fatalf("connection still open after a protocol error (%v)", err)
+				}
+			})
+		}
+		conn, r := raw(t, addr)
+		long := strings.Repeat("e", 20000)
+		fmt.Fprintf(conn, "*2\r\n$4\r\nECHO\r\n$5\r\nshort\r\nAUTH secret\r\n*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", len(long), long)
+		for _, want := range []string{"-NOAUTH", "+OK", "$20000"} {
+			if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, want) {
+				t.Fatalf("got %.80q, %v, want %q", line, err, want)
+			}
+		}
+	})
 }

@@ -20,10 +20,13 @@ import (
 const (
 	// proto-max-bulk-len: the longest argument.
 	defaultMaxBulkLen = 512 << 20
-	// Redis 7 refuses a multibulk length over INT_MAX, and one over 10
-	// from a client that has yet to authenticate (processMultibulkBuffer);
-	// sluice has no AUTH, so every client is an authenticated one.
+	// Redis 7 refuses a multibulk length over INT_MAX.
 	defaultMaxArgs = math.MaxInt32
+	// And, from a client that has yet to authenticate, more arguments
+	// than these or a longer one (processMultibulkBuffer): until it is
+	// somebody, what it sends is bounded by kilobytes.
+	unauthMaxArgs = 10
+	unauthMaxBulk = 16384
 	// client-query-buffer-limit. Redis holds a command's arguments apart
 	// from its query buffer once they are parsed; sluice keeps a command's
 	// bytes until it is whole, so the limit bounds the whole command.
@@ -43,6 +46,8 @@ var (
 	errBulkLength       = errors.New("invalid bulk length")
 	errMultibulkLength  = errors.New("invalid multibulk length")
 	errUnbalancedQuotes = errors.New("unbalanced quotes in request")
+	errUnauthMultibulk  = errors.New("unauthenticated multibulk length")
+	errUnauthBulk       = errors.New("unauthenticated bulk length")
 )
 
 type frameState uint8
@@ -60,6 +65,9 @@ const (
 // the limits and check what the parsers after it take for granted.
 type framer struct {
 	maxBulk, maxArgs, maxQuery int64
+	// unauth: the client has yet to authenticate (Redis's smaller
+	// bounds), as of the command being read; set before each next.
+	unauth bool
 
 	state frameState
 	line  [maxHeaderLine]byte // header line so far
@@ -127,6 +135,9 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 				if !ok || n > f.maxArgs {
 					return i, false, f.headerErr()
 				}
+				if f.unauth && n > unauthMaxArgs {
+					return i, false, errUnauthMultibulk
+				}
 				if n <= 0 {
 					f.state = atCommand
 					return i + 1, true, nil
@@ -135,6 +146,9 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 			} else {
 				if !ok || n < 0 || n > f.maxBulk {
 					return i, false, f.headerErr()
+				}
+				if f.unauth && n > unauthMaxBulk {
+					return i, false, errUnauthBulk
 				}
 				f.state, f.left = inBulkBody, n+2
 			}
@@ -386,6 +400,11 @@ type framedConn struct {
 	lastEnd int      // where in out the last whole command ends, or 0
 	ferr    error    // the framing error to report once out is handed on
 	rerr    error    // the socket's error, likewise
+	// rest is what the socket gave past a whole command, not yet framed:
+	// while the client has yet to authenticate, a command is framed only
+	// once the one before it ran (it may be AUTH, which lifts the bounds).
+	rest []byte
+	cl   *client // the client served, once redcon accepted it
 	// idle closes the client once it sent nothing for that long (the
 	// server's IdleTimeout); redcon reads only between commands, so a
 	// client waiting for a reply is never idle.
@@ -419,12 +438,18 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			n += k
 			continue
 		}
-		if (n > 0 && whole) || c.ferr != nil || c.rerr != nil {
+		if (n > 0 && whole) || c.ferr != nil || (c.rerr != nil && len(c.rest) == 0) {
 			break
 		}
 		c.out, c.off, c.lastEnd = c.out[:0], 0, 0
 		if cap(c.out) > 4*framedReadSize {
 			c.out = nil // an inline command's rewrite: do not keep it
+		}
+		if len(c.rest) > 0 {
+			d := c.rest
+			c.rest = nil
+			c.ferr = c.frame(d)
+			continue
 		}
 		if c.buf == nil {
 			c.buf = make([]byte, framedReadSize)
@@ -451,6 +476,7 @@ func (c *framedConn) frame(d []byte) error {
 		var k int
 		var whole bool
 		var err error
+		c.f.unauth = c.cl != nil && c.cl.user == nil
 		switch c.f.state {
 		case atCommand, inInline, inCount:
 			end := len(d)
@@ -472,6 +498,10 @@ func (c *framedConn) frame(d []byte) error {
 		d = d[k:]
 		if err != nil {
 			return err
+		}
+		if whole && c.f.unauth && len(d) > 0 {
+			c.rest = d // in c.buf, which is not read into before it is framed
+			return nil
 		}
 	}
 	return nil

@@ -27,6 +27,9 @@ type goClient struct {
 func (s *Server) accept(conn redcon.Conn) bool {
 	c := &goClient{client: s.newClient(conn.RemoteAddr()), wake: make(chan struct{}, 1)}
 	c.conn, _ = conn.NetConn().(*framedConn)
+	if c.conn != nil {
+		c.conn.cl = &c.client
+	}
 	c.r.done = func(idx []int) {
 		c.mu.Lock()
 		c.decided = append(c.decided, idx)

@@ -747,6 +747,7 @@ func (l *loop) ended(c *fdConn) {
 func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 	cmdStart, pos := 0, framed
 	for pos < len(data) && !c.closing && c.block == nil {
+		c.f.unauth = c.user == nil // AUTH, taken, lifts the bounds for what follows
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
 		if ferr != nil {
