@@ -409,6 +409,11 @@ type framedConn struct {
 	// server's IdleTimeout); redcon reads only between commands, so a
 	// client waiting for a reply is never idle.
 	idle time.Duration
+	// limit bounds what a write leaves pending (the soft limit: the hard
+	// one is the server's, per pipeline); softOver is since when it was
+	// over the soft limit.
+	limit    OutputLimit
+	softOver time.Time
 	// shaken: a TLS client's handshake is done (and bounded in time).
 	shaken bool
 }
@@ -468,6 +473,48 @@ func (c *framedConn) Read(p []byte) (int, error) {
 		return 0, c.fail()
 	}
 	return 0, c.rerr
+}
+
+// writeChunk is the most framedConn.Write hands the socket at once: each
+// chunk taken is progress, which restarts the idle timeout.
+const writeChunk = 64 << 10
+
+// Write writes redcon's replies. A client that does not read them is
+// closed as Redis closes it: once the socket took nothing for the idle
+// timeout (a write is an interaction), or once what is left of the write
+// stayed over the soft output limit for its seconds. Without either it
+// just blocks: the client's own goroutine waits, no other.
+func (c *framedConn) Write(p []byte) (int, error) {
+	if c.idle <= 0 && c.limit.Soft <= 0 {
+		return c.Conn.Write(p)
+	}
+	defer c.Conn.SetWriteDeadline(time.Time{})
+	n := 0
+	for n < len(p) {
+		now := time.Now()
+		var deadline time.Time
+		if c.idle > 0 {
+			deadline = now.Add(c.idle)
+		}
+		if soft := c.limit.Soft; soft > 0 && int64(len(p)-n) > soft {
+			if c.softOver.IsZero() {
+				c.softOver = now
+			}
+			if d := c.softOver.Add(c.limit.SoftFor); deadline.IsZero() || d.Before(deadline) {
+				deadline = d
+			}
+		} else {
+			c.softOver = time.Time{}
+		}
+		c.Conn.SetWriteDeadline(deadline)
+		k, err := c.Conn.Write(p[n:min(len(p), n+writeChunk)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	c.softOver = time.Time{}
+	return n, nil
 }
 
 // frame moves d to out as the framer passes it, up to a framing error.
@@ -617,7 +664,7 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			continue
 		}
 		if !l.s.full(c) {
-			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout}, nil
+			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit}, nil
 		}
 	}
 }

@@ -392,7 +392,9 @@ func (p *pushOut) write() {
 		}
 		buf, p.out = p.out, buf[:0]
 		p.mu.Unlock()
-		_, err := p.conn.Write(buf)
+		// Past framedConn.Write's bounds: a subscriber is never idle, and
+		// its backlog has a bound of its own (maxPushBacklog).
+		_, err := p.conn.Conn.Write(buf)
 		p.mu.Lock()
 		p.written += int64(len(buf))
 		if cap(buf) > keepReplies {

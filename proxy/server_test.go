@@ -988,7 +988,7 @@ func TestShutdownLosesNoReplies(t *testing.T) {
 // The normal class's client-output-buffer-limit: a reply past the hard
 // limit closes its client, a smaller one is answered; a client that lets
 // replies pile up past the soft limit for longer than allowed is closed.
-// Both serving paths (the goroutine path blocks on its writes: hard only).
+// Both serving paths.
 func TestOutputBufferLimit(t *testing.T) {
 	big := strings.Repeat("x", 100<<10)
 	for _, loops := range []int{1, -1} {
@@ -1003,15 +1003,34 @@ func TestOutputBufferLimit(t *testing.T) {
 			t.Errorf("loops %d: a reply past the hard limit was sent (%q...), want the client closed", loops, b)
 		}
 	}
-	// Soft: 20 KiB replies, never read, pile up in sluice once the socket
-	// is full; closed within the sweep after 200 ms over 32 KiB.
-	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: 1,
-		OutputLimit: proxy.OutputLimit{Soft: 32 << 10, SoftFor: 200 * time.Millisecond}})
+	// Soft: 40 KiB replies, never read, pile up in sluice once the socket
+	// is full (on a loop), or one waits to be written (on a goroutine,
+	// which reads no more meanwhile); closed 200 ms over 32 KiB.
+	for _, loops := range []int{1, -1} {
+		closedUnread(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops,
+			OutputLimit: proxy.OutputLimit{Soft: 32 << 10, SoftFor: 200 * time.Millisecond}})
+	}
+}
+
+// With --timeout, a client that reads none of its replies is idle too: a
+// write that makes no progress is no interaction, as in Redis. Both
+// serving paths.
+func TestIdleTimeoutClosesAClientThatDoesNotRead(t *testing.T) {
+	for _, loops := range []int{1, -1} {
+		closedUnread(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, IdleTimeout: 500 * time.Millisecond})
+	}
+}
+
+// closedUnread sends 16 MB of replies' worth of ECHO and reads nothing:
+// the server must close the client.
+func closedUnread(t *testing.T, cfg proxy.Config) {
+	t.Helper()
+	addr := serveConfig(t, cfg)
 	c := dialRaw(t, addr)
 	c.c.(*net.TCPConn).SetReadBuffer(4 << 10)
-	mid := strings.Repeat("y", 20<<10)
+	mid := strings.Repeat("y", 40<<10)
 	var cmds [][]string
-	for range 400 { // 8 MB of replies, past what loopback sockets hold
+	for range 400 { // 16 MB of replies, past what loopback sockets hold
 		cmds = append(cmds, []string{"ECHO", mid})
 	}
 	var b []byte
@@ -1023,7 +1042,7 @@ func TestOutputBufferLimit(t *testing.T) {
 		c.c.Write(b) // ends when sluice stops reading it, or closes it
 	}()
 	poll := dialRaw(t, addr)
-	waitUntil(t, "the server closes the client over the soft limit", func() bool {
+	waitUntil(t, fmt.Sprintf("loops %d: the server closes the client that does not read", cfg.Loops), func() bool {
 		return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
 	})
 }
