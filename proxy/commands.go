@@ -241,7 +241,14 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	}
 	c.name, c.user = name, user
 	if len(args) > 1 {
-		c.resp3 = args[1][0] == '3'
+		resp3 := args[1][0] == '3'
+		if resp3 != c.resp3 && c.tunnel != nil && len(c.tunnelWait) == 0 && !c.tunnel.Subscribed() {
+			// Its tunnel's connections speak the old protocol: the next
+			// subscription opens one in the new, whose confirmations and
+			// messages are then the client's.
+			c.closeTunnel()
+		}
+		c.resp3 = resp3
 		c.out.resp3, c.held.resp3 = c.resp3, c.resp3
 	}
 	c.published()

@@ -141,3 +141,37 @@ func TestPassthroughPubSubReset(t *testing.T) {
 		return true
 	})
 }
+
+// A client that subscribed in one protocol, left its subscriptions and
+// switched protocol with HELLO gets its next subscriptions' confirmations
+// and messages in the new protocol, as from a node: a RESP3 client must
+// not get a message as a plain array, which it would take for a reply.
+// Both serving paths.
+func TestPassthroughPubSubProtocolSwitch(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		for _, p := range []struct {
+			from, to string
+			sub, msg string
+		}{
+			{"2", "3", ">3\r\n$9\r\nsubscribe\r\n", ">3\r\n$7\r\nmessage\r\n"},
+			{"3", "2", "*3\r\n$9\r\nsubscribe\r\n", "*3\r\n$7\r\nmessage\r\n"},
+		} {
+			ch := "switch:" + p.from + p.to + ":" + t.Name()
+			sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+			sub.do("HELLO", p.from)
+			sub.do("SUBSCRIBE", ch+":a")
+			sub.do("UNSUBSCRIBE")
+			sub.do("HELLO", p.to)
+			if got := sub.do("SUBSCRIBE", ch); !strings.HasPrefix(got, p.sub) {
+				t.Fatalf("RESP%s to RESP%s: SUBSCRIBE answered %q, want %q...", p.from, p.to, got, p.sub)
+			}
+			pub.do("PUBLISH", ch, "m")
+			if got := sub.read(); !strings.HasPrefix(got, p.msg) {
+				t.Errorf("RESP%s to RESP%s: message %q, want %q...", p.from, p.to, got, p.msg)
+			}
+		}
+	})
+}

@@ -525,6 +525,14 @@ func (t *Tunnel) deliver(tc *tunnelConn, r []byte) {
 	t.onData(r, t.conns.subscribed(), false)
 }
 
+// Subscribed reports whether the client has a subscription left, as the
+// nodes last confirmed.
+func (t *Tunnel) Subscribed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conns.subscribed()
+}
+
 // Close ends the tunnel: its callbacks are not called again.
 func (t *Tunnel) Close() {
 	t.mu.Lock()
