@@ -242,11 +242,18 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	c.name, c.user = name, user
 	if len(args) > 1 {
 		resp3 := args[1][0] == '3'
-		if resp3 != c.resp3 && c.tunnel != nil && len(c.tunnelWait) == 0 && !c.tunnel.Subscribed() {
+		switch {
+		case resp3 == c.resp3 || c.tunnel == nil:
+		case len(c.tunnelWait) == 0 && !c.tunnel.Subscribed():
 			// Its tunnel's connections speak the old protocol: the next
 			// subscription opens one in the new, whose confirmations and
 			// messages are then the client's.
 			c.closeTunnel()
+		default:
+			// Subscribed: its connections switch, as a node's would, and
+			// in RESP2 it is in subscribed mode.
+			c.tunnel.SetProtocol(resp3)
+			c.subscribed = !resp3 && c.tunnel.Subscribed()
 		}
 		c.resp3 = resp3
 		c.out.resp3, c.held.resp3 = c.resp3, c.resp3

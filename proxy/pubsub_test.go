@@ -175,3 +175,45 @@ func TestPassthroughPubSubProtocolSwitch(t *testing.T) {
 		}
 	})
 }
+
+// A RESP3 subscriber that switches to RESP2 with HELLO, its subscription
+// kept, gets its messages and confirmations in RESP2 and is in subscribed
+// mode, as from a node. Both serving paths.
+func TestPassthroughPubSubProtocolSwitchSubscribed(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	const shard = "{sw}s"
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		ch := "switched:" + t.Name()
+		sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+		sub.do("HELLO", "3")
+		sub.do("SUBSCRIBE", ch)
+		sub.do("SSUBSCRIBE", shard)
+		sub.do("HELLO", "2")
+		for _, s := range []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"PING"}, "*2\r\n$4\r\npong\r\n$0\r\n\r\n"},
+			{[]string{"GET", "k"}, "-ERR Can't execute 'get'"},
+			{[]string{"SUBSCRIBE", ch + ":b"}, "*3\r\n$9\r\nsubscribe\r\n"},
+		} {
+			if got := sub.do(s.cmd...); !strings.HasPrefix(got, s.want) {
+				t.Errorf("%q in RESP2: %q, want %q...", s.cmd, got, s.want)
+			}
+		}
+		pub.do("PUBLISH", ch, "m")
+		if got, want := sub.read(), "*3\r\n$7\r\nmessage\r\n"; !strings.HasPrefix(got, want) {
+			t.Errorf("message in RESP2: %q, want %q...", got, want)
+		}
+		pub.do("SPUBLISH", shard, "m")
+		if got, want := sub.read(), "*3\r\n$8\r\nsmessage\r\n"; !strings.HasPrefix(got, want) {
+			t.Errorf("shard message in RESP2: %q, want %q...", got, want)
+		}
+		// Subscribed in RESP2, HELLO is refused, as by a node.
+		if got, want := sub.do("HELLO", "3"), "-ERR Can't execute 'hello'"; !strings.HasPrefix(got, want) {
+			t.Errorf("HELLO 3 in subscribed mode: %q, want %q...", got, want)
+		}
+	})
+}

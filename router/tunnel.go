@@ -116,6 +116,9 @@ type tunnelConn struct {
 	// last is the command last sent on it: what the node sends after its
 	// fence (a message, say) must not overtake that command's replies.
 	last *tunnelCmd
+	// hellos counts the HELLOs sent on it (SetProtocol) not yet answered:
+	// their replies are not the client's.
+	hellos int
 }
 
 // sentFence is a fence written on a connection, for command of: the
@@ -251,7 +254,7 @@ func (t *Tunnel) homeConn() (*tunnelConn, error) {
 			return nil, errNoSlotMap
 		}
 		g.home = &tunnelConn{addr: addr, set: g}
-		go t.run(g.home)
+		go t.run(g.home, g.resp3)
 	}
 	return g.home, nil
 }
@@ -272,7 +275,7 @@ func (t *Tunnel) sendShard(g *tunnelConns, addr string, sc *shardCmd) {
 			// A MOVED to a command sent before a Reset.
 			t.reset = append(t.reset, tc)
 		}
-		go t.run(tc)
+		go t.run(tc, g.resp3)
 	}
 	tc.sent = append(tc.sent, sc)
 	t.writeFenced(tc, sc.cmd, sc.of)
@@ -367,8 +370,8 @@ func (t *Tunnel) write(tc *tunnelConn, cmd []byte) {
 	}
 }
 
-func (t *Tunnel) run(tc *tunnelConn) {
-	conn, br, err := t.c.dial(tc.addr, tc.set.resp3, false, 16<<10)
+func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
+	conn, br, err := t.c.dial(tc.addr, resp3, false, 16<<10)
 	t.mu.Lock()
 	switch {
 	case t.closed:
@@ -435,6 +438,10 @@ func (t *Tunnel) fail(tc *tunnelConn, err error) {
 
 // received hands on what tc's node sent; t.mu is held.
 func (t *Tunnel) received(tc *tunnelConn, r []byte) {
+	if tc.hellos > 0 && isHello(r) {
+		tc.hellos--
+		return
+	}
 	if isFence(r) {
 		t.fenced(tc)
 		return
@@ -531,6 +538,43 @@ func (t *Tunnel) Subscribed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.conns.subscribed()
+}
+
+// SetProtocol switches the client's connections to RESP3 or RESP2, as
+// HELLO switches a node's: what they send after it, messages included, is
+// in that protocol, and so are connections opened later.
+func (t *Tunnel) SetProtocol(resp3 bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	g := t.conns
+	if t.closed || g.resp3 == resp3 {
+		return
+	}
+	g.resp3 = resp3
+	proto := "2"
+	if resp3 {
+		proto = "3"
+	}
+	hello := AppendCommand(nil, [][]byte{[]byte("HELLO"), []byte(proto)})
+	for _, tc := range append([]*tunnelConn{g.home}, g.shards...) {
+		if tc == nil || tc.done {
+			continue
+		}
+		tc.hellos++
+		if t.write(tc, hello); t.closed {
+			return
+		}
+	}
+}
+
+// isHello reports whether r is HELLO's reply, a map (an array in RESP2)
+// whose first key is "server".
+func isHello(r []byte) bool {
+	if len(r) == 0 || (r[0] != '%' && r[0] != '*') {
+		return false
+	}
+	i := bytes.IndexByte(r, '\n')
+	return i > 0 && bytes.HasPrefix(r[i+1:], []byte("$6\r\nserver\r\n"))
 }
 
 // Close ends the tunnel: its callbacks are not called again.
