@@ -117,6 +117,13 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		if len(rest) == 0 {
 			break
 		}
+		if c.drainPin {
+			// Its watch's commands answered before the next is taken
+			// (unpinned).
+			s.answer(c)
+			c.drainPin = false
+			c.r.start = time.Now()
+		}
 		more = s.take(&c.client, &c.r, rest[0].Args)
 		rest = rest[1:]
 	}

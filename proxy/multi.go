@@ -63,7 +63,7 @@ func (s *Server) transaction(c *client, r *round, name string, args [][]byte) (b
 			break
 		}
 		s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: r.command(args), Pin: c.pin, Unpin: true})
-		c.pin = nil
+		c.unpinned()
 	default:
 		return false, nil
 	}
@@ -109,7 +109,9 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		}
 		block := append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
 		s.forwardOne(c, r, router.Forward{Slot: t.slot, Cmd: block, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil})
-		c.pin = nil
+		if c.pin != nil {
+			c.unpinned()
+		}
 		for _, n := range t.names {
 			s.metrics.forwarded(n)
 		}

@@ -186,3 +186,37 @@ func TestTransactionWatchingOnALostConnection(t *testing.T) {
 		t.Errorf("after the transaction: %q, want the value before it", got)
 	}
 }
+
+// The commands a client pipelines after the end of a watch (EXEC,
+// DISCARD, UNWATCH, RESET, an aborted EXEC) run after those sent on its
+// watch's own connection, as on one node: a GET reads what the client
+// wrote before it. Both serving paths.
+func TestTransactionPipelineAfterWatchKeepsOrder(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		for i, p := range []struct {
+			end  [][]string
+			want string // GET's reply
+		}{
+			{[][]string{{"MULTI"}, {"SET", "{o}k", "x"}, {"EXEC"}}, "$1\r\nx\r\n"},
+			{[][]string{{"UNWATCH"}}, "$1\r\nv\r\n"},
+			{[][]string{{"MULTI"}, {"DISCARD"}}, "$1\r\nv\r\n"},
+			{[][]string{{"RESET"}}, "$1\r\nv\r\n"},
+			{[][]string{{"MULTI"}, {"GET"}, {"EXEC"}}, "$1\r\nv\r\n"},
+		} {
+			conn := dialRaw(t, addr)
+			conn.do("DEL", "{o}k")
+			// Another key of the slot watched: the transaction runs.
+			cmds := append([][]string{{"WATCH", "{o}w"}, {"SET", "{o}k", "v"}}, p.end...)
+			conn.send(append(cmds, []string{"GET", "{o}k"})...)
+			for range cmds {
+				conn.read()
+			}
+			if got := conn.read(); got != p.want {
+				t.Errorf("%d: %q: GET after them answered %q, want %q", i, p.end, got, p.want)
+			}
+		}
+	})
+}

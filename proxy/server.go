@@ -439,7 +439,10 @@ type client struct {
 	push *pushOut
 	// block is its blocking command until answered: nothing it sent
 	// after is taken meanwhile, and it is cancelled if c goes away.
-	block    *blockingCmd
+	block *blockingCmd
+	// drainPin is set once its WATCH connection is let go with replies in
+	// flight: nothing it sent after is taken until they are in.
+	drainPin bool
 	softOver time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
@@ -846,8 +849,27 @@ func (s *Server) resetClient(c *client) {
 func (c *client) unpin() {
 	if c.pin != nil {
 		c.pin.Release()
-		c.pin = nil
+		c.unpinned()
 	}
+}
+
+// unpinned forgets c's WATCH connection, let go. Its later commands go on
+// other connections, where they could run before those still on it (a
+// SET pipelined before EXEC, and a GET after it): c takes nothing more
+// until the replies in flight are in (drainPin).
+func (c *client) unpinned() {
+	c.pin = nil
+	c.drainPin = c.inFlight() > 0
+}
+
+// pinDrained reports whether c waited for its watch's commands
+// (unpinned) and they are answered, and forgets it: c may be served again.
+func (c *client) pinDrained() bool {
+	if !c.drainPin || c.inFlight() > 0 {
+		return false
+	}
+	c.drainPin = false
+	return true
 }
 
 // cancelBlocked gives up the blocking command c still waits for: it went
