@@ -108,6 +108,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	}
 	spec, err := cmdspec.Lookup(specs, args)
 	if err != nil {
+		if lowerName(args[0]) == "exec" {
+			return execAborted(err)
+		}
 		return err
 	}
 	defer func() {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
@@ -93,6 +94,23 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	t := c.multi
 	name := lowerName(args[0])
 	switch name {
+	case "exec", "discard", "multi", "watch":
+		// Their arity checked first, as Redis checks it: a refused one
+		// aborts the transaction, and EXEC's ends it.
+		if specs := s.cfg.Forwarder.Commands(); specs != nil {
+			if _, err := cmdspec.Lookup(specs, args); err != nil {
+				if name == "exec" {
+					c.multi = nil
+					c.published()
+					c.unpin()
+					return execAborted(err)
+				}
+				t.dirty = true
+				return err
+			}
+		}
+	}
+	switch name {
 	case "exec":
 		c.multi = nil
 		c.published()
@@ -141,6 +159,12 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	t.names = append(t.names, spec)
 	s.replyNow(c, "+QUEUED\r\n")
 	return nil
+}
+
+// execAborted is Redis's answer to an EXEC it refuses (err): the
+// transaction, if any, is discarded.
+func execAborted(err error) error {
+	return errors.New("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(err.Error(), "ERR "))
 }
 
 // queueable checks a command for t, moves t to its keys' slot, and

@@ -220,3 +220,42 @@ func TestTransactionPipelineAfterWatchKeepsOrder(t *testing.T) {
 		}
 	})
 }
+
+// EXEC, DISCARD, MULTI and WATCH of a wrong number of arguments are
+// refused as by a node, which checks that first: inside MULTI, each
+// aborts the transaction, and EXEC's ends it (EXECABORT) instead of
+// running it. Both serving paths.
+func TestTransactionControlArity(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, cmds := range [][][]string{
+		{{"MULTI"}, {"PING"}, {"EXEC", "y"}, {"EXEC"}},
+		{{"MULTI"}, {"DISCARD", "z"}, {"PING"}, {"EXEC"}},
+		{{"MULTI"}, {"MULTI", "x"}, {"PING"}, {"EXEC"}},
+		{{"MULTI"}, {"WATCH"}, {"PING"}, {"EXEC"}},
+		{{"EXEC", "y"}, {"PING"}},
+	} {
+		answers := func(t *testing.T, addr string) []string {
+			conn := dialRaw(t, addr)
+			conn.send(cmds...)
+			got := make([]string, len(cmds))
+			for i := range got {
+				got[i] = conn.read()
+			}
+			return got
+		}
+		n, err := c.Primary(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := answers(t, n.Addr)
+		eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+			got := answers(t, serveConfig(t, cfg))
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("%q: reply %d is %q, want %q as the node's", cmds, i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
