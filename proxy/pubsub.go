@@ -58,7 +58,7 @@ func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 // MOVED instead).
 func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 	name := lowerName(args[0])
-	if name == "reset" {
+	if name == "reset" && len(args) == 1 { // else refused, as of a wrong arity
 		s.resetClient(c)
 		s.replyNow(c, "+RESET\r\n")
 		return nil

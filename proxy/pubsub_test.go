@@ -93,6 +93,8 @@ func TestPassthroughPubSubReset(t *testing.T) {
 			{"SUBSCRIBE", "rs:c"}, {"PING"}, {"RESET"}, {"PING"}}, 7},
 		{"shard", false, [][]string{{"SSUBSCRIBE", shard}, {"SUBSCRIBE", "rs:a"}, {"RESET"}, {"PING"}}, 4},
 		{"resp3", true, [][]string{{"SUBSCRIBE", "rs:a"}, {"PING"}, {"RESET"}, {"PING"}}, 4},
+		// RESET of a wrong arity is refused, resetting nothing.
+		{"arity", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"RESET", "x"}, {"PING"}, {"RESET"}, {"PING"}}, 5},
 	} {
 		answers := func(t *testing.T, addr string) []string {
 			conn := dialRaw(t, addr)
