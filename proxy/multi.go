@@ -215,6 +215,36 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 	return spec.Name, nil
 }
 
+// helloPinned answers a HELLO that switches the protocol of a client with
+// a WATCH connection: the switch goes on that connection too, in order
+// with the commands on it, whose replies are then in the new protocol, as
+// a node's; the client gets sluice's HELLO reply. It reports false for a
+// HELLO that switches nothing, answered as usual.
+func (s *Server) helloPinned(c *client, r *round, args [][]byte) bool {
+	if len(args) < 2 || len(args[1]) != 1 || (args[1][0] != '2' && args[1][0] != '3') {
+		return false
+	}
+	resp3 := args[1][0] == '3'
+	if resp3 == c.resp3 {
+		return false
+	}
+	w := &replyBuf{resp3: resp3}
+	cmdHello(s, c, w, args)
+	if c.resp3 != resp3 {
+		// Refused (an option): nothing switched.
+		s.replyNow(c, string(w.b))
+		return true
+	}
+	pin, reply := c.pin, w.b
+	it := fwdItem{first: len(r.fwd), post: func([]byte) []byte {
+		pin.Protocol(resp3)
+		return reply
+	}}
+	r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command([][]byte{[]byte("HELLO"), args[1]}), Pin: pin})
+	r.queueItem(c, it)
+	return true
+}
+
 // forwardOne queues one forwarded command as the client's next reply.
 func (s *Server) forwardOne(c *client, r *round, f router.Forward) {
 	it := fwdItem{first: len(r.fwd)}

@@ -259,3 +259,23 @@ func TestTransactionControlArity(t *testing.T) {
 		})
 	}
 }
+
+// A client that switches protocol with HELLO while it watches keys gets
+// the replies on its watch's connection in the new protocol, as from a
+// node, and HELLO's own reply is sluice's. Both serving paths.
+func TestTransactionWatchAcrossHello(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		conn := dialRaw(t, serveConfig(t, cfg))
+		conn.send([]string{"WATCH", "{p}k"}, []string{"HSET", "{p}h", "f", "v"},
+			[]string{"HELLO", "3"}, []string{"HGETALL", "{p}h"},
+			[]string{"HELLO", "2"}, []string{"HGETALL", "{p}h"}, []string{"UNWATCH"})
+		for i, want := range []string{"+OK\r\n", "", "%7\r\n$6\r\nserver\r\n$6\r\nsluice\r\n", "%1\r\n$1\r\nf\r\n$1\r\nv\r\n",
+			"*14\r\n$6\r\nserver\r\n$6\r\nsluice\r\n", "*2\r\n$1\r\nf\r\n$1\r\nv\r\n", "+OK\r\n"} {
+			if got := conn.read(); !strings.HasPrefix(got, want) {
+				t.Errorf("reply %d: %q, want %q...", i, got, want)
+			}
+		}
+	})
+}

@@ -695,6 +695,9 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			return true
 		}
 	}
+	if err == nil && cmd.name == "hello" && c.pin != nil && s.helloPinned(c, r, args) {
+		return true
+	}
 	if err == nil && cmd.request != nil && len(args) > 1 && s.cfg.MaxKeyLen > 0 && len(args[1]) > s.cfg.MaxKeyLen {
 		err = fmt.Errorf("key must be at most %d bytes (--throttle-max-key-len)", s.cfg.MaxKeyLen)
 	}

@@ -774,6 +774,14 @@ func (p *Pin) lose() {
 	p.mu.Unlock()
 }
 
+// Protocol makes the pin's connection speak RESP3 or RESP2 should it be
+// dialled again: its client switched with HELLO, sent on it.
+func (p *Pin) Protocol(resp3 bool) {
+	p.b.mu.Lock()
+	p.b.resp3 = resp3
+	p.b.mu.Unlock()
+}
+
 // Release closes the pin's connection once the replies it waits for are
 // in (which ends its WATCH on the node, as closing a connection does).
 func (p *Pin) Release() {
@@ -828,8 +836,9 @@ func (b *backend) write() {
 			return
 		}
 		if b.conn == nil {
+			resp3 := b.resp3 // a pin's client may switch (Pin.Protocol)
 			b.mu.Unlock()
-			conn, br, err := b.c.dial(b.addr, b.resp3, b.readonly, 16<<10)
+			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10)
 			b.mu.Lock()
 			if err != nil {
 				failed := b.queue
