@@ -93,6 +93,10 @@ func TestPassthroughPubSubReset(t *testing.T) {
 			{"SUBSCRIBE", "rs:c"}, {"PING"}, {"RESET"}, {"PING"}}, 7},
 		{"shard", false, [][]string{{"SSUBSCRIBE", shard}, {"SUBSCRIBE", "rs:a"}, {"RESET"}, {"PING"}}, 4},
 		{"resp3", true, [][]string{{"SUBSCRIBE", "rs:a"}, {"PING"}, {"RESET"}, {"PING"}}, 4},
+		// PING pipelined behind an UNSUBSCRIBE of one kind is answered
+		// as a subscriber's while one of the other kind is left.
+		{"ping", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"SSUBSCRIBE", shard}, {"UNSUBSCRIBE"}, {"PING", "x"},
+			{"SUBSCRIBE", "rs:a"}, {"SUNSUBSCRIBE"}, {"PING"}, {"UNSUBSCRIBE"}, {"PING"}, {"RESET"}}, 10},
 		// RESET of a wrong arity is refused, resetting nothing.
 		{"arity", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"RESET", "x"}, {"PING"}, {"RESET"}, {"PING"}}, 5},
 	} {

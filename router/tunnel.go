@@ -119,6 +119,18 @@ type tunnelConn struct {
 	// hellos counts the HELLOs sent on it (SetProtocol) not yet answered:
 	// their replies are not the client's.
 	hellos int
+	// pings are the PINGs sent on it, and on the set's other connections,
+	// not yet answered, in the order sent.
+	pings []*pingMerge
+}
+
+// pingMerge is a PING sent to every connection of a set: which of a
+// subscriber's connections are still subscribed when it runs is known only
+// then, so the client gets a subscriber's answer if any gave one, as one
+// node holding all its subscriptions would answer.
+type pingMerge struct {
+	left       int
+	sub, plain []byte
 }
 
 // sentFence is a fence written on a connection, for command of: the
@@ -221,17 +233,15 @@ func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) er
 			home.sent = append(home.sent, &shardCmd{cmd: cmd, kind: name, all: all})
 			t.writeFenced(home, cmd, of)
 		}
-	case name == "ping" && g.homeSubs == 0 && len(g.shards) > 0:
+	case name == "ping" && len(g.shards) > 0:
 		// A node answers PING as a subscriber's only on a connection
-		// that subscribes.
-		tc := g.shards[0]
-		for _, s := range g.shards {
-			if s.count > 0 {
-				tc = s
-				break
-			}
+		// that subscribes: it goes to each, answered once all have.
+		conns := slices.DeleteFunc(append([]*tunnelConn{g.home}, g.shards...), func(tc *tunnelConn) bool { return tc == nil || tc.done })
+		pm := &pingMerge{left: len(conns)}
+		for _, tc := range conns {
+			tc.pings = append(tc.pings, pm)
+			t.writeFenced(tc, cmd, of)
 		}
-		t.writeFenced(tc, cmd, of)
 	default:
 		home, err := t.homeConn()
 		if err != nil {
@@ -446,6 +456,24 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 		t.fenced(tc)
 		return
 	}
+	if len(tc.pings) > 0 && isPong(r) {
+		pm := tc.pings[0]
+		tc.pings[0] = nil
+		tc.pings = tc.pings[1:]
+		if bytes.HasPrefix(r, []byte("*2\r\n")) {
+			pm.sub = r
+		} else if pm.plain == nil {
+			pm.plain = r
+		}
+		if pm.left--; pm.left > 0 {
+			return
+		}
+		if r = pm.sub; r == nil {
+			r = pm.plain
+		}
+		t.deliver(tc, r)
+		return
+	}
 	kind, ch, n, ok := confirmation(r)
 	g := tc.set
 	if tc == g.home {
@@ -565,6 +593,13 @@ func (t *Tunnel) SetProtocol(resp3 bool) {
 			return
 		}
 	}
+}
+
+// isPong reports whether r answers a client's PING: PONG, its argument,
+// a subscriber's [pong, argument], or an error of its arity.
+func isPong(r []byte) bool {
+	return bytes.Equal(r, []byte("+PONG\r\n")) || bytes.HasPrefix(r, []byte("*2\r\n$4\r\npong\r\n")) ||
+		(len(r) > 0 && r[0] == '$') || bytes.Contains(r, []byte("'ping' command"))
 }
 
 // isHello reports whether r is HELLO's reply, a map (an array in RESP2)
