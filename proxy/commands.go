@@ -28,6 +28,10 @@ type command struct {
 	// policies: its short forms take their limit from a named policy
 	// (byPolicy); request parses the rest.
 	policies bool
+	// argsFirst: request's argument errors come before the
+	// --throttle-max-key-len bound, as Redis's GCRA checks every argument
+	// before it looks at its key.
+	argsFirst bool
 
 	local func(s *Server, c *client, conn respConn, args [][]byte)
 	// acl are its ACL categories (without '@'), as Redis gives its own.
@@ -81,7 +85,7 @@ func init() {
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"}},
 		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseGCRA, reply: replyGCRA, counts: true, acl: []string{"write", "fast", "rate_limit"}},
+			request: parseGCRA, reply: replyGCRA, counts: true, argsFirst: true, acl: []string{"write", "fast", "rate_limit"}},
 		{name: "throttle.reset", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseReset, reply: replyReset, acl: []string{"keyspace", "write", "fast", "dangerous"}},
 		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, local: cmdPing, acl: []string{"fast", "connection"}},

@@ -531,3 +531,35 @@ func FuzzParseGCRA(f *testing.F) {
 		}
 	})
 }
+
+// --throttle-max-key-len bounds GCRA's key after Redis's own checks: Redis
+// checks every argument before it looks at the key, so a long key with a
+// bad argument gets Redis's error for the argument.
+func TestGCRAMaxKeyLenAfterRedisChecks(t *testing.T) {
+	const tooLong = "ERR key must be at most 8 bytes (--throttle-max-key-len)"
+	for _, loops := range []int{0, -1} {
+		conn, r := raw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), MaxKeyLen: 8, Loops: loops}))
+		for _, tt := range []struct {
+			line []string
+			want string
+		}{
+			{[]string{"123456789", "-1", "1", "1"}, "ERR value is out of range, must be positive"},
+			{[]string{"123456789", "1", "0", "1"}, "ERR value is out of range, value must between 1 and 9223372036854775807"},
+			{[]string{"123456789", "1", "1", "x"}, "ERR value is not a valid float"},
+			{[]string{"123456789", "1", "1", "0"}, "ERR period must be > 0 and < 1e12"},
+			{[]string{"123456789", "1", "1", "1", "FOO"}, "ERR syntax error"},
+			{[]string{"123456789", "1", "1", "1", "TOKENS"}, "ERR Missing TOKENS value"},
+			{[]string{"123456789", "1", "1", "1", "TOKENS", "0"}, "ERR value is out of range, value must between 1 and 9223372036854775807"},
+			{[]string{"123456789", "0", "1", "1", "TOKENS", "9223372036854775807"}, "ERR GCRA limiting uses microsecond accuracy. Combination of period, tokens_per_period and TOKENS would cause an overflow"},
+			{[]string{"123456789", "1", "1", "1", "TOKENS", "1", "x"}, "ERR wrong number of arguments for 'gcra' command"},
+			// Arguments Redis takes: the key is sluice's to refuse.
+			{[]string{"123456789", "1", "1", "1"}, tooLong},
+			{[]string{"123456789", "1", "1", "1", "TOKENS", "2"}, tooLong},
+		} {
+			args := append([]string{"GCRA"}, tt.line...)
+			if got := roundTrip(t, conn, r, args...); got != respError(tt.want) {
+				t.Errorf("loops %d, %q: got %#v, want error %q", loops, args, got, tt.want)
+			}
+		}
+	}
+}

@@ -698,8 +698,8 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 	if err == nil && cmd.name == "hello" && c.pin != nil && s.helloPinned(c, r, args) {
 		return true
 	}
-	if err == nil && cmd.request != nil && len(args) > 1 && s.cfg.MaxKeyLen > 0 && len(args[1]) > s.cfg.MaxKeyLen {
-		err = fmt.Errorf("key must be at most %d bytes (--throttle-max-key-len)", s.cfg.MaxKeyLen)
+	if err == nil && cmd.request != nil && !cmd.argsFirst {
+		err = s.keyLen(args)
 	}
 	if err == nil && cmd.request != nil {
 		var req router.Request
@@ -708,6 +708,9 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			req, pol, err = s.policies.Load().request(args)
 		} else {
 			req, err = cmd.request(args)
+		}
+		if err == nil && cmd.argsFirst {
+			err = s.keyLen(args)
 		}
 		if err == nil {
 			seq := c.base + uint64(len(c.q))
@@ -948,6 +951,14 @@ type respConn interface {
 // writeError is the one place where Go errors become RESP errors. A message
 // that starts with an error code (WRONGTYPE, CLUSTERDOWN, ...) keeps it;
 // anything else gets ERR.
+// keyLen checks a bucket command's key against --throttle-max-key-len.
+func (s *Server) keyLen(args [][]byte) error {
+	if len(args) > 1 && s.cfg.MaxKeyLen > 0 && len(args[1]) > s.cfg.MaxKeyLen {
+		return fmt.Errorf("key must be at most %d bytes (--throttle-max-key-len)", s.cfg.MaxKeyLen)
+	}
+	return nil
+}
+
 func (s *Server) writeError(conn respConn, err error) {
 	s.stats.errors.Add(1)
 	msg := err.Error()
