@@ -642,25 +642,33 @@ func isRedirectReply(r []byte) (moved, ask bool) {
 	return bytes.HasPrefix(r, []byte("-MOVED ")), bytes.HasPrefix(r, []byte("-ASK "))
 }
 
-// redirectAddr reads the node of "-MOVED 3999 127.0.0.1:6381\r\n".
+// redirectAddr reads the node of "-MOVED 3999 127.0.0.1:6381\r\n", as
+// net.JoinHostPort writes it, as the slot map's addresses are. Redis
+// writes "%s:%d" of the node's IP, which for IPv6 ("::1:6381") has no
+// brackets: the port is after the last colon.
 func redirectAddr(r []byte) (string, bool) {
 	line := string(r)
 	if len(line) < 2 || line[len(line)-2:] != "\r\n" {
 		return "", false
 	}
 	line = line[:len(line)-2]
-	sp := 0
-	for i := len(line) - 1; i >= 0; i-- {
-		if line[i] == ' ' {
-			sp = i
-			break
-		}
-	}
-	addr := line[sp+1:]
-	if _, _, err := net.SplitHostPort(addr); sp == 0 || err != nil {
+	sp := strings.LastIndexByte(line, ' ')
+	if sp <= 0 {
 		return "", false
 	}
-	return addr, true
+	addr := line[sp+1:]
+	colon := strings.LastIndexByte(addr, ':')
+	if colon < 0 {
+		return "", false
+	}
+	host, port := addr[:colon], addr[colon+1:]
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", false
+	}
+	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1]
+	}
+	return net.JoinHostPort(host, port), true
 }
 
 func errReply(msg string) []byte { return redcon.AppendError(nil, msg) }
