@@ -292,25 +292,36 @@ func routeKeys(spec *cmdspec.Spec, args [][]byte) (keys []int, bad bool, err err
 	case errors.Is(err, cmdspec.ErrUnknownKeys) && (spec.Name == "sort" || spec.Name == "sort_ro"):
 		// BY and GET patterns name no key of their own; the node refuses
 		// the ones Redis Cluster refuses.
-		return sortKeys(args), false, nil
+		return sortKeys(args, spec.Name == "sort"), false, nil
 	case errors.Is(err, cmdspec.ErrBadKeys):
 		return nil, true, nil
 	}
 	return nil, false, fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
 }
 
-// sortKeys are SORT's key and its STORE destination.
-func sortKeys(args [][]byte) []int {
+// sortKeys are SORT's key and its STORE destination, found as Redis's
+// sortGetKeys finds them: the last STORE's (SORT stores into it), after
+// skipping LIMIT's two arguments and BY's and GET's one, and a STORE's
+// own argument read as a keyword in its turn. SORT_RO's key alone: it has
+// no STORE, and refuses one.
+func sortKeys(args [][]byte, store bool) []int {
 	keys := []int{1}
-	for i := 2; i+1 < len(args); i++ {
-		if bytes.EqualFold(args[i], []byte("store")) {
-			keys = append(keys, i+1)
-			i++
-		} else if bytes.EqualFold(args[i], []byte("by")) || bytes.EqualFold(args[i], []byte("get")) {
-			i++
-		} else if bytes.EqualFold(args[i], []byte("limit")) {
+	if !store {
+		return keys
+	}
+	dst := 0
+	for i := 2; i < len(args); i++ {
+		switch {
+		case bytes.EqualFold(args[i], []byte("limit")):
 			i += 2
+		case bytes.EqualFold(args[i], []byte("store")) && i+1 < len(args):
+			dst = i + 1
+		case bytes.EqualFold(args[i], []byte("by")) || bytes.EqualFold(args[i], []byte("get")):
+			i++
 		}
+	}
+	if dst > 0 {
+		keys = append(keys, dst)
 	}
 	return keys
 }

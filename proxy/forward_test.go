@@ -156,6 +156,11 @@ func TestPassthroughMatchesTheCluster(t *testing.T) {
 				{"EVAL", "return 1", "3", "%a"},
 				{"ZUNIONSTORE", "%dst", "0", "%z"},
 				{"SORT", "%l", "ALPHA", "LIMIT", "0", "2"},
+				// SORT stores into its last STORE's key, the one Redis routes
+				// by; SORT_RO has no STORE, its key alone routes it.
+				{"SORT", "{%x}l", "STORE", "%other", "STORE", "{%x}dst"},
+				{"SORT", "{%x}l", "STORE", "store", "{%x}dst"},
+				{"SORT_RO", "{%x}l", "STORE", "%other"},
 				{"ZSCORE", "%z", "one"},
 				{"HRANDFIELD", "%nohash"},
 				{"MGET", "{%t}x", "{%t}none"},
