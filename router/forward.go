@@ -268,17 +268,29 @@ func btoi(b bool) int {
 	return 0
 }
 
-// idleConn takes an idle blocking connection of pool, or nil.
+// idleConn takes a sound idle blocking connection of pool, or nil. Those
+// the node closed meanwhile (idleSound) are closed and forgotten.
 func (c *Cluster) idleConn(pool string) (net.Conn, *bufio.Reader) {
+	var closed []net.Conn
+	defer func() {
+		for _, conn := range closed {
+			conn.Close()
+		}
+	}()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	idle := c.idle[pool]
-	if len(idle) == 0 {
-		return nil, nil
+	for {
+		idle := c.idle[pool]
+		if len(idle) == 0 {
+			return nil, nil
+		}
+		ic := idle[len(idle)-1]
+		c.idle[pool] = idle[:len(idle)-1]
+		if ic.br.Buffered() == 0 && idleSound(ic.conn) {
+			return ic.conn, ic.br
+		}
+		closed = append(closed, ic.conn)
 	}
-	ic := idle[len(idle)-1]
-	c.idle[pool] = idle[:len(idle)-1]
-	return ic.conn, ic.br
 }
 
 // keepConn keeps a blocking connection for reuse, or closes it.
