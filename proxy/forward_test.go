@@ -1120,6 +1120,48 @@ func TestPassthroughWatch(t *testing.T) {
 	waitUntil(t, "every pinned connection is closed once its transaction ended", func() bool { return watching() == 0 })
 }
 
+// TestPassthroughAfterTheWatch pipelines commands after the one that ends
+// a watch (EXEC, UNWATCH, DISCARD): they must run after the commands sent on the
+// watching connection, as one Redis connection runs its pipeline, and so
+// read what those wrote.
+func TestPassthroughAfterTheWatch(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		for i := range 5 {
+			k := "{aw}k" + strconv.Itoa(-loops) + strconv.Itoa(i)
+			conn.do("SET", k, "old")
+			for _, tc := range []struct {
+				cmds [][]string
+				want []string
+			}{
+				{[][]string{{"WATCH", k}, {"MULTI"}, {"SET", k, "exec"}, {"EXEC"}, {"GET", k}},
+					[]string{"+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "*1\r\n+OK\r\n", "$4\r\nexec\r\n"}},
+				{[][]string{{"WATCH", k}, {"SET", k, "unwatch"}, {"UNWATCH"}, {"GET", k}},
+					[]string{"+OK\r\n", "+OK\r\n", "+OK\r\n", "$7\r\nunwatch\r\n"}},
+				// Ended by sluice itself: DISCARD, and EXEC of a transaction
+				// refused (EXECABORT, CROSSSLOT).
+				{[][]string{{"WATCH", k}, {"SET", k, "discard"}, {"MULTI"}, {"DISCARD"}, {"GET", k}},
+					[]string{"+OK\r\n", "+OK\r\n", "+OK\r\n", "+OK\r\n", "$7\r\ndiscard\r\n"}},
+				{[][]string{{"WATCH", k}, {"SET", k, "abort"}, {"MULTI"}, {"GET"}, {"EXEC"}, {"GET", k}},
+					[]string{"+OK\r\n", "+OK\r\n", "+OK\r\n", "-ERR wrong number of arguments for 'get' command\r\n",
+						"-EXECABORT Transaction discarded because of previous errors.\r\n", "$5\r\nabort\r\n"}},
+				{[][]string{{"WATCH", k}, {"SET", k, "cross"}, {"MULTI"}, {"SET", k, "x"}, {"SET", "{aw:other}", "y"}, {"EXEC"}, {"GET", k}},
+					[]string{"+OK\r\n", "+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n",
+						"-CROSSSLOT Keys in request don't hash to the same slot\r\n", "$5\r\ncross\r\n"}},
+			} {
+				conn.send(tc.cmds...)
+				for j, want := range tc.want {
+					if got := conn.read(); got != want {
+						t.Errorf("loops %d: %q: %q answered %q, want %q", loops, tc.cmds, tc.cmds[j], got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // A subscriber that does not read its messages is closed once 32 MiB of
 // them wait in sluice, as Redis closes one past its output buffer limit,
 // instead of growing sluice's memory without bound.
