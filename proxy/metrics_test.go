@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -86,4 +87,44 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	if t.Failed() {
 		t.Log(text)
 	}
+}
+
+// The decision histogram counts decisions, as sluice_decisions_total does:
+// a THROTTLE.RESET decides nothing, so it is not observed.
+func TestMetricsDurationCountsDecisionsOnly(t *testing.T) {
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Decider, cfg.Backend = router.NewMemory(0), "embedded"
+		srv := serveOn(t, ln, cfg)
+		conn := dialRaw(t, ln.Addr().String())
+		for _, args := range [][]string{
+			{"THROTTLE", "dc", "2", "1", "1s"},
+			{"THROTTLE.RESET", "dc"},
+			{"CL.THROTTLE", "dc", "1", "1", "1"},
+			{"THROTTLE.RESET", "dc"},
+			{"GCRA", "dc", "1", "1", "1"},
+			{"THROTTLE.RESET", "nothing"},
+		} {
+			if got := conn.do(args...); strings.HasPrefix(got, "-") {
+				t.Fatalf("%q: %q", args, got)
+			}
+		}
+		rec := httptest.NewRecorder()
+		srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		text := rec.Body.String()
+		for _, want := range []string{
+			`sluice_decisions_total{policy="inline",result="allowed",source="embedded"} 3`,
+			`sluice_decision_duration_seconds_count 3`,
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("metrics lack %q", want)
+			}
+		}
+		if t.Failed() {
+			t.Log(text)
+		}
+	})
 }

@@ -557,14 +557,20 @@ func (r *round) submit(ctx context.Context, d Decider, f Forwarder, via router.P
 	}
 }
 
-// decisions is how many of idx (nil: all) are bucket requests' results.
+// decisions is how many of idx (nil: all) are decisions' results: bucket
+// requests that take (THROTTLE, CL.THROTTLE, GCRA), not resets.
 func (r *round) decisions(idx []int) int {
-	if idx == nil {
-		return len(r.to)
-	}
 	n := 0
+	if idx == nil {
+		for i := range r.to {
+			if r.reqs[i].Op == router.Take {
+				n++
+			}
+		}
+		return n
+	}
 	for _, i := range idx {
-		if i < len(r.to) {
+		if i < len(r.to) && r.reqs[i].Op == router.Take {
 			n++
 		}
 	}
