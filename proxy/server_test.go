@@ -395,6 +395,25 @@ func testPlacement(t *testing.T, cb clusterBackend) {
 	if err := c.Do(ctx, "THROTTLE", "list", 5, 1, "1s").Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
 		t.Fatalf("THROTTLE on a list: got %v, want WRONGTYPE", err)
 	}
+	// THROTTLE.RESET deletes buckets only: a list, or a string that is no
+	// bucket (passthrough can write sluice's keys), is answered WRONGTYPE
+	// and kept.
+	cb.client.Do(ctx, cb.client.B().Set().Key(router.KeyPrefix+"plain").Value("hello").Build())
+	for _, k := range []string{"list", "plain"} {
+		if err := c.Do(ctx, "THROTTLE.RESET", k).Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			t.Errorf("THROTTLE.RESET of %s: got %v, want WRONGTYPE", k, err)
+		}
+		if n, err := cb.client.Do(ctx, cb.client.B().Exists().Key(router.KeyPrefix+k).Build()).AsInt64(); err != nil || n != 1 {
+			t.Errorf("%s after THROTTLE.RESET: exists %d, %v; want it kept", k, n, err)
+		}
+	}
+	// A bucket is deleted, and answered 1.
+	if n, err := c.Do(ctx, "THROTTLE.RESET", "{user42}:a").Int64(); err != nil || n != 1 {
+		t.Errorf("THROTTLE.RESET of a bucket: %d, %v; want 1", n, err)
+	}
+	if n, err := cb.client.Do(ctx, cb.client.B().Exists().Key(router.KeyPrefix+"{user42}:a").Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("a bucket after THROTTLE.RESET: exists %d, %v; want it gone", n, err)
+	}
 }
 
 // testExactAdmission hammers one key from 50 goroutines spread over the

@@ -100,6 +100,7 @@ type Cluster struct {
 	throttle  *lua.Throttle
 	heartbeat *lua.Heartbeat
 	splitter  *lua.Splitter
+	resetter  *lua.Resetter
 	tags      *slot.Tags
 	byLength  []int // slots, the shortest tags first
 	local     *Memory
@@ -162,6 +163,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		throttle:  lua.NewThrottle(),
 		heartbeat: lua.NewHeartbeat(),
 		splitter:  lua.NewSplitter(),
+		resetter:  lua.NewResetter(),
 		tags:      tags,
 		byLength:  slotsByTagLength(tags),
 		local:     NewMemory(cfg.MaxLocalKeys),
@@ -491,11 +493,11 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 			return
 		}
 		to := c.nodeOr(s, client)
-		cmds := make(rueidis.Commands, len(idx))
+		keys := make([]string, len(idx))
 		for j, i := range idx {
-			cmds[j] = to.B().Getdel().Key(KeyPrefix + reqs[i].Key).Build()
+			keys[j] = KeyPrefix + reqs[i].Key
 		}
-		for j, r := range to.DoMulti(ctx, cmds...) {
+		for j, r := range c.resetter.Reset(ctx, to, keys) {
 			i := idx[j]
 			v, err := r.ToString()
 			if rueidis.IsRedisNil(err) {

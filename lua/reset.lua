@@ -1,0 +1,22 @@
+-- sluice bucket reset: delete one bucket, atomically, and nothing that is
+-- not a bucket.
+--
+-- KEYS[1] the bucket. A bucket's value is its TAT (19 digits), "0", or a
+-- split marker ("~<digits>:<digits>:<digits>:...", split.lua); any other
+-- string is not sluice's and is left as it is, answered WRONGTYPE as
+-- THROTTLE answers it. A key of another type answers Redis's WRONGTYPE.
+--
+-- Returns the value deleted (a marker names the sub-buckets to delete
+-- next), or nil when there was none.
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then
+  return v
+end
+if not v then
+  return false
+end
+if v == '0' or (#v == 19 and string.find(v, '^%d+$')) or string.find(v, '^~%d+:%d+:%d+:') then
+  redis.call('DEL', KEYS[1])
+  return v
+end
+return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
