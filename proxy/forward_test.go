@@ -1147,6 +1147,9 @@ func TestPassthroughAfterTheWatch(t *testing.T) {
 				{[][]string{{"WATCH", k}, {"SET", k, "abort"}, {"MULTI"}, {"GET"}, {"EXEC"}, {"GET", k}},
 					[]string{"+OK\r\n", "+OK\r\n", "+OK\r\n", "-ERR wrong number of arguments for 'get' command\r\n",
 						"-EXECABORT Transaction discarded because of previous errors.\r\n", "$5\r\nabort\r\n"}},
+				// RESET ends the watch too.
+				{[][]string{{"WATCH", k}, {"SET", k, "reset"}, {"RESET"}, {"GET", k}},
+					[]string{"+OK\r\n", "+OK\r\n", "+RESET\r\n", "$5\r\nreset\r\n"}},
 				{[][]string{{"WATCH", k}, {"SET", k, "cross"}, {"MULTI"}, {"SET", k, "x"}, {"SET", "{aw:other}", "y"}, {"EXEC"}, {"GET", k}},
 					[]string{"+OK\r\n", "+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n",
 						"-CROSSSLOT Keys in request don't hash to the same slot\r\n", "$5\r\ncross\r\n"}},
