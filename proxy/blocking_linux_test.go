@@ -34,14 +34,11 @@ func TestPassthroughBlockingOnAConnectionTheNodeClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		killed := 0
-		for _, line := range strings.Split(list, "\n") {
-			if strings.Contains(line, "cmd=blpop") {
-				id := strings.TrimPrefix(strings.Fields(line)[0], "id=")
-				if err := node.Do(ctx, "CLIENT", "KILL", "ID", id).Error(); err != nil {
-					t.Fatal(err)
-				}
-				killed++
+		for _, id := range clientIDs(list, "blpop") {
+			if err := node.Do(ctx, "CLIENT", "KILL", "ID", id).Error(); err != nil {
+				t.Fatal(err)
 			}
+			killed++
 		}
 		if killed == 0 {
 			t.Fatalf("loops %d: no connection on %s ran the BLPOP:\n%s", loops, node.Addr, list)

@@ -656,6 +656,25 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	}
 }
 
+// clientIDs are the ids of the clients in a node's CLIENT LIST whose last
+// command is cmd. The list may come as a RESP3 verbatim string, which
+// rueidis leaves prefixed with its format ("txt:"), so the id is looked
+// for by name, not taken from the line's first field.
+func clientIDs(list, cmd string) []string {
+	var ids []string
+	for _, line := range strings.Split(strings.TrimPrefix(list, "txt:"), "\n") {
+		if !strings.Contains(line, "cmd="+cmd) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if id, ok := strings.CutPrefix(f, "id="); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
 // blpopWaiters returns a count of the clients waiting in BLPOP at key's
 // primary.
 func blpopWaiters(t *testing.T, c *clustertest.Cluster, key string) func() int {

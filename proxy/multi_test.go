@@ -165,10 +165,8 @@ func TestTransactionWatchingOnALostConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	var id string
-	for _, line := range strings.Split(list, "\n") {
-		if strings.Contains(line, "cmd=watch") {
-			id = strings.TrimPrefix(strings.Fields(line)[0], "id=")
-		}
+	if ids := clientIDs(list, "watch"); len(ids) > 0 {
+		id = ids[len(ids)-1]
 	}
 	if id == "" {
 		t.Fatalf("no connection on %s watches:\n%s", node.Addr, list)
