@@ -85,6 +85,12 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 			args = asked
 			post = func(p []byte) []byte { return spliceInfo(p, mine, resp3) }
 		}
+	case sub == "getkeys" || sub == "getkeysandflags":
+		// sluice finds the keys of its own commands; the cluster those of
+		// its.
+		if len(args) > 2 && ownByName(own, args[2]) != nil {
+			return false
+		}
 	case sub == "docs":
 		// The cluster documents its commands, sluice its own (those with
 		// docs), added to the cluster's map.

@@ -36,14 +36,20 @@ type command struct {
 	local func(s *Server, c *client, conn respConn, args [][]byte)
 	// acl are its ACL categories (without '@'), as Redis gives its own.
 	acl []string
-	// summary and args are its COMMAND DOCS, which redis-cli's hints read;
-	// a command without a summary has none.
-	summary string
-	args    []argDoc
+	// summary, since, complexity and args are its COMMAND DOCS, which
+	// redis-cli's hints read; a command without a summary has none. The
+	// bucket commands are in Redis's rate_limit group, GCRA's.
+	summary, since, complexity string
+	args                       []argDoc
+	// keyFlags are the flags of its one key spec (the key at firstKey,
+	// Redis's index 1 and range 0/1/0), for COMMAND INFO and COMMAND
+	// GETKEYSANDFLAGS; a command without keys has none.
+	keyFlags []string
 }
 
 // argDoc is one argument as COMMAND DOCS describes it, in Redis's terms:
-// a oneof or a block holds args of its own.
+// a oneof or a block holds args of its own. A key argument is the
+// command's key spec 0, its only one.
 type argDoc struct {
 	name, typ, token string
 	optional         bool
@@ -63,6 +69,32 @@ var throttleArgs = []argDoc{
 	{name: "cost", typ: "integer", optional: true},
 }
 
+// cellArgs are redis-cell's CL.THROTTLE key max_burst count_per_period
+// period [quantity], period in whole seconds.
+var cellArgs = []argDoc{
+	{name: "key", typ: "key"},
+	{name: "max_burst", typ: "integer"},
+	{name: "count_per_period", typ: "integer"},
+	{name: "period", typ: "integer"},
+	{name: "quantity", typ: "integer", optional: true},
+}
+
+// gcraArgs are Redis 8.8's (src/commands/gcra.json).
+var gcraArgs = []argDoc{
+	{name: "key", typ: "key"},
+	{name: "max-burst", typ: "integer"},
+	{name: "tokens-per-period", typ: "integer"},
+	{name: "period", typ: "double"},
+	{name: "count", typ: "integer", token: "TOKENS", optional: true},
+}
+
+// The key specs' flags: a decision reads and updates its bucket (as
+// INCR's), THROTTLE.RESET deletes it (as DEL's).
+var (
+	bucketKeyFlags = []string{"RW", "access", "update"}
+	resetKeyFlags  = []string{"RM", "delete"}
+)
+
 // commands is the command table, by lower-case name. It is built once, in
 // init, because local handlers such as COMMAND read it.
 var commands map[string]*command
@@ -81,13 +113,20 @@ func init() {
 	table := []*command{
 		{name: "throttle", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
 			request: parseThrottle, reply: replyThrottle, counts: true, policies: true, acl: []string{"write", "fast"},
-			summary: "Takes cost tokens from key's bucket, under a limit given inline, a named policy, or the policy of the key's rule", args: throttleArgs},
+			args: throttleArgs, keyFlags: bucketKeyFlags, since: "1.0.0", complexity: "O(1)",
+			summary: "Takes cost tokens from key's bucket, under a limit given inline, a named policy, or the policy of the key's rule"},
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"}},
+			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"},
+			args: cellArgs, keyFlags: bucketKeyFlags, since: "1.0.0", complexity: "O(1)",
+			summary: "Rate limit via redis-cell's GCRA: takes quantity tokens from a bucket of max_burst+1, refilled count_per_period every period seconds"},
 		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseGCRA, reply: replyGCRA, counts: true, argsFirst: true, acl: []string{"write", "fast", "rate_limit"}},
+			request: parseGCRA, reply: replyGCRA, counts: true, argsFirst: true, acl: []string{"write", "fast", "rate_limit"},
+			summary: "Rate limit via GCRA (Generic Cell Rate Algorithm).", since: "8.8.0", complexity: "O(1)",
+			args: gcraArgs, keyFlags: bucketKeyFlags},
 		{name: "throttle.reset", arity: 2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseReset, reply: replyReset, acl: []string{"keyspace", "write", "fast", "dangerous"}},
+			request: parseReset, reply: replyReset, acl: []string{"keyspace", "write", "fast", "dangerous"},
+			summary: "Deletes key's bucket, which is full again at its next decision", since: "1.0.0", complexity: "O(1)",
+			args: []argDoc{{name: "key", typ: "key"}}, keyFlags: resetKeyFlags},
 		{name: "ping", arity: -1, flags: []string{"fast", "stale"}, local: cmdPing, acl: []string{"fast", "connection"}},
 		{name: "echo", arity: 2, flags: []string{"fast"}, local: cmdEcho, acl: []string{"fast", "connection"}},
 		{name: "quit", arity: -1, flags: []string{"fast", "noscript", "no_auth"}, local: cmdQuit, acl: []string{"fast", "connection"}},
@@ -428,6 +467,8 @@ func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 				conn.WriteNull()
 			}
 		}
+	case "GETKEYS", "GETKEYSANDFLAGS":
+		cmdGetKeys(s, conn, args, sub == "GETKEYSANDFLAGS")
 	case "DOCS":
 		// Only what has a summary: redis-cli keeps its own hints for the
 		// rest.
@@ -446,14 +487,19 @@ func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 	}
 }
 
-// writeDocs is cmd's entry of COMMAND DOCS: its name and its docs.
+// writeDocs is cmd's entry of COMMAND DOCS: its name and its docs, in
+// Redis 7's order.
 func writeDocs(conn respConn, cmd *command) {
 	conn.WriteBulkString(cmd.name)
-	conn.WriteMap(3)
+	conn.WriteMap(5)
 	conn.WriteBulkString("summary")
 	conn.WriteBulkString(cmd.summary)
+	conn.WriteBulkString("since")
+	conn.WriteBulkString(cmd.since)
 	conn.WriteBulkString("group")
-	conn.WriteBulkString("sluice")
+	conn.WriteBulkString("rate_limit")
+	conn.WriteBulkString("complexity")
+	conn.WriteBulkString(cmd.complexity)
 	conn.WriteBulkString("arguments")
 	writeArgDocs(conn, cmd.args)
 }
@@ -462,7 +508,7 @@ func writeArgDocs(conn respConn, args []argDoc) {
 	conn.WriteArray(len(args))
 	for _, a := range args {
 		n := 2
-		for _, has := range []bool{a.token != "", a.optional, a.args != nil} {
+		for _, has := range []bool{a.typ == "key", a.token != "", a.optional, a.args != nil} {
 			n += btoi(has)
 		}
 		conn.WriteMap(n)
@@ -470,6 +516,10 @@ func writeArgDocs(conn respConn, args []argDoc) {
 		conn.WriteBulkString(a.name)
 		conn.WriteBulkString("type")
 		conn.WriteBulkString(a.typ)
+		if a.typ == "key" {
+			conn.WriteBulkString("key_spec_index")
+			conn.WriteInt(0)
+		}
 		if a.token != "" {
 			conn.WriteBulkString("token")
 			conn.WriteBulkString(a.token)
@@ -490,10 +540,7 @@ func writeCommandInfo(conn respConn, cmd *command) {
 	conn.WriteArray(10)
 	conn.WriteBulkString(cmd.name)
 	conn.WriteInt(cmd.arity)
-	conn.WriteSet(len(cmd.flags))
-	for _, f := range cmd.flags {
-		conn.WriteString(f)
-	}
+	writeFlags(conn, cmd.flags)
 	conn.WriteInt(cmd.firstKey)
 	conn.WriteInt(cmd.lastKey)
 	conn.WriteInt(cmd.step)
@@ -502,6 +549,72 @@ func writeCommandInfo(conn respConn, cmd *command) {
 		conn.WriteString("@" + cat)
 	}
 	conn.WriteSet(0) // tips
-	conn.WriteSet(0) // key specs: a set in Redis 7.0's RESP3, as are the others
+	// Key specs: a set in Redis 7.0's RESP3, as are the others.
+	if cmd.keyFlags == nil {
+		conn.WriteSet(0)
+	} else {
+		conn.WriteSet(1)
+		conn.WriteMap(3)
+		conn.WriteBulkString("flags")
+		writeFlags(conn, cmd.keyFlags)
+		conn.WriteBulkString("begin_search")
+		conn.WriteMap(2)
+		conn.WriteBulkString("type")
+		conn.WriteBulkString("index")
+		conn.WriteBulkString("spec")
+		conn.WriteMap(1)
+		conn.WriteBulkString("index")
+		conn.WriteInt(cmd.firstKey)
+		conn.WriteBulkString("find_keys")
+		conn.WriteMap(2)
+		conn.WriteBulkString("type")
+		conn.WriteBulkString("range")
+		conn.WriteBulkString("spec")
+		conn.WriteMap(3)
+		conn.WriteBulkString("lastkey")
+		conn.WriteInt(0)
+		conn.WriteBulkString("keystep")
+		conn.WriteInt(1)
+		conn.WriteBulkString("limit")
+		conn.WriteInt(0)
+	}
 	conn.WriteSet(0) // subcommands
+}
+
+func writeFlags(conn respConn, flags []string) {
+	conn.WriteSet(len(flags))
+	for _, f := range flags {
+		conn.WriteString(f)
+	}
+}
+
+// cmdGetKeys answers COMMAND GETKEYS and GETKEYSANDFLAGS for sluice's
+// commands as Redis 7 does for its own: the key of a bucket command, the
+// errors of a name it lacks, a command without keys or a wrong count.
+func cmdGetKeys(s *Server, conn respConn, args [][]byte, withFlags bool) {
+	if len(args) < 4 {
+		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'command|%s' command", lowerName(args[1])))
+		return
+	}
+	cmd, ok := commands[strings.ToLower(string(args[2]))]
+	switch {
+	case !ok:
+		s.writeError(conn, errors.New("Invalid command specified"))
+		return
+	case cmd.keyFlags == nil:
+		s.writeError(conn, errors.New("The command has no key arguments"))
+		return
+	}
+	if n := len(args) - 2; (cmd.arity > 0 && n != cmd.arity) || n < -cmd.arity {
+		s.writeError(conn, errors.New("Invalid number of arguments specified for command"))
+		return
+	}
+	conn.WriteArray(1)
+	if withFlags {
+		conn.WriteArray(2)
+		conn.WriteBulk(args[2+cmd.firstKey])
+		writeFlags(conn, cmd.keyFlags)
+	} else {
+		conn.WriteBulk(args[2+cmd.firstKey])
+	}
 }

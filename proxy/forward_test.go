@@ -1032,7 +1032,7 @@ func TestPassthroughCommandTable(t *testing.T) {
 			}
 			return "*" + strconv.Itoa(2*n) + "\r\n"
 		}
-		throttleDocs := "$8\r\nthrottle\r\n" + mapOf(3) + "$7\r\nsummary\r\n"
+		throttleDocs := "$8\r\nthrottle\r\n" + mapOf(5) + "$7\r\nsummary\r\n"
 		if got := conn.do("COMMAND", "DOCS", "THROTTLE"); !strings.HasPrefix(got, mapOf(1)+throttleDocs) {
 			t.Errorf("RESP3 %v: COMMAND DOCS THROTTLE: %.200q", resp3, got)
 		}
@@ -1041,6 +1041,14 @@ func TestPassthroughCommandTable(t *testing.T) {
 		}
 		if got := conn.do("COMMAND", "DOCS"); !strings.Contains(got, throttleDocs) || !strings.Contains(got, "$3\r\nget\r\n") {
 			t.Errorf("RESP3 %v: COMMAND DOCS lacks throttle or get (%d bytes)", resp3, len(got))
+		}
+		// COMMAND GETKEYS: sluice finds its commands' keys, the cluster
+		// those of its own.
+		if got := conn.do("COMMAND", "GETKEYS", "GCRA", "k", "1", "1", "1"); got != "*1\r\n$1\r\nk\r\n" {
+			t.Errorf("RESP3 %v: COMMAND GETKEYS GCRA k 1 1 1: %q", resp3, got)
+		}
+		if got := conn.do("COMMAND", "GETKEYS", "SET", "a", "b"); got != "*1\r\n$1\r\na\r\n" {
+			t.Errorf("RESP3 %v: COMMAND GETKEYS SET a b: %q", resp3, got)
 		}
 	}
 	// COMMAND answers in the protocol it was sent in, a HELLO 3 pipelined

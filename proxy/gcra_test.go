@@ -242,7 +242,9 @@ func TestParseGCRA(t *testing.T) {
 
 func TestGCRACommandInfo(t *testing.T) {
 	got := command(t, serve(t, router.NewMemory(0)), "COMMAND", "INFO", "gcra")
-	want := "[[gcra -5 [write denyoom fast] 1 1 1 [@write @fast @rate_limit] [] [] []]]"
+	// Its key spec is gcra.json's: RW ACCESS UPDATE, the key at index 1.
+	want := "[[gcra -5 [write denyoom fast] 1 1 1 [@write @fast @rate_limit] [] " +
+		"[[flags [RW access update] begin_search [type index spec [index 1]] find_keys [type range spec [lastkey 0 keystep 1 limit 0]]]] []]]"
 	if s := fmt.Sprint(got); s != want {
 		t.Fatalf("got %s, want %s", s, want)
 	}
