@@ -47,7 +47,7 @@ func TestClientList(t *testing.T) {
 			t.Fatal(err)
 		}
 		la, lb := lineOf(list, idA), lineOf(list, idB)
-		for _, want := range []string{"name=alpha", "flags=N", "cmd=client", "resp=2", "user=default", "db=0", "addr=127.0.0.1:"} {
+		for _, want := range []string{"name=alpha", "flags=N", "cmd=client|list ", "resp=2", "user=default", "db=0", "addr=127.0.0.1:"} {
 			if !strings.Contains(la, want) {
 				t.Errorf("A's line %q lacks %q", la, want)
 			}
@@ -57,7 +57,7 @@ func TestClientList(t *testing.T) {
 				t.Errorf("B's line %q lacks %q", lb, want)
 			}
 		}
-		if info, err := b.Do(ctx, "CLIENT", "INFO").Text(); err != nil || !strings.HasPrefix(info, "id="+strconv.FormatInt(idB, 10)+" ") || !strings.Contains(info, "cmd=client") {
+		if info, err := b.Do(ctx, "CLIENT", "INFO").Text(); err != nil || !strings.HasPrefix(info, "id="+strconv.FormatInt(idB, 10)+" ") || !strings.Contains(info, " cmd=client|info ") {
 			t.Errorf("B's CLIENT INFO: %q, %v", info, err)
 		}
 
@@ -91,6 +91,47 @@ func TestClientList(t *testing.T) {
 			list, err := a.Do(ctx, "CLIENT", "LIST").Text()
 			return err == nil && lineOf(list, idB) == "" && lineOf(list, idA) != ""
 		})
+	})
+}
+
+// TestClientListNamesSubcommands: cmd= names a container's subcommand as
+// Redis 7.0.15 does: "client|info", the container alone when it is given
+// none, NULL for a subcommand Redis does not know.
+func TestClientListNamesSubcommands(t *testing.T) {
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		ctx := context.Background()
+		a := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
+		defer a.Close()
+		b := goredis.NewClient(&goredis.Options{Addr: addr, PoolSize: 1, Protocol: 2})
+		defer b.Close()
+		idB, err := b.Do(ctx, "CLIENT", "ID").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			args []any
+			cmd  string
+		}{
+			{[]any{"CLIENT", "ID"}, "client|id"},
+			{[]any{"client", "GetName"}, "client|getname"},
+			{[]any{"CLIENT", "SETNAME", "a", "b"}, "client|setname"}, // wrong arity: still named
+			{[]any{"CLIENT", "KILL", "ID", "1"}, "client|kill"},      // Redis's, refused by sluice
+			{[]any{"CLIENT", "FOO"}, "NULL"},
+			{[]any{"CLIENT"}, "client"},
+			{[]any{"COMMAND", "COUNT"}, "command|count"},
+			{[]any{"COMMAND"}, "command"},
+			{[]any{"ACL", "WHOAMI"}, "acl|whoami"},
+			{[]any{"CLUSTER", "INFO"}, "cluster|info"},
+			{[]any{"CLUSTER", "COUNT-FAILURE-REPORTS", "x"}, "cluster|count-failure-reports"},
+			{[]any{"THROTTLE", "k", 5, 1, "1s"}, "throttle"},
+		} {
+			b.Do(ctx, c.args...)
+			list, err := a.Do(ctx, "CLIENT", "LIST", "ID", idB).Text()
+			if line := lineOf(list, idB); err != nil || !strings.Contains(line, " cmd="+c.cmd+" ") {
+				t.Errorf("after %v: %q, %v, want cmd=%s", c.args, line, err, c.cmd)
+			}
+		}
 	})
 }
 

@@ -45,6 +45,45 @@ type command struct {
 	// Redis's index 1 and range 0/1/0), for COMMAND INFO and COMMAND
 	// GETKEYSANDFLAGS; a command without keys has none.
 	keyFlags []string
+	// subs are a container's subcommands, by lower-case name, each with
+	// its full name ("client|info"), which CLIENT LIST's cmd= gives.
+	subs map[string]*string
+}
+
+// subcommands are the subcommands of sluice's containers as Redis 7
+// names them (7.0's, and CLIENT SETINFO, which sluice answers): CLIENT
+// LIST shows cmd=client|kill for a CLIENT KILL as Redis does, though
+// sluice refuses it, and cmd=NULL for a name Redis does not know.
+var subcommands = map[string][]string{
+	"client": {"caching", "getname", "getredir", "help", "id", "info", "kill", "list", "no-evict", "pause", "reply",
+		"setinfo", "setname", "tracking", "trackinginfo", "unblock", "unpause"},
+	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
+	"command": {"count", "docs", "getkeys", "getkeysandflags", "help", "info", "list"},
+	"cluster": {"addslots", "addslotsrange", "bumpepoch", "count-failure-reports", "countkeysinslot", "delslots",
+		"delslotsrange", "failover", "flushslots", "forget", "getkeysinslot", "help", "info", "keyslot", "links", "meet",
+		"myid", "nodes", "replicas", "replicate", "reset", "saveconfig", "set-config-epoch", "setslot", "shards", "slaves", "slots"},
+}
+
+// fullName is what args, a command of cmd's, is named in CLIENT LIST, as
+// Redis 7 names it: a container's subcommand as "container|sub", nil
+// (cmd=NULL) for a subcommand it lacks, the container alone when none is
+// given.
+func (cmd *command) fullName(args [][]byte) *string {
+	if cmd.subs == nil || len(args) < 2 {
+		return &cmd.name
+	}
+	var buf [32]byte
+	if len(args[1]) > len(buf) {
+		return nil
+	}
+	sub := buf[:len(args[1])]
+	for i, ch := range args[1] {
+		if ch >= 'A' && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		sub[i] = ch
+	}
+	return cmd.subs[string(sub)]
 }
 
 // argDoc is one argument as COMMAND DOCS describes it, in Redis's terms:
@@ -148,6 +187,13 @@ func init() {
 	commands = make(map[string]*command, len(table))
 	for _, c := range table {
 		commands[c.name] = c
+		if subs, ok := subcommands[c.name]; ok {
+			c.subs = make(map[string]*string, len(subs))
+			for _, sub := range subs {
+				full := c.name + "|" + sub
+				c.subs[sub] = &full
+			}
+		}
 	}
 	quitCommand = commands["quit"]
 	resetCommand = commands["reset"]

@@ -1051,6 +1051,14 @@ func TestPassthroughCommandTable(t *testing.T) {
 			t.Errorf("RESP3 %v: COMMAND GETKEYS SET a b: %q", resp3, got)
 		}
 	}
+	// CLIENT LIST names a forwarded subcommand as Redis does.
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	b.do("CLIENT", "SETNAME", "b")
+	b.do("CONFIG", "GET", "maxmemory")
+	if got := a.do("CLIENT", "LIST"); !strings.Contains(got, " name=b ") || !strings.Contains(got, " cmd=config|get ") {
+		t.Errorf("CLIENT LIST after CONFIG GET: %q, want cmd=config|get", got)
+	}
 	// COMMAND answers in the protocol it was sent in, a HELLO 3 pipelined
 	// behind it, which sluice takes before the cluster answers, included.
 	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))

@@ -667,7 +667,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 	s.stats.commands.Add(1)
 	cmd, err := lookup(args)
 	if cmd != nil {
-		c.view.cmd.Store(&cmd.name)
+		c.view.cmd.Store(cmd.fullName(args))
 	}
 	if (err == nil || err == errUnknownCommand) && (c.user == nil || !c.user.all) {
 		if aerr := s.authorize(c, cmd, args); aerr != nil {
