@@ -78,6 +78,9 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 			if err != nil {
 				return config{}, fmt.Errorf("line %d: %s: %w", k.Line, name, err)
 			}
+			if b, ok := fs.Lookup(name).Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				value = fileBool(value)
+			}
 			cfg.flags[name], cfg.lines[name] = value, k.Line
 		}
 	}
@@ -120,7 +123,11 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 			case "period":
 				p.Period = v.Value // THROTTLE's syntax, which proxy checks
 			case "shadow":
-				err = v.Decode(&p.Shadow)
+				if b := fileBool(v.Value); b == "true" || b == "false" {
+					p.Shadow = b == "true"
+				} else {
+					err = v.Decode(&p.Shadow)
+				}
 			default:
 				err = errors.New("unknown key: want capacity, refill, period or shadow")
 			}
@@ -131,6 +138,18 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// fileBool is a file's boolean as its flag reads it: yes and no, as Redis
+// users write them, and true and false, in any case.
+func fileBool(v string) string {
+	switch strings.ToLower(v) {
+	case "yes", "true":
+		return "true"
+	case "no", "false":
+		return "false"
+	}
+	return v
 }
 
 func wantKind(n *yaml.Node, kind yaml.Kind, where, want string) error {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func writeConfig(t *testing.T, path, text string) {
@@ -247,5 +249,41 @@ func TestConfigNullIsEmpty(t *testing.T) {
 	writeConfig(t, path, "requirepass: \"null\"\n")
 	if o, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err != nil || o.requirepass != "null" {
 		t.Errorf("a quoted \"null\": requirepass %q, %v; want the string", o.requirepass, err)
+	}
+}
+
+// A boolean setting in the file takes yes and no, as Redis users write
+// them, as well as true and false, in any case.
+func TestConfigBooleans(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	for _, tt := range []struct {
+		text          string
+		admin, replic bool
+	}{
+		{"allow-admin: yes\nread-from-replicas: YES\ncluster-tls: no\n", true, true},
+		{"allow-admin: No\nread-from-replicas: True\ncluster-tls: FALSE\n", false, true},
+		{"allow-admin: \"yes\"\nread-from-replicas: false\n", true, false},
+	} {
+		writeConfig(t, path, tt.text)
+		o, err := parseFlags([]string{"--config", path}, envOf(nil), io.Discard)
+		if err != nil || o.admin != tt.admin || o.replicas != tt.replic || o.tls.cluster {
+			t.Errorf("%q: allow-admin %v, read-from-replicas %v, cluster-tls %v, %v; want %v, %v, false",
+				tt.text, o.admin, o.replicas, o.tls.cluster, err, tt.admin, tt.replic)
+		}
+	}
+	// A policy's shadow too.
+	for _, v := range []string{"yes", "Yes", "true", "TRUE"} {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte("free: {capacity: 1, refill: 1, period: 1s, shadow: "+v+"}\n"), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if ps, err := readPolicies(doc.Content[0]); err != nil || len(ps) != 1 || !ps[0].Shadow {
+			t.Errorf("shadow: %s: %+v, %v; want a shadow policy", v, ps, err)
+		}
+	}
+	// Anything else is still refused, naming the line.
+	writeConfig(t, path, "log-level: info\nallow-admin: maybe\n")
+	if _, err := parseFlags([]string{"--config", path}, envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "line 2: allow-admin:") {
+		t.Errorf("allow-admin: maybe: %v, want refused on line 2", err)
 	}
 }
