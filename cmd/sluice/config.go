@@ -140,8 +140,9 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 	return out, nil
 }
 
-// fileBool is a file's boolean as its flag reads it: yes and no, as Redis
-// users write them, and true and false, in any case.
+// fileBool is a boolean setting of the file or the environment as its flag
+// reads it: yes and no, as Redis users write them, and true and false, in
+// any case.
 func fileBool(v string) string {
 	switch strings.ToLower(v) {
 	case "yes", "true":

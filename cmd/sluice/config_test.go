@@ -281,6 +281,14 @@ func TestConfigBooleans(t *testing.T) {
 			t.Errorf("shadow: %s: %+v, %v; want a shadow policy", v, ps, err)
 		}
 	}
+	// And the environment's.
+	o, err := parseFlags(nil, envOf(map[string]string{"SLUICE_ALLOW_ADMIN": "Yes", "SLUICE_READ_FROM_REPLICAS": "no"}), io.Discard)
+	if err != nil || !o.admin || o.replicas {
+		t.Errorf("SLUICE_ALLOW_ADMIN=Yes SLUICE_READ_FROM_REPLICAS=no: allow-admin %v, read-from-replicas %v, %v; want true, false", o.admin, o.replicas, err)
+	}
+	if _, err := parseFlags(nil, envOf(map[string]string{"SLUICE_ALLOW_ADMIN": "maybe"}), io.Discard); err == nil || !strings.Contains(err.Error(), "SLUICE_ALLOW_ADMIN") {
+		t.Errorf("SLUICE_ALLOW_ADMIN=maybe: %v, want refused, naming it", err)
+	}
 	// Anything else is still refused, naming the line.
 	writeConfig(t, path, "log-level: info\nallow-admin: maybe\n")
 	if _, err := parseFlags([]string{"--config", path}, envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "line 2: allow-admin:") {
