@@ -206,7 +206,9 @@ func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 		// does), which ends the command's wait at the node.
 		stop = watchHangUp(c.conn.Conn, c.block.f.Blocked.Cancel)
 	}
+	forget := s.watchBlocked(c.block.f.Blocked) // Shutdown ends it
 	s.answer(c)
+	forget()
 	stop()
 	c.unblocked()
 	c.r.start = time.Now()

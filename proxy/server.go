@@ -131,6 +131,11 @@ type Server struct {
 	policies atomic.Pointer[Policies]
 	// refusing bounds the TLS clients being turned away at once.
 	refusing chan struct{}
+	// blocked are the blocking commands of the goroutine path's clients
+	// waiting for their replies: Shutdown ends them, as a loop ends its
+	// clients' (and Redis its blocked clients) when it drains.
+	blockedMu sync.Mutex
+	blocked   map[*router.Blocked]struct{}
 }
 
 // stats are the counters INFO reports.
@@ -337,6 +342,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lns, loops := s.lns, s.loops
 	s.mu.Unlock()
 	closeAll(lns)
+	s.cancelBlocked()
 	done := make(chan struct{})
 	go func() {
 		for _, l := range loops {
@@ -362,6 +368,36 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) isDraining() bool { return s.draining.Load() }
+
+// watchBlocked has Shutdown end b, a goroutine client's blocking command,
+// while it waits; at once if Shutdown began already. The returned func
+// forgets it.
+func (s *Server) watchBlocked(b *router.Blocked) (forget func()) {
+	s.blockedMu.Lock()
+	if s.blocked == nil {
+		s.blocked = make(map[*router.Blocked]struct{})
+	}
+	s.blocked[b] = struct{}{}
+	s.blockedMu.Unlock()
+	if s.isDraining() {
+		b.Cancel()
+	}
+	return func() {
+		s.blockedMu.Lock()
+		delete(s.blocked, b)
+		s.blockedMu.Unlock()
+	}
+}
+
+// cancelBlocked ends the goroutine path's blocking commands: draining is
+// set, so that one watched after this is ended by watchBlocked.
+func (s *Server) cancelBlocked() {
+	s.blockedMu.Lock()
+	defer s.blockedMu.Unlock()
+	for b := range s.blocked {
+		b.Cancel()
+	}
+}
 
 func (s *Server) Close() error {
 	s.cancel()

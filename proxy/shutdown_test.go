@@ -1,0 +1,73 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// Shutdown ends a client blocked in BLPOP and a subscriber at once, as
+// Redis ends them when it shuts down: neither has a command it waits for a
+// reply to from sluice's side, so neither may hold Shutdown until its
+// deadline. Both serving paths.
+func TestShutdownEndsBlockedClientsAndSubscribers(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{1, -1} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		addr := ln.Addr().String()
+
+		blocked := dialRaw(t, addr)
+		blocked.send([]string{"BLPOP", "{shutblock}" + strconv.Itoa(-loops), "0"})
+		sub := dialRaw(t, addr)
+		if got := sub.do("SUBSCRIBE", "shutchan"); got != "*3\r\n$9\r\nsubscribe\r\n$8\r\nshutchan\r\n:1\r\n" {
+			t.Fatalf("loops %d: SUBSCRIBE: %q", loops, got)
+		}
+		time.Sleep(200 * time.Millisecond) // the BLPOP waits at its node
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		start := time.Now()
+		err = srv.Shutdown(ctx)
+		took := time.Since(start)
+		cancel()
+		if err != nil || took > 3*time.Second {
+			t.Errorf("loops %d: Shutdown: %v after %v, want nil within the second a closed client lingers", loops, err, took)
+		}
+		for name, rc := range map[string]*rawConn{"blocked": blocked, "subscriber": sub} {
+			rc.c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			for {
+				if _, err := rc.br.ReadByte(); err != nil {
+					if ne, ok := err.(net.Error); ok && ne.Timeout() {
+						t.Errorf("loops %d: the %s client was not closed", loops, name)
+					}
+					break
+				}
+			}
+		}
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("loops %d: Serve: %v", loops, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("loops %d: Serve did not return after Shutdown", loops)
+		}
+		// A second Shutdown and a Close are safe.
+		if err := srv.Shutdown(context.Background()); err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("loops %d: second Shutdown: %v", loops, err)
+		}
+		srv.Close()
+	}
+}
