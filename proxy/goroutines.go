@@ -147,6 +147,10 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		}
 	} else {
 		conn.WriteRaw(c.out.b)
+		// Written here rather than by redcon once this returns: Shutdown
+		// waits for busy pipelines only, and would close the client in
+		// the middle of its replies.
+		redcon.BaseWriter(conn).Flush()
 	}
 	c.out.b = c.out.b[:0]
 	if cap(c.out.b) > keepReplies {
@@ -157,7 +161,6 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		// before the close, and the input left is discarded rather than
 		// reset away.
 		if c.conn != nil {
-			redcon.BaseWriter(conn).Flush()
 			c.conn.linger()
 		}
 		conn.Close()

@@ -3,12 +3,15 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -69,5 +72,41 @@ func TestShutdownEndsBlockedClientsAndSubscribers(t *testing.T) {
 			t.Errorf("loops %d: second Shutdown: %v", loops, err)
 		}
 		srv.Close()
+	}
+}
+
+// A reply being written when Shutdown begins is written whole before its
+// client is closed, on both serving paths: here 8 MB that a client reads
+// only once Shutdown has begun.
+func TestShutdownWritesAReplyBeingWritten(t *testing.T) {
+	big := strings.Repeat("z", 8<<20)
+	want := "$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n"
+	for _, loops := range []int{1, -1} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Backend: "test", Loops: loops})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		c := dialRaw(t, ln.Addr().String())
+		c.c.(*net.TCPConn).SetReadBuffer(256 << 10) // no autotuning past it
+		c.send([]string{"ECHO", big})
+		time.Sleep(300 * time.Millisecond) // read, answered, being written
+
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		shut := make(chan error, 1)
+		go func() { shut <- srv.Shutdown(ctx) }()
+		time.Sleep(100 * time.Millisecond)
+		c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got, err := io.ReadAll(c.br)
+		if string(got) != want {
+			t.Errorf("loops %d: read %d bytes (%v), want the reply's %d and the close", loops, len(got), err, len(want))
+		}
+		if err := <-shut; err != nil {
+			t.Errorf("loops %d: Shutdown: %v", loops, err)
+		}
+		cancel()
+		<-served
 	}
 }
