@@ -283,7 +283,8 @@ func (l *loop) stop() {
 }
 
 // drain makes the loop answer what its clients sent, close each once its
-// replies are written, and end when none is left; it waits for that.
+// replies are written, and end when none is left; l.done is closed then.
+// It does not wait: the loops drain together.
 func (l *loop) drain() {
 	l.mu.Lock()
 	if !l.stopping && !l.draining {
@@ -291,8 +292,10 @@ func (l *loop) drain() {
 		l.poke()
 	}
 	l.mu.Unlock()
-	<-l.done
 }
+
+// drained waits for the loop to end, drained or stopped.
+func (l *loop) drained() { <-l.done }
 
 // poke wakes the loop up; l.mu is held, so that the eventfd is open.
 func (l *loop) poke() {

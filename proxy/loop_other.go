@@ -10,8 +10,9 @@ func defaultLoops() int { return -1 }
 
 type loop struct{}
 
-func (*loop) stop()  {}
-func (*loop) drain() {}
+func (*loop) stop()    {}
+func (*loop) drain()   {}
+func (*loop) drained() {}
 
 func loopable(net.Listener) bool { return false }
 

@@ -345,8 +345,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancelBlocked()
 	done := make(chan struct{})
 	go func() {
+		// All at once: each lingers up to a second for its last clients.
 		for _, l := range loops {
 			l.drain()
+		}
+		for _, l := range loops {
+			l.drained()
 		}
 		// The goroutine path: each pipeline closes its client once
 		// answered; wait for those under way.

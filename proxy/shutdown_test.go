@@ -110,3 +110,32 @@ func TestShutdownWritesAReplyBeingWritten(t *testing.T) {
 		<-served
 	}
 }
+
+// The loops drain together: an idle client (a pool's, which reads its
+// socket only when next used) lingers its second on each loop at once,
+// not a second per loop one after the other, which would take a server
+// with a loop per core past --shutdown-timeout, and close the clients of
+// the last loops with their replies unwritten.
+func TestShutdownDrainsTheLoopsTogether(t *testing.T) {
+	const loops = 8
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Backend: "test", Loops: loops})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	for range loops { // one on each loop: they are handed out in turn
+		c := dialRaw(t, ln.Addr().String())
+		if got := c.do("PING"); got != "+PONG\r\n" {
+			t.Fatalf("PING: %q", got)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil || time.Since(start) > 3*time.Second {
+		t.Errorf("Shutdown: %v after %v, want nil within about the second a client lingers", err, time.Since(start))
+	}
+	<-served
+}
