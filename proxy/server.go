@@ -132,8 +132,9 @@ type Server struct {
 	// refusing bounds the TLS clients being turned away at once.
 	refusing chan struct{}
 	// blocked are the blocking commands of the goroutine path's clients
-	// waiting for their replies: Shutdown ends them, as a loop ends its
-	// clients' (and Redis its blocked clients) when it drains.
+	// waiting for their replies: Shutdown and Close end them, as a loop
+	// ends its clients' (and Redis its blocked clients') when it drains
+	// or stops.
 	blockedMu sync.Mutex
 	blocked   map[*router.Blocked]struct{}
 }
@@ -373,8 +374,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) isDraining() bool { return s.draining.Load() }
 
-// watchBlocked has Shutdown end b, a goroutine client's blocking command,
-// while it waits; at once if Shutdown began already. The returned func
+// watchBlocked has Shutdown or Close end b, a goroutine client's blocking
+// command, while it waits; at once if either began already. The returned func
 // forgets it.
 func (s *Server) watchBlocked(b *router.Blocked) (forget func()) {
 	s.blockedMu.Lock()
@@ -383,7 +384,7 @@ func (s *Server) watchBlocked(b *router.Blocked) (forget func()) {
 	}
 	s.blocked[b] = struct{}{}
 	s.blockedMu.Unlock()
-	if s.isDraining() {
+	if s.isDraining() || s.ctx.Err() != nil {
 		b.Cancel()
 	}
 	return func() {
@@ -394,7 +395,8 @@ func (s *Server) watchBlocked(b *router.Blocked) (forget func()) {
 }
 
 // cancelBlocked ends the goroutine path's blocking commands: draining is
-// set, so that one watched after this is ended by watchBlocked.
+// set, or the server's context ended, so that one watched after this is
+// ended by watchBlocked.
 func (s *Server) cancelBlocked() {
 	s.blockedMu.Lock()
 	defer s.blockedMu.Unlock()
@@ -409,6 +411,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	rs, lns, loops := s.rs, s.lns, s.loops
 	s.mu.Unlock()
+	s.cancelBlocked()
 	var err error
 	for _, ln := range lns {
 		// Also for redcon's servers, which may not have the listener yet.

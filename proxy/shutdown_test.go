@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Shutdown ends a client blocked in BLPOP and a subscriber at once, as
@@ -138,4 +139,39 @@ func TestShutdownDrainsTheLoopsTogether(t *testing.T) {
 		t.Errorf("Shutdown: %v after %v, want nil within about the second a client lingers", err, time.Since(start))
 	}
 	<-served
+}
+
+// Close ends the blocking commands of the clients it closes, at their
+// nodes too: neither a goroutine nor a node's connection waits on for an
+// element no one will take. Both serving paths.
+func TestCloseEndsBlockingCommandsAtTheNodes(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{1, -1} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		k := "{closeblock}" + strconv.Itoa(-loops)
+		node, err := c.Primary(ctx, slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocked := dialRaw(t, ln.Addr().String())
+		blocked.send([]string{"BLPOP", k, "0"})
+		waitUntil(t, "the BLPOP waits at its node", func() bool {
+			l, _ := node.Do(ctx, "CLIENT", "LIST").ToString()
+			return strings.Contains(l, "cmd=blpop")
+		})
+		srv.Close()
+		<-served
+		waitUntil(t, "the node's blocked connection closes", func() bool {
+			l, _ := node.Do(ctx, "CLIENT", "LIST").ToString()
+			return !strings.Contains(l, "cmd=blpop")
+		})
+	}
 }
