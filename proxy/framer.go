@@ -485,6 +485,11 @@ const writeChunk = 64 << 10
 // stayed over the soft output limit for its seconds. Without either it
 // just blocks: the client's own goroutine waits, no other.
 func (c *framedConn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		// redcon's flush after a pipeline serveRESP wrote itself: no
+		// system call for nothing.
+		return 0, nil
+	}
 	if c.idle <= 0 && c.limit.Soft <= 0 {
 		return c.Conn.Write(p)
 	}
