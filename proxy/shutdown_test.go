@@ -93,13 +93,25 @@ func TestShutdownWritesAReplyBeingWritten(t *testing.T) {
 		c := dialRaw(t, ln.Addr().String())
 		c.c.(*net.TCPConn).SetReadBuffer(256 << 10) // no autotuning past it
 		c.send([]string{"ECHO", big})
-		time.Sleep(300 * time.Millisecond) // read, answered, being written
+		// Its first byte in: the command was read and answered, and the
+		// reply is being written (the client's small buffer holds it up).
+		c.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.br.Peek(1); err != nil {
+			t.Fatalf("loops %d: no reply to ECHO: %v", loops, err)
+		}
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		shut := make(chan error, 1)
 		go func() { shut <- srv.Shutdown(ctx) }()
-		time.Sleep(100 * time.Millisecond)
-		c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		// Shutdown has begun once the listener refuses connections.
+		waitUntil(t, "Shutdown closes the listener", func() bool {
+			d, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+			if err == nil {
+				d.Close()
+			}
+			return err != nil
+		})
+		c.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		got, err := io.ReadAll(c.br)
 		if string(got) != want {
 			t.Errorf("loops %d: read %d bytes (%v), want the reply's %d and the close", loops, len(got), err, len(want))
