@@ -34,12 +34,14 @@ func TestShutdownEndsBlockedClientsAndSubscribers(t *testing.T) {
 		addr := ln.Addr().String()
 
 		blocked := dialRaw(t, addr)
-		blocked.send([]string{"BLPOP", "{shutblock}" + strconv.Itoa(-loops), "0"})
+		key := "{shutblock}" + strconv.Itoa(-loops)
+		waiting := blpopWaiters(t, c, key)
+		blocked.send([]string{"BLPOP", key, "0"})
 		sub := dialRaw(t, addr)
 		if got := sub.do("SUBSCRIBE", "shutchan"); got != "*3\r\n$9\r\nsubscribe\r\n$8\r\nshutchan\r\n:1\r\n" {
 			t.Fatalf("loops %d: SUBSCRIBE: %q", loops, got)
 		}
-		time.Sleep(200 * time.Millisecond) // the BLPOP waits at its node
+		waitUntil(t, "the BLPOP waits at its node", func() bool { return waiting() == 1 })
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		start := time.Now()
