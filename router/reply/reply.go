@@ -227,10 +227,12 @@ func isBigNumber(b []byte) bool {
 }
 
 // isDouble reports whether b is a double as RESP3 spells it:
-// [sign]integral[.fraction][e[sign]exponent], inf, -inf or nan.
+// [sign]integral[.fraction][e[sign]exponent], inf, -inf, nan or -nan (Redis
+// 7.0 prints doubles with "%.17g", and so a NaN with its sign bit set, as
+// Lua's 0/0 is, as "-nan").
 func isDouble(b []byte) bool {
 	switch string(b) {
-	case "inf", "-inf", "nan":
+	case "inf", "-inf", "nan", "-nan":
 		return true
 	}
 	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {

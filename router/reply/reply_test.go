@@ -38,6 +38,9 @@ var valid = []struct{ name, in string }{
 	{"double inf", ",inf\r\n"},
 	{"double -inf", ",-inf\r\n"},
 	{"double nan", ",nan\r\n"},
+	// Redis 7.0 prints doubles with "%.17g", which spells a NaN whose sign
+	// bit is set (Lua's 0/0) "-nan".
+	{"double -nan", ",-nan\r\n"},
 	{"true", "#t\r\n"},
 	{"false", "#f\r\n"},
 	{"blob error", "!21\r\nSYNTAX invalid syntax\r\n"},
