@@ -30,9 +30,11 @@ const (
 	// declared length costs memory only as its bytes arrive.
 	chunk = 64 << 10
 
-	// maxLen keeps length arithmetic (2n elements of a map, n+2 bytes of a
-	// body and its CRLF) from overflowing; no server declares anything near.
-	maxLen = 1 << 62
+	// maxLen keeps length arithmetic (2n+1 elements of an attribute, n+2
+	// bytes of a body and its CRLF) from overflowing int64; no server
+	// declares anything near. It is a length's largest allowed value: 2^62
+	// pairs would be 2^63 elements, which wraps negative.
+	maxLen = 1<<62 - 1
 )
 
 // Read appends one whole reply read from r to dst and returns it, with its

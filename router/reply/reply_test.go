@@ -126,6 +126,11 @@ func TestReadInvalid(t *testing.T) {
 		{"negative length", "$-2\r\n", ErrProtocol},
 		{"plus length", "$+1\r\nx\r\n", ErrProtocol},
 		{"huge length", "*99999999999999999999\r\n", ErrProtocol},
+		// 2^62 pairs would be 2^63 elements, past int64.
+		{"huge map", "%4611686018427387904\r\n", ErrProtocol},
+		{"huge attribute", "|4611686018427387904\r\n", ErrProtocol},
+		{"largest map", "%4611686018427387903\r\n", io.ErrUnexpectedEOF},
+		{"largest attribute", "|4611686018427387903\r\n", io.ErrUnexpectedEOF},
 		{"null map", "%-1\r\n", ErrProtocol},
 		{"null blob error", "!-1\r\n", ErrProtocol},
 		{"streamed bulk", "$?\r\n;4\r\nHell\r\n;0\r\n", ErrProtocol},
