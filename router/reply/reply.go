@@ -76,10 +76,13 @@ func Read(r *bufio.Reader, dst []byte) ([]byte, error) {
 		ok := true
 		switch typ {
 		case '+', '-':
+		case '(':
+			// Not checked: Redis 7.0 passes a Lua script's big_number
+			// ("(x1", "(") on as it is, and refusing it would close a node
+			// connection other clients' replies are on. A line is whole
+			// whatever it holds.
 		case ':':
 			ok = isInteger(text)
-		case '(':
-			ok = isBigNumber(text)
 		case ',':
 			ok = isDouble(text)
 		case '#':
@@ -217,15 +220,6 @@ func isInteger(b []byte) bool {
 	}
 	_, ok := parseUint(b, max)
 	return ok
-}
-
-// isBigNumber reports whether b is an integer of any size.
-func isBigNumber(b []byte) bool {
-	if len(b) > 0 && (b[0] == '+' || b[0] == '-') {
-		b = b[1:]
-	}
-	rest, ok := digits(b)
-	return ok && len(rest) == 0
 }
 
 // isDouble reports whether b is a double as RESP3 spells it:
