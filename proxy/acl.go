@@ -32,7 +32,7 @@ type User struct {
 	on     bool
 	nopass bool
 	hashes [][sha256.Size]byte
-	// allKeys, or the glob patterns (* and ?) of the keys it may use.
+	// allKeys, or the glob patterns (Redis glob) of the keys it may use.
 	allKeys bool
 	keys    []string
 	// rules apply in order, the last that matches a command deciding it,
@@ -127,9 +127,6 @@ func (u *User) apply(r string) error {
 	case r == "resetkeys":
 		u.allKeys, u.keys = false, nil
 	case strings.HasPrefix(r, "~"):
-		if strings.ContainsAny(r, "[]\\") {
-			return fmt.Errorf("%q: sluice's key patterns take * and ? only", r)
-		}
 		u.keys = append(u.keys, r[1:])
 	case r == "allcommands", r == "+@all":
 		u.rules = append(u.rules, aclRule{allow: true, all: true})

@@ -27,7 +27,6 @@ func TestParseUsers(t *testing.T) {
 		"users alice on",
 		"user",
 		"user alice on >x\nuser alice on >y",
-		"user alice on ~rate:[ab]*",
 		"user alice on &chan:*",
 		"user alice on %R~rate:*",
 		"user alice on #abc",
@@ -61,6 +60,7 @@ func TestAuthMatrix(t *testing.T) {
 		"user bob on #" + hex.EncodeToString(sum[:]) + " ~* +@all -throttle.reset",
 		"user carol off >x ~* +@all",
 		"user dave on >d ~* +@all -@dangerous",
+		`user erin on >e ~rate:[ab]\* ~tenant:[^0-9]* +throttle`,
 	}, "\n"), "")
 	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us})
 	throttle := func(key string) []string { return []string{"THROTTLE", key, "10", "1", "1s"} }
@@ -97,6 +97,13 @@ func TestAuthMatrix(t *testing.T) {
 		{[]string{"CLIENT", "LIST"}, "-NOPERM User dave has no permissions to run the 'client|list' command"},
 		{[]string{"CLIENT", "NO-EVICT", "on"}, "-NOPERM User dave has no permissions to run the 'client|no-evict' command"},
 		{[]string{"CLIENT", "ID"}, ":"},
+		// Redis's glob in key patterns: classes and escapes.
+		{[]string{"AUTH", "erin", "e"}, "+OK"},
+		{throttle("rate:b*"), "*5\r\n:0\r\n"},
+		{throttle("rate:ab"), "-NOPERM No permissions to access a key"},
+		{throttle("rate:c*"), "-NOPERM No permissions to access a key"},
+		{throttle("tenant:x1"), "*5\r\n:0\r\n"},
+		{throttle("tenant:1x"), "-NOPERM No permissions to access a key"},
 		{[]string{"AUTH", "bob", "builder"}, "+OK"},
 	} {
 		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {

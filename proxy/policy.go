@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 
 	"github.com/sluice-rl/sluice/router/glob"
@@ -27,7 +26,7 @@ type Policy struct {
 	Shadow bool
 }
 
-// KeyRule maps the keys that match Pattern (Redis glob: * and ?) to the
+// KeyRule maps the keys that match Pattern (a Redis glob) to the
 // policy named Policy.
 type KeyRule struct {
 	Pattern, Policy string
@@ -107,10 +106,6 @@ func NewPolicies(policies []Policy, rules []KeyRule) (*Policies, error) {
 		switch {
 		case r.Pattern == "":
 			return nil, errors.New("a key pattern is empty")
-		case strings.ContainsAny(r.Pattern, `[]\`):
-			// Matched as Redis would only if sluice had Redis's matcher;
-			// refused rather than matched differently.
-			return nil, fmt.Errorf("key pattern %q: only * and ? are supported", r.Pattern)
 		case seen[r.Pattern]:
 			return nil, fmt.Errorf("key pattern %q is listed twice", r.Pattern)
 		}

@@ -58,7 +58,6 @@ func TestNewPoliciesRefusesBadTables(t *testing.T) {
 		{[]proxy.Policy{{Name: "p", Capacity: 1 << 50, Refill: 1, Period: "1d"}}, nil, `policy "p": capacity, refill and period out of range`},
 		{[]proxy.Policy{ok}, []proxy.KeyRule{{"api:*", "paid"}}, `key pattern "api:*" names policy "paid", which is not defined`},
 		{[]proxy.Policy{ok}, []proxy.KeyRule{{"", "free"}}, "a key pattern is empty"},
-		{[]proxy.Policy{ok}, []proxy.KeyRule{{"api:[ab]", "free"}}, `key pattern "api:[ab]": only * and ? are supported`},
 		{[]proxy.Policy{ok}, []proxy.KeyRule{{"a*", "free"}, {"a*", "free"}}, `key pattern "a*" is listed twice`},
 	} {
 		_, err := proxy.NewPolicies(tt.policies, tt.rules)
@@ -78,6 +77,8 @@ func TestThrottleByPolicy(t *testing.T) {
 	}, []proxy.KeyRule{
 		{"api:free:vip", "paid"}, // before the broader rule: it wins
 		{"api:free:*", "free"},
+		{"api:v[12]:*", "free"}, // Redis's glob: classes and escapes
+		{`lit:\*`, "free"},
 		{"api:*", "paid"},
 	})
 	for _, loops := range []int{0, -1} { // event loops, and a goroutine per client
@@ -95,6 +96,9 @@ func TestThrottleByPolicy(t *testing.T) {
 			{[]any{"THROTTLE", "api:free:1", 2}, []int64{0, 3, 0, -1}},
 			{[]any{"THROTTLE", "api:free:vip"}, []int64{0, 100, 99, -1}},
 			{[]any{"THROTTLE", "api:other"}, []int64{0, 100, 99, -1}},
+			{[]any{"THROTTLE", "api:v2:1"}, []int64{0, 3, 2, -1}},
+			{[]any{"THROTTLE", "api:v3:1"}, []int64{0, 100, 99, -1}},
+			{[]any{"THROTTLE", "lit:*"}, []int64{0, 3, 2, -1}},
 			{[]any{"THROTTLE", "login", "POLICY", "login.v2"}, []int64{0, 1, 0, -1}},
 			// The inline form, on a bucket a policy emptied: the same bucket.
 			{[]any{"THROTTLE", "x:1", 3, 1, "1s", 0}, []int64{0, 3, 0, -1}},
@@ -114,6 +118,7 @@ func TestThrottleByPolicy(t *testing.T) {
 		}{
 			{[]any{"THROTTLE", "x:1", "POLICY", "gold"}, "ERR no policy named 'gold'"},
 			{[]any{"THROTTLE", "other:1"}, "ERR no policy matches key 'other:1'"},
+			{[]any{"THROTTLE", "lit:x"}, "ERR no policy matches key 'lit:x'"},
 			{[]any{"THROTTLE", "other:1", 1}, "ERR no policy matches key 'other:1'"},
 			{[]any{"THROTTLE", "api:1", -1}, "ERR cost must be a non-negative integer"},
 			{[]any{"THROTTLE", "x:1", "POLICY", "free", "x"}, "ERR cost must be a non-negative integer"},

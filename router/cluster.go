@@ -51,7 +51,7 @@ type ClusterConfig struct {
 	// instance, over which the key is hot and split across shards; 0 means
 	// 2000, a negative value turns detection off.
 	HotThreshold float64
-	// HotKeys are patterns (Redis glob: * and ?) of keys that are hot
+	// HotKeys are patterns (a Redis glob) of keys that are hot
 	// whenever they are asked.
 	HotKeys []string
 	// HotSplit is the number of sub-buckets of a hot key this instance

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -80,8 +81,9 @@ policies:
 			t.Errorf("%s set to nothing: %v, want an error naming it", name, err)
 		}
 	}
-	if _, err := parseFlags([]string{"--hot-keys", "user[0-9]"}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "--hot-keys") {
-		t.Errorf("--hot-keys with a bracket class: %v, want it refused", err)
+	// Redis's glob: a comma in a class or escaped is part of a pattern.
+	if o, err := parseFlags([]string{"--hot-keys", `user[0-9], t[,;]*,a\,b,c`}, noEnv, io.Discard); err != nil || !slices.Equal(hotPatterns(o.hotKeys), []string{"user[0-9]", "t[,;]*", `a\,b`, "c"}) {
+		t.Errorf("--hot-keys with classes and escapes: %q, %v", hotPatterns(o.hotKeys), err)
 	}
 	// Empty sections are none.
 	empty := filepath.Join(t.TempDir(), "empty.yaml")

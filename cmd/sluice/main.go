@@ -40,6 +40,7 @@ import (
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/glob"
 )
 
 // version is set at link time (-ldflags "-X main.version=v1.2.3"); without
@@ -112,7 +113,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.fallbackShare, "fallback-share", "auto", "share of each limit a local fallback bucket grants: auto (1/number of live sluice instances) or a fraction such as 0.25")
 	fs.IntVar(&o.fallbackKeys, "fallback-max-keys", 100000, "most local fallback buckets held at once")
 	fs.Float64Var(&o.hotThreshold, "hot-threshold", 2000, "decisions per second of one key on this instance that make it hot: it is split across shards; 0 turns detection off")
-	fs.StringVar(&o.hotKeys, "hot-keys", "", "`patterns` of keys split from their first call, comma-separated (Redis glob: * and ?)")
+	fs.StringVar(&o.hotKeys, "hot-keys", "", "`patterns` of keys split from their first call, comma-separated (Redis glob)")
 	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets of a hot key this instance splits, at most 16; 0 means one per primary (a split made by another instance keeps its own number)")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
 	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
@@ -213,11 +214,6 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	o.protectedMode, o.tls.authClients = strings.ToLower(o.protectedMode), strings.ToLower(o.tls.authClients)
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
-	}
-	for _, p := range hotPatterns(o.hotKeys) {
-		if strings.ContainsAny(p, `[]\`) {
-			return o, fmt.Errorf("--hot-keys: pattern %q: only * and ? are patterns; bracket classes and \\ are refused rather than read differently from Redis", p)
-		}
 	}
 	if o.announce != "" {
 		if _, port, err := net.SplitHostPort(o.announce); err != nil || port == "" {
@@ -525,9 +521,11 @@ func hotThreshold(f float64) float64 {
 	return f
 }
 
+// hotPatterns are the --hot-keys patterns, cut at the commas that are not
+// in a class or escaped ("user[,;]*" is one pattern).
 func hotPatterns(s string) []string {
 	var out []string
-	for _, p := range strings.Split(s, ",") {
+	for _, p := range glob.Split(s, ',') {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}
