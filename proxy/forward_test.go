@@ -922,8 +922,14 @@ func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 		t.Errorf("PUBSUB CHANNELS: %q", got)
 	}
 	sub.send([]string{"UNSUBSCRIBE"}, []string{"PUNSUBSCRIBE"})
+	var confirmations []string
 	for range 3 {
-		sub.read()
+		confirmations = append(confirmations, sub.read())
+	}
+	// Two channels' confirmations, then the pattern's, counting down.
+	if !strings.HasPrefix(confirmations[0], "*3\r\n$11\r\nunsubscribe\r\n") || !strings.HasPrefix(confirmations[1], "*3\r\n$11\r\nunsubscribe\r\n") ||
+		confirmations[2] != "*3\r\n$12\r\npunsubscribe\r\n$2\r\np*\r\n:0\r\n" {
+		t.Errorf("UNSUBSCRIBE, PUNSUBSCRIBE: %q, want two unsubscribe confirmations and punsubscribe p* 0", confirmations)
 	}
 	// Out of subscribed mode, its commands are routed again.
 	pub.do("SET", "ps:k", "v")
