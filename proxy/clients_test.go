@@ -125,6 +125,7 @@ func TestClientListNamesSubcommands(t *testing.T) {
 			{[]any{"CLUSTER", "INFO"}, "cluster|info"},
 			{[]any{"CLUSTER", "COUNT-FAILURE-REPORTS", "x"}, "cluster|count-failure-reports"},
 			{[]any{"THROTTLE", "k", 5, 1, "1s"}, "throttle"},
+			{[]any{"NOSUCHCOMMAND", "x"}, "NULL"},
 		} {
 			b.Do(ctx, c.args...)
 			list, err := a.Do(ctx, "CLIENT", "LIST", "ID", idB).Text()

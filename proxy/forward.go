@@ -108,6 +108,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	}
 	spec, err := cmdspec.Lookup(specs, args)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "ERR unknown") {
+			c.view.cmd.Store(nil) // CLIENT LIST says NULL, as Redis
+		}
 		if lowerName(args[0]) == "exec" {
 			return execAborted(err)
 		}

@@ -1065,6 +1065,11 @@ func TestPassthroughCommandTable(t *testing.T) {
 	if got := a.do("CLIENT", "LIST"); !strings.Contains(got, " name=b ") || !strings.Contains(got, " cmd=config|get ") {
 		t.Errorf("CLIENT LIST after CONFIG GET: %q, want cmd=config|get", got)
 	}
+	// An unknown command is named NULL, as Redis names it.
+	b.do("NOSUCHCOMMAND", "x")
+	if got := a.do("CLIENT", "LIST"); !strings.Contains(got, " name=b ") || !strings.Contains(got, " cmd=NULL ") {
+		t.Errorf("CLIENT LIST after an unknown command: %q, want cmd=NULL", got)
+	}
 	// COMMAND answers in the protocol it was sent in, a HELLO 3 pipelined
 	// behind it, which sluice takes before the cluster answers, included.
 	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))

@@ -711,6 +711,8 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 	cmd, err := lookup(args)
 	if cmd != nil {
 		c.view.cmd.Store(cmd.fullName(args))
+	} else if s.cfg.Forwarder == nil {
+		c.view.cmd.Store(nil) // unknown: CLIENT LIST says NULL, as Redis
 	}
 	if (err == nil || err == errUnknownCommand) && (c.user == nil || !c.user.all) {
 		if aerr := s.authorize(c, cmd, args); aerr != nil {
