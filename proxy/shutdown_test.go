@@ -13,7 +13,6 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Shutdown ends a client blocked in BLPOP and a subscriber at once, as
@@ -24,13 +23,7 @@ func TestShutdownEndsBlockedClientsAndSubscribers(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
 	for _, loops := range []int{1, -1} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
+		srv, ln, served := startServer(t, proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
 		addr := ln.Addr().String()
 
 		blocked := dialRaw(t, addr)
@@ -45,7 +38,7 @@ func TestShutdownEndsBlockedClientsAndSubscribers(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		start := time.Now()
-		err = srv.Shutdown(ctx)
+		err := srv.Shutdown(ctx)
 		took := time.Since(start)
 		cancel()
 		if err != nil || took > 3*time.Second {
@@ -85,13 +78,7 @@ func TestShutdownWritesAReplyBeingWritten(t *testing.T) {
 	big := strings.Repeat("z", 8<<20)
 	want := "$" + strconv.Itoa(len(big)) + "\r\n" + big + "\r\n"
 	for _, loops := range []int{1, -1} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Backend: "test", Loops: loops})
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
+		srv, ln, served := startServer(t, proxy.Config{Decider: router.NewMemory(0), Backend: "test", Loops: loops})
 		c := dialRaw(t, ln.Addr().String())
 		c.c.(*net.TCPConn).SetReadBuffer(256 << 10) // no autotuning past it
 		c.send([]string{"ECHO", big})
@@ -133,13 +120,7 @@ func TestShutdownWritesAReplyBeingWritten(t *testing.T) {
 // the last loops with their replies unwritten.
 func TestShutdownDrainsTheLoopsTogether(t *testing.T) {
 	const loops = 8
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Backend: "test", Loops: loops})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	srv, ln, served := startServer(t, proxy.Config{Decider: router.NewMemory(0), Backend: "test", Loops: loops})
 	for range loops { // one on each loop: they are handed out in turn
 		c := dialRaw(t, ln.Addr().String())
 		if got := c.do("PING"); got != "+PONG\r\n" {
@@ -161,31 +142,28 @@ func TestShutdownDrainsTheLoopsTogether(t *testing.T) {
 func TestCloseEndsBlockingCommandsAtTheNodes(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ctx := context.Background()
 	for _, loops := range []int{1, -1} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
+		srv, ln, served := startServer(t, proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
 		k := "{closeblock}" + strconv.Itoa(-loops)
-		node, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		waiting := blpopWaiters(t, c, k)
 		blocked := dialRaw(t, ln.Addr().String())
 		blocked.send([]string{"BLPOP", k, "0"})
-		waitUntil(t, "the BLPOP waits at its node", func() bool {
-			l, _ := node.Do(ctx, "CLIENT", "LIST").ToString()
-			return strings.Contains(l, "cmd=blpop")
-		})
+		waitUntil(t, "the BLPOP waits at its node", func() bool { return waiting() == 1 })
 		srv.Close()
 		<-served
-		waitUntil(t, "the node's blocked connection closes", func() bool {
-			l, _ := node.Do(ctx, "CLIENT", "LIST").ToString()
-			return !strings.Contains(l, "cmd=blpop")
-		})
+		waitUntil(t, "the node's blocked connection closes", func() bool { return waiting() == 0 })
 	}
+}
+
+// startServer serves cfg on a loopback port; served has Serve's result.
+func startServer(t *testing.T, cfg proxy.Config) (*proxy.Server, net.Listener, <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := proxy.New(cfg)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	return srv, ln, served
 }

@@ -321,7 +321,7 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	// starts their reader and writer on first concurrent use) and the
 	// warm-up's clients are gone again.
 	warm := startLoad(t, addr, keys)
-	time.Sleep(200 * time.Millisecond)
+	waitFor(t, 10*time.Second, "the warm-up's calls answered", func() bool { return warm.calls.Load() >= 200 })
 	warm.finish(t)
 	// The event loops reach the shards on connections of their own; the
 	// router's own clients (rueidis: probes, hot keys, the samplers below)
