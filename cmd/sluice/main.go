@@ -465,14 +465,32 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	}
 	// SIGTERM: no more clients; what was read is answered, within
 	// --shutdown-timeout; then the cluster's connections close (deferred).
+	// A second SIGINT (Ctrl+C again) exits at once, as Redis's "You
+	// insist... exiting now" does; a second SIGTERM changes nothing, as in
+	// Redis: a supervisor's next step is SIGKILL.
+	insist := make(chan os.Signal, 1)
+	signal.Notify(insist, syscall.SIGINT)
+	defer signal.Stop(insist)
 	start := time.Now()
 	ready.Store(false)
+	log.Info("shutting down", zap.Duration("shutdown_timeout", o.shutdown))
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdown)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown timed out: closed clients still waiting for replies", zap.Duration("shutdown_timeout", o.shutdown))
+	shut := make(chan error, 1)
+	go func() {
+		err := srv.Shutdown(sctx)
+		<-served
+		shut <- err
+	}()
+	select {
+	case err := <-shut:
+		if err != nil {
+			log.Warn("shutdown timed out: closed clients still waiting for replies", zap.Duration("shutdown_timeout", o.shutdown))
+		}
+	case <-insist:
+		log.Warn("SIGINT again: exiting now, without the replies still owed")
+		return 1
 	}
-	<-served
 	log.Info("sluice stopped", zap.Duration("took", time.Since(start)))
 	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -387,4 +388,49 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 	stop(t, p)
+}
+
+// A second SIGINT during a shutdown that waits on a client exits at once,
+// as Redis does; the first waits, up to --shutdown-timeout.
+func TestSecondSIGINTExitsAtOnce(t *testing.T) {
+	requireRedisCLI(t)
+	// The goroutine path: a client that reads nothing holds its pipeline
+	// in a write until the shutdown's time is up.
+	p := start(t, binary(t), nil, "--listen", "127.0.0.1:0", "--io-loops", "-1", "--shutdown-timeout", "60s")
+	conn, err := net.Dial("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cmd := []byte(strings.Repeat("*6\r\n$8\r\nTHROTTLE\r\n$1\r\nk\r\n$1\r\n5\r\n$1\r\n1\r\n$2\r\n1s\r\n$1\r\n0\r\n", 1000))
+	// Write until sluice stops reading: its replies fill both sockets.
+	for i := 0; ; i++ {
+		if i == 10_000 {
+			t.Fatal("sluice read 10,000 batches from a client that reads nothing")
+		}
+		conn.SetWriteDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, err := conn.Write(cmd); err != nil {
+			break
+		}
+	}
+	for len(p.lines) > 0 {
+		<-p.lines
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	p.next(t, "shutting down")
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- p.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Fatalf("sluice exited with %v after the second SIGINT, want exit status 1", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("sluice still runs 20s after a second SIGINT (its shutdown timeout is 60s)")
+	}
 }
