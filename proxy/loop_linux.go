@@ -941,6 +941,14 @@ func (l *loop) shutdown() {
 		l.discard(c)
 	}
 	l.added = nil
+	// A dial that ended after the last wake-up: the loop that would have
+	// watched its socket is gone.
+	for _, d := range l.dialed {
+		if d.fd >= 0 {
+			syscall.Close(d.fd)
+		}
+	}
+	l.dialed = nil
 	syscall.Close(l.wake)
 	l.mu.Unlock()
 	for _, c := range l.conns {
