@@ -104,34 +104,44 @@ func (t *Throttle) DoMany(ctx context.Context, c rueidis.Client, calls []Call, o
 
 // manyArgs is calls' ARGV in a many call (see throttle.lua).
 func manyArgs(calls []Call) []string {
-	stride := manyStride(calls)
-	args := make([]string, 0, 1+stride*len(calls))
-	args = append(args, strconv.Itoa(stride))
+	args := make([]string, 0, 1+manyArgc(calls))
+	args = append(args, "2")
 	for i := range calls {
 		c := &calls[i]
+		if i > 0 && sameNumbers(c, &calls[i-1]) {
+			args = append(args, c.Key, "=")
+			continue
+		}
 		args = append(args, c.Key,
 			strconv.FormatInt(c.Capacity, 10),
 			strconv.FormatInt(c.U, 10),
 			strconv.FormatInt(c.V, 10),
 			strconv.FormatInt(c.Cost, 10),
 			c.Base,
-			strconv.FormatInt(max(c.N, 1), 10))
-		if stride == 8 {
-			args = append(args, strconv.FormatInt(c.Now, 10))
-		}
+			strconv.FormatInt(max(c.N, 1), 10),
+			strconv.FormatInt(c.Now, 10))
 	}
 	return args
 }
 
-// manyStride is the number of ARGV per bucket: 8 when some call carries
-// its own clock.
-func manyStride(calls []Call) int {
+// manyArgc is the number of ARGV calls take after the format's: 2 for a
+// bucket of the same numbers as the one before, else 8.
+func manyArgc(calls []Call) int {
+	n := 0
 	for i := range calls {
-		if calls[i].Now != 0 {
-			return 8
+		if i > 0 && sameNumbers(&calls[i], &calls[i-1]) {
+			n += 2
+		} else {
+			n += 8
 		}
 	}
-	return 7
+	return n
+}
+
+// sameNumbers: a and b differ only in their keys.
+func sameNumbers(a, b *Call) bool {
+	return a.Capacity == b.Capacity && a.U == b.U && a.V == b.V && a.Cost == b.Cost &&
+		a.Base == b.Base && max(a.N, 1) == max(b.N, 1) && a.Now == b.Now
 }
 
 // readMany reads a many call's reply as rueidis parsed it.

@@ -374,18 +374,23 @@ func TestManyOnCluster(t *testing.T) {
 		eval := func(args ...string) rueidis.RedisResult {
 			return s.nodes[0].Do(ctx, s.nodes[0].B().Eval().Script(lua.ThrottleSource()).Numkeys(0).Arg(args...).Build())
 		}
-		v, err := eval("7", k[0], "5", "1", "1", "1", "", "1", k[1], "5", "x", "1", "1", "", "1", k[0], "5", "1", "1", "1", "", "1").ToArray()
-		if err != nil || len(v) != 15 {
+		// The fourth has the third's numbers ("="); the second's "=" would
+		// be the first's.
+		v, err := eval("2", k[0], "5", "1", "1", "1", "", "1", "0", k[1], "5", "x", "1", "1", "", "1", "0",
+			k[0], "5", "1", "1", "1", "", "1", "0", k[0], "=").ToArray()
+		if err != nil || len(v) != 20 {
 			t.Fatalf("got %v, %v", v, err)
 		}
 		code, _ := v[5].AsInt64()
 		msg, _ := v[6].ToString()
 		first, _ := v[1].AsInt64()
-		last, _ := v[11].AsInt64()
-		if code != 3 || !strings.HasPrefix(msg, "ERR sluice: ") || first != 4 || last != 3 {
-			t.Fatalf("got %v, want the middle bucket refused and the others deciding", v)
+		third, _ := v[11].AsInt64()
+		fourth, _ := v[16].AsInt64()
+		if code != 3 || !strings.HasPrefix(msg, "ERR sluice: ") || first != 4 || third != 3 || fourth != 2 {
+			t.Fatalf("got %v, want the second bucket refused and the others deciding", v)
 		}
-		for _, args := range [][]string{{"9", k[0]}, {"7", k[0], "5", "1", "1", "1", ""}, {}} {
+		for _, args := range [][]string{{"9", k[0]}, {"2", k[0], "5", "1", "1", "1", ""}, {"2", k[0], "="},
+			{"2", k[0], "5", "1", "1", "1", "", "1", "0", k[1]}, {"7", k[0], "5", "1", "1", "1", "", "1"}, {}} {
 			if err := eval(args...).Error(); err == nil || !strings.Contains(err.Error(), "sluice: a many-bucket call") {
 				t.Fatalf("%q: %v, want an error", args, err)
 			}

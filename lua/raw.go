@@ -11,25 +11,25 @@ import (
 // caller that writes it on a connection of its own to the node. Its reply
 // is read by ReadMany; NOSCRIPT means the node needs the script (Load).
 func (t *Throttle) AppendMany(dst []byte, calls []Call) []byte {
-	stride := manyStride(calls)
 	dst = append(dst, '*')
-	dst = strconv.AppendInt(dst, int64(4+stride*len(calls)), 10)
+	dst = strconv.AppendInt(dst, int64(4+manyArgc(calls)), 10)
 	dst = append(dst, "\r\n$7\r\nEVALSHA\r\n$40\r\n"...)
 	dst = append(dst, t.sha1...)
-	dst = append(dst, "\r\n$1\r\n0\r\n"...)
-	dst = appendBulkInt(dst, int64(stride))
+	dst = append(dst, "\r\n$1\r\n0\r\n$1\r\n2\r\n"...)
 	for i := range calls {
 		c := &calls[i]
 		dst = appendBulk(dst, c.Key)
+		if i > 0 && sameNumbers(c, &calls[i-1]) {
+			dst = append(dst, "$1\r\n=\r\n"...)
+			continue
+		}
 		dst = appendBulkInt(dst, c.Capacity)
 		dst = appendBulkInt(dst, c.U)
 		dst = appendBulkInt(dst, c.V)
 		dst = appendBulkInt(dst, c.Cost)
 		dst = appendBulk(dst, c.Base)
 		dst = appendBulkInt(dst, max(c.N, 1))
-		if stride == 8 {
-			dst = appendBulkInt(dst, c.Now)
-		}
+		dst = appendBulkInt(dst, c.Now)
 	}
 	return dst
 }

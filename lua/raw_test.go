@@ -44,7 +44,9 @@ func TestRawManyMatchesDoMany(t *testing.T) {
 	twin := func(prefix string) []lua.Call {
 		var calls []lua.Call
 		for i, k := range keys {
-			calls = append(calls, lua.Call{Key: prefix + k, Capacity: int64(3 + i), U: 1000, V: int64(1 + i), Cost: int64(1 + i%3), N: int64(1 + i%2), Now: now + int64(i)})
+			// Pairs of the same numbers: the second of each is sent as "=".
+			h := i / 2
+			calls = append(calls, lua.Call{Key: prefix + k, Capacity: int64(3 + h), U: 1000, V: int64(1 + h), Cost: int64(1 + h%3), N: int64(1 + h%2), Now: now + int64(h)})
 		}
 		return calls
 	}

@@ -39,9 +39,11 @@
 --   bucket, or a failed GET or SET, an error reply.
 --
 -- Many buckets on this node, in one call: no KEYS, and
---   ARGV[1] the number of ARGV per bucket: 7, or 8 when each carries its
---           own now (tests; "0" there means the shard's TIME);
---   then per bucket: key, C, U, V, cost, base ("" for none), n[, now].
+--   ARGV[1] "2" (the format: this one);
+--   then per bucket either its key and "=": the same numbers as the
+--   bucket before (the common case: buckets of one limit and cost; two
+--   ARGV a bucket cost the shard less to read than eight), or
+--   key, C, U, V, cost, base ("" for none), n, now ("0": the shard's TIME).
 --   Buckets are decided in order, so one that appears twice sees its first
 --   step's write. The shard's TIME is read once for all.
 --   Returns a flat array of 5 values per bucket, in order:
@@ -211,32 +213,41 @@ if #KEYS > 0 then
   return {code, x1, x2, x3}
 end
 
--- Checked before the first write, so this may still raise.
-local w = (ARGV[1] == '7' and 7) or (ARGV[1] == '8' and 8)
-if not w or (#ARGV - 1) % w ~= 0 then
-  return redis.error_reply('ERR sluice: a many-bucket call takes 7 or 8 ARGV per bucket after the first')
+-- Checked before the first write, so this may still raise: that every
+-- bucket is two or eight ARGV, and the first eight.
+local last = #ARGV
+local i = 2
+if ARGV[1] ~= '2' or ARGV[3] == '=' then
+  i = 0
+end
+while i > 0 and i <= last do
+  if ARGV[i + 1] == '=' then i = i + 2 else i = i + 8 end
+end
+if i ~= last + 1 then
+  return redis.error_reply('ERR sluice: a many-bucket call takes "2", then per bucket its key and "=" or its key and 7 numbers')
 end
 -- The shard's clock, read before the first write: TIME once for all.
 local clock
-if #ARGV > 1 then
+if last > 1 then
   local t = redis.call('TIME')
   clock = t[1] * 1000000 + t[2]
 end
 local out, j = {}, 0
--- A bucket's numbers are parsed with tonumber, which cannot raise, and
--- only when their text differs from the previous bucket's (interned
--- strings: one compare): buckets of one limit and cost are the common case.
-local sc, su, sv, scost, sn, c, u, v, cost, n
-for i = 2, #ARGV, w do
-  local now = clock
-  if w == 8 and ARGV[i + 7] ~= '0' then now = tonumber(ARGV[i + 7]) end
-  if ARGV[i + 1] ~= sc then sc = ARGV[i + 1]; c = tonumber(sc) end
-  if ARGV[i + 2] ~= su then su = ARGV[i + 2]; u = tonumber(su) end
-  if ARGV[i + 3] ~= sv then sv = ARGV[i + 3]; v = tonumber(sv) end
-  if ARGV[i + 4] ~= scost then scost = ARGV[i + 4]; cost = tonumber(scost) end
-  if ARGV[i + 6] ~= sn then sn = ARGV[i + 6]; n = tonumber(sn) end
+-- A bucket's numbers are parsed with tonumber, which cannot raise.
+local c, u, v, cost, base, n, now
+i = 2
+while i <= last do
+  local key = ARGV[i]
+  if ARGV[i + 1] == '=' then
+    i = i + 2
+  else
+    c, u, v, cost = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
+    base, n, now = ARGV[i + 5], tonumber(ARGV[i + 6]), clock
+    if ARGV[i + 7] ~= '0' then now = tonumber(ARGV[i + 7]) end
+    i = i + 8
+  end
   if c and u and v and cost and n and now then
-    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = step(ARGV[i], c, u, v, cost, ARGV[i + 5], n, now)
+    out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = step(key, c, u, v, cost, base, n, now)
   else
     out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = 3, 'ERR sluice: a bucket\'s numbers are not numbers', 0, 0, 0
   end
