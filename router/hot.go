@@ -209,9 +209,29 @@ func (h *hotSet) forget(key string) {
 
 // setSplit records a marker read at sent (ns). The marker's time is
 // counted from sent, before the shard read it, so this instance stops
-// using the split no later than the shard does.
+// using the split no later than the shard does. A reading of an older
+// split than the one in force, sent while that one held, is a late
+// answer (replies on different connections can cross) and is dropped:
+// the split it names ended before the one in force was made. One sent
+// after the split in force ended is taken whatever its name, so that a
+// shard whose clock went back (a failover) cannot leave its next split
+// unfollowed.
 func (hk *hotKey) setSplit(sp lua.Split, sent int64) {
-	hk.split.Store(hk.reading(hk.split.Load(), sp, sent))
+	for {
+		old := hk.split.Load()
+		if old != nil && genBefore(sp.Gen, old.gen) && sent < old.until {
+			return
+		}
+		if hk.split.CompareAndSwap(old, hk.reading(old, sp, sent)) {
+			return
+		}
+	}
+}
+
+// genBefore reports whether split a was made before split b: a split is
+// named by its shard's clock in ms, in hex without leading zeros.
+func genBefore(a, b string) bool {
+	return len(a) < len(b) || len(a) == len(b) && a < b
 }
 
 // extendSplit records a reading of the split in force, old, only if it is
@@ -227,6 +247,10 @@ func (hk *hotKey) extendSplit(old *splitState, sp lua.Split, sent int64) {
 func (hk *hotKey) reading(old *splitState, sp lua.Split, sent int64) *splitState {
 	st := &splitState{tags: sp.Tags, gen: sp.Gen, base: sp.Base, until: sent + int64(sp.TTL)}
 	if old != nil && old.gen == sp.Gen {
+		// A split's end on its shard only ever moves later: a reading
+		// answered late must not bring it forward (a split ended early
+		// here is not held through an outage of its parent's shard).
+		st.until = max(st.until, old.until)
 		st.keys, st.slots, st.seen = old.keys, old.slots, old.seen
 		return st
 	}
