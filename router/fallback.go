@@ -51,7 +51,14 @@ func (c *Cluster) fallback(reqs []Request, res []Result) {
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Op == Reset {
-			res[i] = c.local.decide(r, now)
+			if (*c.hot.keys.Load())[r.Key] != nil {
+				// A split key's fallback bucket starts from what was
+				// seen of its sub-buckets (fallbackHot), which would
+				// take back this reset at the next call.
+				res[i] = c.local.resetPinned(r.Key, now)
+			} else {
+				res[i] = c.local.decide(r, now)
+			}
 			res[i].Source = SourceLocal
 			res[i].Err = ErrResetNotInCluster
 			continue

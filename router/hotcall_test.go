@@ -1,9 +1,12 @@
 package router
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
 	"github.com/sluice-rl/sluice/router/bucket/buckettest"
 	"github.com/sluice-rl/sluice/router/slot"
@@ -181,5 +184,54 @@ func TestSplitEstimateOfALargeCapacity(t *testing.T) {
 	out, known := h.logical(bucket.Result{Remaining: left, RetryAfter: -1, ResetAfter: 1}, &r, time.Now().UnixMicro())
 	if want := iv.Capacity - 3; known || out.Remaining < want-2 || out.Remaining > want+2 {
 		t.Fatalf("remaining %d (known %v), want about %d, estimated", out.Remaining, known, want)
+	}
+}
+
+// A RESET of a split key that no shard can decide resets this instance's
+// fallback bucket, as it says, for the rest of the outage: the bucket is
+// not started again from the tokens the sub-buckets were last seen to
+// hold, which would undo the reset at the next call. Once the outage is
+// over, the next one starts from them again.
+func TestSplitKeyResetInFallbackHolds(t *testing.T) {
+	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}, Share: 1, HotCooldown: time.Minute})
+	t.Cleanup(c.Close)
+	iv, err := bucket.Limit{Capacity: 30, Refill: 30, Period: 1_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "reset-in-outage"
+	hk := c.hot.follow(key, lua.Split{Tags: []string{"a", "b", "c"}, Gen: "1", Base: "0", TTL: time.Minute}, time.Now().UnixNano())
+	st := hk.split.Load()
+	parts := hk.partsFor(st, iv)
+	// Each sub-bucket seen empty just now: full a fill time on.
+	now := time.Now().UnixMicro()
+	for j := range parts {
+		st.seen.fullAt[j].Store(now + fillTime(iv))
+	}
+	take := func() Result {
+		reqs := []Request{{Op: Take, Key: key, Interval: iv, Cost: 1}}
+		res := make([]Result, 1)
+		c.fallbackHot(&hotCall{hk: hk, st: st, parts: parts}, reqs, res)
+		return res[0]
+	}
+	if r := take(); !r.Limited {
+		t.Fatalf("before the reset: %+v, want limited from the state seen", r)
+	}
+	res := make([]Result, 1)
+	c.Decide(context.Background(), []Request{{Op: Reset, Key: key}}, res)
+	if !errors.Is(res[0].Err, ErrResetNotInCluster) {
+		t.Fatalf("reset with no cluster: %+v, want ErrResetNotInCluster", res[0])
+	}
+	if r := take(); r.Limited || r.Remaining != 29 {
+		t.Fatalf("after the reset: %+v, want allowed from a full bucket (29 left)", r)
+	}
+
+	// Reset again, with no call after it, and the outage ends: the next
+	// outage starts the bucket from the state seen again.
+	c.Decide(context.Background(), []Request{{Op: Reset, Key: key}}, res)
+	c.topo.Store(&topology{}) // no shard: every one that owns slots is healthy
+	c.releaseFallback()
+	if r := take(); !r.Limited {
+		t.Fatalf("in the next outage: %+v, want limited from the state seen", r)
 	}
 }

@@ -27,9 +27,12 @@ type Memory struct {
 }
 
 type memShard struct {
-	mu      sync.Mutex       // guards tats and sweepAt
+	mu      sync.Mutex       // guards tats, pinned and sweepAt
 	tats    map[string]int64 // bucket key -> TAT in ns; absent = full
 	sweepAt int              // len(tats) at which full buckets are dropped
+	// pinned are the keys reset by resetPinned since the last clear,
+	// which start leaves alone; nil until one is.
+	pinned map[string]struct{}
 }
 
 // NewMemory returns an empty in-process backend on the system clock.
@@ -79,13 +82,22 @@ func (m *Memory) Submit(ctx context.Context, reqs []Request, res []Result, done 
 	done(nil)
 }
 
-// Len is the number of buckets held, full ones not yet swept included.
+// Len is the number of buckets held, full ones not yet swept included,
+// and those reset by resetPinned among them: the cluster releases its
+// fallback buckets only while it holds some, and a pinned one left past
+// the outage would keep the next outage's bucket from starting where
+// the cluster left it.
 func (m *Memory) Len() int {
 	n := 0
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
 		n += len(s.tats)
+		for k := range s.pinned {
+			if _, ok := s.tats[k]; !ok {
+				n++
+			}
+		}
 		s.mu.Unlock()
 	}
 	return n
@@ -120,19 +132,40 @@ func (m *Memory) clear() {
 			s.tats = make(map[string]int64)
 			s.sweepAt = m.sweepAt(0)
 		}
+		s.pinned = nil
 		s.mu.Unlock()
 	}
 }
 
 // start sets key's bucket to be full at tat (ns) unless this process holds
-// it already: a fallback bucket that starts where the cluster left it.
+// it already, or reset it by resetPinned: a fallback bucket that starts
+// where the cluster left it.
 func (m *Memory) start(key string, tat int64) {
 	s := &m.shards[maphash.String(m.seed, key)%memShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.tats[key]; !ok {
+	if _, ok := s.tats[key]; ok {
+		return
+	}
+	if _, ok := s.pinned[key]; !ok {
 		s.tats[key] = tat
 	}
+}
+
+// resetPinned resets key's bucket as a Reset does, and keeps start from
+// setting it until clear: a reset this instance answered must not be
+// undone by a start from what it saw of the cluster before.
+func (m *Memory) resetPinned(key string, now int64) Result {
+	s := &m.shards[maphash.String(m.seed, key)%memShards]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pinned == nil {
+		s.pinned = make(map[string]struct{})
+	}
+	s.pinned[key] = struct{}{}
+	tat, ok := s.tats[key]
+	delete(s.tats, key)
+	return Result{Existed: ok && tat > now*1000}
 }
 
 // sweep forgets full buckets (they equal missing ones), like Redis expiring
