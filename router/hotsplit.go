@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
@@ -98,35 +97,39 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 // returns their mean time until full, each as throttle.lua sees it (never
 // fuller than the base, a missing one at the base); -1 when none answers.
 // Other instances' calls count too, which an estimate from this
-// instance's own replies would miss.
+// instance's own replies would miss. Each is read by a peek, so that its
+// TAT is set against its own shard's clock in the script that reads it:
+// against sluice's, a skew or the time the read waited on the shard
+// would count a sub-bucket emptier or fuller than it is, and the split's
+// next state (or the bucket it lapses into) with it. A peek's time until
+// full is its TAT's distance from now whatever the limit: the smallest
+// limit asks it.
 func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, hk *hotKey, st *splitState) time.Duration {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	var cmds rueidis.Commands
+	var calls []lua.Call
 	for j := range st.keys {
 		if k, _, _, ok := st.place(hk, j, topo); ok {
-			cmds = append(cmds, client.B().Get().Key(k).Build())
+			calls = append(calls, lua.Call{Key: k, Capacity: 1, U: 1, V: 1, Base: st.base})
 		}
 	}
-	if len(cmds) == 0 {
+	if len(calls) == 0 {
 		return -1
 	}
-	base, _ := strconv.ParseInt(st.base, 10, 64)
-	now := time.Now().UnixNano()
+	res, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
+	c.throttle.Do(ctx, client, calls, res, errs)
 	var sum, n int64
-	for _, r := range client.DoMulti(ctx, cmds...) {
-		v, err := r.ToString()
-		if err != nil && !rueidis.IsRedisNil(err) {
+	for i := range calls {
+		if errs[i] != nil {
 			continue // its shard is down: the others tell
 		}
-		tat, _ := strconv.ParseInt(v, 10, 64)
-		sum += max(tat, base, now) - now
+		sum += res[i].ResetAfter
 		n++
 	}
 	if n == 0 {
 		return -1
 	}
-	return time.Duration(sum / n)
+	return time.Duration(sum/n) * time.Microsecond
 }
 
 // reread reads again the marker of a split hk follows, a quarter of its
