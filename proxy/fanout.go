@@ -55,9 +55,6 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		return errors.New("sluice forwards '" + strings.ToUpper(strings.ReplaceAll(spec.Name, "|", " ")) +
 			"' only with --allow-admin: " + why)
 	}
-	if spec.Name == "script|load" && len(args) == 3 {
-		s.cfg.Forwarder.RememberScript(args[2])
-	}
 	primaries := s.cfg.Forwarder.Primaries()
 	if len(primaries) == 0 {
 		return errNoPrimaries
@@ -81,6 +78,16 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		cmd := router.AppendCommand(nil, args)
 		for _, sl := range primaries {
 			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
+		}
+		if spec.Name == "script|load" {
+			// Only a script the primaries loaded: one that does not
+			// compile, replayed as EVAL, would answer its compile error
+			// where Redis answers NOSCRIPT. (post sees no error reply.)
+			body := bytes.Clone(args[2]) // args are the client's input, reused
+			it.post = func(p []byte) []byte {
+				s.cfg.Forwarder.RememberScript(body)
+				return p
+			}
 		}
 	}
 	r.queueItem(c, it)

@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"net"
 	"strconv"
 	"strings"
@@ -1331,4 +1333,26 @@ func TestPassthroughHungAndRestartedNode(t *testing.T) {
 		}
 		return got[0] == '$'
 	})
+}
+
+// A script that fails to compile is not loaded, on any primary: an
+// EVALSHA of it is NOSCRIPT through sluice too, not sluice's replay of
+// its text as EVAL, which would answer the compile error instead.
+func TestPassthroughEvalshaOfAScriptThatDidNotLoad(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	body := "return ("
+	if got, want := conn.do("SCRIPT", "LOAD", body), direct(t, c, -1, "SCRIPT", "LOAD", body); got != want {
+		t.Fatalf("SCRIPT LOAD of a script that does not compile: %q, want the node's %q", got, want)
+	}
+	sum := sha1.Sum([]byte(body))
+	sha := hex.EncodeToString(sum[:])
+	want := direct(t, c, -1, "EVALSHA", sha, "0")
+	if !strings.HasPrefix(want, "-NOSCRIPT") {
+		t.Fatalf("the node answers EVALSHA of a script it could not load %q, want NOSCRIPT", want)
+	}
+	if got := conn.do("EVALSHA", sha, "0"); got != want {
+		t.Errorf("EVALSHA of a script that did not load: %q, want the node's %q", got, want)
+	}
 }
