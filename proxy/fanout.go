@@ -107,12 +107,8 @@ func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {
 		// cursor would read as the first primary's: a scan without end.
 		return 0, 0, fmt.Errorf("sluice: SCAN walks at most %d primaries, the cluster has %d", 1<<scanNodeBits, primaries)
 	}
-	var v uint64
-	var perr error
-	if len(b) > 0 { // "" is 0 to Redis's strtoul
-		v, perr = strconv.ParseUint(string(b), 10, 64)
-	}
-	if perr != nil {
+	v, ok := strtoul(b)
+	if !ok {
 		return 0, 0, errors.New("invalid cursor")
 	}
 	node = int(v & (1<<scanNodeBits - 1))
@@ -120,6 +116,30 @@ func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {
 		return 0, 0, errors.New("invalid cursor")
 	}
 	return v >> scanNodeBits, node, nil
+}
+
+// strtoul reads a cursor as Redis's parseScanCursorOrReply does, with C's
+// strtoul: the text ends at a NUL, as C reads it; "" is 0; one sign may
+// come before the digits, a minus negating modulo 2^64; nothing else may.
+func strtoul(b []byte) (uint64, bool) {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	if len(b) == 0 {
+		return 0, true
+	}
+	neg := b[0] == '-'
+	if b[0] == '+' || b[0] == '-' {
+		b = b[1:]
+	}
+	v, err := strconv.ParseUint(string(b), 10, 64) // refuses "", spaces and signs
+	if err != nil {
+		return 0, false
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 // scanReply makes a primary's SCAN page sluice's: the same keys, with a

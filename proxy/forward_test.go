@@ -1356,3 +1356,32 @@ func TestPassthroughEvalshaOfAScriptThatDidNotLoad(t *testing.T) {
 		t.Errorf("EVALSHA of a script that did not load: %q, want the node's %q", got, want)
 	}
 }
+
+// A SCAN cursor is read as a node reads it, with C's strtoul: a sign
+// before the digits, and a NUL that ends the text, make no invalid cursor
+// where the node takes them.
+func TestPassthroughScanCursorText(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	// Pages that depend on the cursor alone: no key matches, and each
+	// primary's page is its whole scan.
+	page := func(cursor string) string { return conn.do("SCAN", cursor, "MATCH", "no such key", "COUNT", "1000") }
+	for _, tc := range []struct{ text, same string }{
+		{"+0", "0"}, {"-0", "0"}, {"+1", "1"}, {"0\x00x", "0"}, {"1\x00 ", "1"},
+		// No digits after the sign, two signs, a base, a space: invalid.
+		{"+", ""}, {"-", ""}, {"+-0", ""}, {"0x1", ""}, {"+ 1", ""},
+	} {
+		want := "-ERR invalid cursor\r\n"
+		if tc.same != "" {
+			want = page(tc.same)
+		}
+		node := direct(t, c, -1, "SCAN", tc.text, "MATCH", "no such key", "COUNT", "1000")
+		if (node == "-ERR invalid cursor\r\n") != (tc.same == "") {
+			t.Fatalf("SCAN %q on a node: %q: the test has it wrong", tc.text, node)
+		}
+		if got := page(tc.text); got != want {
+			t.Errorf("SCAN %q: %q, want %q, as SCAN %q", tc.text, got, want, tc.same)
+		}
+	}
+}
