@@ -1385,3 +1385,43 @@ func TestPassthroughScanCursorText(t *testing.T) {
 		}
 	}
 }
+
+// A script run by EVAL is cached by the node, as one loaded by SCRIPT
+// LOAD: an EVALSHA of it runs on a single Redis. Through sluice its keys
+// may be another primary's, which has not seen it.
+func TestPassthroughEvalshaOfAScriptRunByEval(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	keyOf := map[string]string{} // a key of each primary, by address
+	for i := 0; len(keyOf) < 2; i++ {
+		k := "evs:" + strconv.Itoa(i)
+		n, err := c.Primary(ctx, slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := keyOf[n.Addr]; !ok {
+			keyOf[n.Addr] = k
+		}
+	}
+	var keys []string
+	for _, k := range keyOf {
+		keys = append(keys, k)
+	}
+	for _, loops := range []int{0, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		for _, eval := range []string{"EVAL", "EVAL_RO"} {
+			tag := eval + strconv.Itoa(loops) // a script of its own for each
+			body := "return KEYS[1] .. '" + tag + "'"
+			sum := sha1.Sum([]byte(body))
+			sha := hex.EncodeToString(sum[:])
+			if got := conn.do(eval, body, "1", keys[0]); !strings.HasPrefix(got, "$") {
+				t.Fatalf("%s on %s: %q", eval, keys[0], got)
+			}
+			want := "$" + strconv.Itoa(len(keys[1]+tag)) + "\r\n" + keys[1] + tag + "\r\n"
+			if got := conn.do("EVALSHA", sha, "1", keys[1]); got != want {
+				t.Errorf("loops %d: EVALSHA on %s of a script run by %s on %s: %q, want %q", loops, keys[1], eval, keys[0], got, want)
+			}
+		}
+	}
+}

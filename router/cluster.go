@@ -120,7 +120,7 @@ type Cluster struct {
 	shards      map[string]*shard     // by primary address, kept across topologies
 	backends    map[string]*backend   // forwarding connections, by node address
 	idle        map[string][]idleConn // connections for blocking commands, between uses
-	scripts     map[string][]byte     // scripts loaded through sluice, by SHA1
+	scripts     map[string][]byte     // scripts loaded or run through sluice, by SHA1
 	blocking    atomic.Int64          // blocking commands in flight
 	nextReplica atomic.Uint64         // turns reads over a primary's replicas
 

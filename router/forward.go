@@ -581,15 +581,48 @@ func (f *forwarded) answer(r []byte) {
 			return
 		}
 	}
+	if len(r) > 0 && r[0] != '-' && !f.replayed {
+		// The node cached the script EVAL ran, as Redis caches it: an
+		// EVALSHA of it, sent where its keys are, may meet a primary
+		// that never ran it.
+		if body, ok := evalBody(f.cmd); ok {
+			f.c.RememberScript(body)
+		}
+	}
 	f.finish(r)
+}
+
+// evalBody is the script of an EVAL (or EVAL_RO) encoded as AppendCommand
+// encodes it.
+func evalBody(cmd []byte) ([]byte, bool) {
+	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
+	switch {
+	case !ok:
+		return nil, false
+	case len(rest) > 10 && bytes.EqualFold(rest[:10], []byte("$4\r\nEVAL\r\n")):
+		rest = rest[10:]
+	case len(rest) > 13 && bytes.EqualFold(rest[:13], []byte("$7\r\nEVAL_RO\r\n")):
+		rest = rest[13:]
+	default:
+		return nil, false
+	}
+	head, body, ok := bytes.Cut(rest, []byte("\r\n"))
+	if !ok || len(head) < 2 || head[0] != '$' {
+		return nil, false
+	}
+	n, err := strconv.Atoi(string(head[1:]))
+	if err != nil || n < 0 || n > len(body) {
+		return nil, false
+	}
+	return body[:n], true
 }
 
 // maxScripts bounds the scripts sluice remembers for NOSCRIPT replay.
 const maxScripts = 10_000
 
-// RememberScript keeps a script loaded through sluice (SCRIPT LOAD), so
-// that an EVALSHA of it that meets a node without it is replayed as EVAL,
-// as rueidis does for its own scripts.
+// RememberScript keeps a script loaded through sluice (SCRIPT LOAD, or
+// run by EVAL), so that an EVALSHA of it that meets a node without it is
+// replayed as EVAL, as rueidis does for its own scripts.
 func (c *Cluster) RememberScript(body []byte) {
 	sum := sha1.Sum(body)
 	sha := hex.EncodeToString(sum[:])
