@@ -79,6 +79,11 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		for _, sl := range primaries {
 			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
 		}
+		if spec.Name == "script|flush" {
+			// Now, not once flushed: an EVALSHA pipelined behind it, meeting
+			// a primary already flushed, must not be replayed.
+			s.cfg.Forwarder.ForgetScripts()
+		}
 		if spec.Name == "script|load" {
 			// Only a script the primaries loaded: one that does not
 			// compile, replayed as EVAL, would answer its compile error

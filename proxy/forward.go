@@ -34,6 +34,9 @@ type Forwarder interface {
 	// RememberScript keeps a script loaded through sluice, to replay an
 	// EVALSHA of it as EVAL on a node that lost it.
 	RememberScript(body []byte)
+	// ForgetScripts forgets every script remembered: SCRIPT FLUSH went
+	// through sluice.
+	ForgetScripts()
 	// Pin makes a client's own connection to the primary of a slot, for
 	// WATCH.
 	Pin(slot int, resp3 bool) *router.Pin

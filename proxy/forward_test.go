@@ -1425,3 +1425,51 @@ func TestPassthroughEvalshaOfAScriptRunByEval(t *testing.T) {
 		}
 	}
 }
+
+// SCRIPT FLUSH through sluice flushes its memory of scripts too: an
+// EVALSHA after it answers NOSCRIPT, as Redis's, not sluice's replay as
+// EVAL, kept for a node that lost its scripts behind sluice's back.
+func TestPassthroughScriptFlushForgetsScripts(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	admin := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, AllowAdmin: true}))
+	for _, how := range []string{"alone", "pipelined"} {
+		loaded := "return '" + how + "'"
+		ran := "return '" + how + " by EVAL'"
+		if got := admin.do("SCRIPT", "LOAD", loaded); !strings.HasPrefix(got, "$40\r\n") {
+			t.Fatalf("SCRIPT LOAD: %q", got)
+		}
+		if got := admin.do("EVAL", ran, "0"); !strings.HasPrefix(got, "$") {
+			t.Fatalf("EVAL: %q", got)
+		}
+		var evalshas [][]string
+		for _, body := range []string{loaded, ran} {
+			sum := sha1.Sum([]byte(body))
+			evalshas = append(evalshas, []string{"EVALSHA", hex.EncodeToString(sum[:]), "0"})
+		}
+		if how == "alone" {
+			if got := admin.do("SCRIPT", "FLUSH"); got != "+OK\r\n" {
+				t.Fatalf("SCRIPT FLUSH: %q", got)
+			}
+		} else {
+			admin.send(append([][]string{{"SCRIPT", "FLUSH"}}, evalshas...)...)
+			if got := admin.read(); got != "+OK\r\n" {
+				t.Fatalf("SCRIPT FLUSH: %q", got)
+			}
+			for _, cmd := range evalshas {
+				if got := admin.read(); !strings.HasPrefix(got, "-NOSCRIPT") {
+					t.Errorf("%s: %q after SCRIPT FLUSH in its pipeline, want NOSCRIPT", cmd[1], got)
+				}
+			}
+		}
+		for _, cmd := range evalshas {
+			want := direct(t, c, -1, cmd...)
+			if !strings.HasPrefix(want, "-NOSCRIPT") {
+				t.Fatalf("a node answers %q after SCRIPT FLUSH: %q", cmd, want)
+			}
+			if got := admin.do(cmd...); got != want {
+				t.Errorf("%s %s after SCRIPT FLUSH: %q, want the node's %q", how, cmd[1], got, want)
+			}
+		}
+	}
+}

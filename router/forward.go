@@ -634,6 +634,13 @@ func (c *Cluster) RememberScript(body []byte) {
 	c.scripts[sha] = bytes.Clone(body)
 }
 
+// ForgetScripts forgets every script RememberScript kept.
+func (c *Cluster) ForgetScripts() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.scripts)
+}
+
 // evalFor rewrites an EVALSHA (or EVALSHA_RO) of a remembered script,
 // encoded as AppendCommand encodes it, as the EVAL of its text.
 func (c *Cluster) evalFor(cmd []byte) ([]byte, bool) {
