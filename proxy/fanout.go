@@ -102,8 +102,10 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 // A SCAN cursor of sluice's carries the primary being scanned in its low
 // scanNodeBits and that primary's own cursor above them. Cursor 0 starts
 // at the first primary; each primary's last page leads to the next one's
-// first. A slot map that changes during a scan may make it miss or repeat
-// keys (Redis's own guarantee holds per primary).
+// first. Slots that move between primaries during a scan may make it
+// miss or repeat keys (Redis's own guarantee holds per primary); a
+// failover numbers the primaries alike, but the promoted replica's own
+// cursors may miss or repeat some of its keys.
 const scanNodeBits = 8
 
 func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {

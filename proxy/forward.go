@@ -29,7 +29,8 @@ type Forwarder interface {
 	// to a node.
 	NewPipe(addr string, resp3, readonly bool) *router.Pipe
 	// Primaries are a slot of each primary, in an order that holds while
-	// the slot map does: a command sent to each reaches every primary once.
+	// the slot map does, and across a failover: a command sent to each
+	// reaches every primary once.
 	Primaries() []int
 	// RememberScript keeps a script loaded through sluice, to replay an
 	// EVALSHA of it as EVAL on a node that lost it.

@@ -1473,3 +1473,93 @@ func TestPassthroughScriptFlushForgetsScripts(t *testing.T) {
 		}
 	}
 }
+
+// A SCAN goes on across a failover: the primary it was scanning goes on
+// from its cursor, and every key is seen. The promoted replica takes its
+// primary's place in the scan, as it takes its slots; the others keep
+// theirs (they were numbered by address, which moved them).
+func TestPassthroughScanAcrossAFailover(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	r := newForwarding(t, c)
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	ctx := context.Background()
+	const n = 300
+	for i := range n {
+		if got := conn.do("SET", "sf:"+strconv.Itoa(i), "v"); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+	}
+	primaryOf := func(k string) string {
+		p, err := c.Primary(ctx, slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Addr
+	}
+	replicaOf := map[string]string{} // by primary address
+	for _, node := range c.Nodes[3:] {
+		role, err := node.Do(ctx, "ROLE").ToArray()
+		if err != nil || len(role) < 3 {
+			t.Fatalf("ROLE of %s: %v", node.Addr, err)
+		}
+		host, _ := role[1].ToString()
+		port, _ := role[2].AsInt64()
+		replicaOf[net.JoinHostPort(host, strconv.FormatInt(port, 10))] = node.Addr
+	}
+	seen := map[string]bool{}
+	scan := func(cursor string) (next string, from string) {
+		got := conn.do("SCAN", cursor, "MATCH", "sf:*", "COUNT", "10")
+		lines := strings.Split(got, "\r\n")
+		if len(lines) < 4 || lines[0] != "*2" {
+			t.Fatalf("SCAN %s: %q", cursor, got)
+		}
+		for i := 5; i < len(lines); i += 2 {
+			seen[lines[i]] = true
+			from = primaryOf(lines[i])
+		}
+		return lines[2], from
+	}
+	// Scan into a primary, and stop within it, once another primary's
+	// replica is on its other side by address: numbered by address, the
+	// scanned primary's number would change when that replica is promoted.
+	cursor, failed := "0", ""
+	for failed == "" {
+		next, from := scan(cursor)
+		cur, _ := strconv.ParseUint(next, 10, 64)
+		cursor = next
+		if from != "" && cur>>8 != 0 {
+			for p, rep := range replicaOf {
+				if p != from && (p < from) != (rep < from) {
+					failed = p
+				}
+			}
+		}
+		if cursor == "0" {
+			t.Skipf("no primary's replica is on the other side of another primary by address: %v", replicaOf)
+		}
+	}
+	promoted := replicaOf[failed]
+	for _, node := range c.Nodes {
+		if node.Addr == promoted {
+			if err := node.Do(ctx, "CLUSTER", "FAILOVER").Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitUntil(t, "sluice's slot map has the promoted replica", func() bool {
+		has := false
+		for _, s := range r.Stats().Cluster.Shards {
+			has = has || s.Addr == promoted
+		}
+		return has
+	})
+	for pages := 0; cursor != "0"; pages++ {
+		if pages > 1000 {
+			t.Fatal("the scan does not end")
+		}
+		cursor, _ = scan(cursor)
+	}
+	if len(seen) != n {
+		t.Errorf("SCAN across a failover saw %d keys of %d", len(seen), n)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -311,23 +310,21 @@ type idleConn struct {
 	br   *bufio.Reader
 }
 
-// Primaries are the first slot of each primary, ordered by the primaries'
-// addresses, so that the order holds while the slot map does.
+// Primaries are the first slot of each primary, in slot order: an order
+// that a failover keeps (the promoted replica takes its primary's slots,
+// and so its place), which SCAN's cursors, numbering the primaries, need.
 func (c *Cluster) Primaries() []int {
 	t := c.topo.Load()
 	if t == nil {
 		return nil
 	}
-	first := map[*shard]int{}
+	seen := map[*shard]bool{}
+	var slots []int
 	for sl, s := range t.owners {
-		if _, ok := first[s]; s != nil && !ok {
-			first[s] = sl
+		if s != nil && !seen[s] {
+			seen[s] = true
+			slots = append(slots, sl)
 		}
-	}
-	shards := slices.SortedFunc(maps.Keys(first), func(a, b *shard) int { return strings.Compare(a.addr, b.addr) })
-	slots := make([]int, len(shards))
-	for i, s := range shards {
-		slots[i] = first[s]
 	}
 	return slots
 }
