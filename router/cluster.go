@@ -116,11 +116,11 @@ type Cluster struct {
 	share      atomic.Uint64 // float64 bits of the local share in use
 	live       atomic.Int64  // sluice instances counted by the last heartbeat
 
-	mu          sync.Mutex            // guards shards, backends, idle and scripts
+	mu          sync.Mutex            // guards shards, backends and idle
 	shards      map[string]*shard     // by primary address, kept across topologies
 	backends    map[string]*backend   // forwarding connections, by node address
 	idle        map[string][]idleConn // connections for blocking commands, between uses
-	scripts     map[string][]byte     // scripts loaded or run through sluice, by SHA1
+	scripts     scripts               // loaded or run through sluice, for NOSCRIPT replay
 	blocking    atomic.Int64          // blocking commands in flight
 	nextReplica atomic.Uint64         // turns reads over a primary's replicas
 
@@ -172,7 +172,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		shards:    map[string]*shard{},
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
-		scripts:   map[string][]byte{},
+		scripts:   scripts{bySHA: map[string]string{}, known: map[string]struct{}{}},
 		done:      make(chan struct{}),
 	}
 	if c.log == nil {

@@ -617,25 +617,45 @@ func evalBody(cmd []byte) ([]byte, bool) {
 // maxScripts bounds the scripts sluice remembers for NOSCRIPT replay.
 const maxScripts = 10_000
 
+// scripts are the scripts sluice remembers for NOSCRIPT replay. A client
+// may EVAL the same script at every call (the article's client does):
+// one already known costs a read-locked map lookup, not a SHA1.
+type scripts struct {
+	mu    sync.RWMutex
+	bySHA map[string]string   // by lower-case hex SHA1
+	known map[string]struct{} // the same bodies, by body
+}
+
 // RememberScript keeps a script loaded through sluice (SCRIPT LOAD, or
 // run by EVAL), so that an EVALSHA of it that meets a node without it is
 // replayed as EVAL, as rueidis does for its own scripts.
 func (c *Cluster) RememberScript(body []byte) {
-	sum := sha1.Sum(body)
-	sha := hex.EncodeToString(sum[:])
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.scripts[sha]; ok || len(c.scripts) >= maxScripts {
+	s := &c.scripts
+	s.mu.RLock()
+	_, ok := s.known[string(body)]
+	s.mu.RUnlock()
+	if ok {
 		return
 	}
-	c.scripts[sha] = bytes.Clone(body)
+	sum := sha1.Sum(body)
+	sha := hex.EncodeToString(sum[:])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.bySHA[sha]; ok || len(s.bySHA) >= maxScripts {
+		return
+	}
+	text := string(body)
+	s.bySHA[sha] = text
+	s.known[text] = struct{}{}
 }
 
 // ForgetScripts forgets every script RememberScript kept.
 func (c *Cluster) ForgetScripts() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	clear(c.scripts)
+	s := &c.scripts
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.bySHA)
+	clear(s.known)
 }
 
 // evalFor rewrites an EVALSHA (or EVALSHA_RO) of a remembered script,
@@ -659,14 +679,14 @@ func (c *Cluster) evalFor(cmd []byte) ([]byte, bool) {
 		return nil, false
 	}
 	sha := strings.ToLower(string(rest[5:45]))
-	c.mu.Lock()
-	body, ok := c.scripts[sha]
-	c.mu.Unlock()
+	c.scripts.mu.RLock()
+	body, ok := c.scripts.bySHA[sha]
+	c.scripts.mu.RUnlock()
 	if !ok {
 		return nil, false
 	}
 	out := append(bytes.Clone(header), redcon.AppendBulkString(nil, eval)...)
-	out = redcon.AppendBulk(out, body)
+	out = redcon.AppendBulkString(out, body)
 	return append(out, rest[47:]...), true
 }
 
