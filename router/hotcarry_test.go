@@ -21,13 +21,7 @@ import (
 func TestStaleReadingCarriesSubBucketState(t *testing.T) {
 	cc := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
 	const key = "carried"
-	c := NewCluster(ClusterConfig{Seeds: cc.Addrs(), HotKeys: []string{key}, Share: 1, Timeout: 200 * time.Millisecond})
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := connectedCluster(t, ClusterConfig{Seeds: cc.Addrs(), HotKeys: []string{key}, Share: 1, Timeout: 200 * time.Millisecond})
 	iv, err := bucket.Limit{Capacity: 30, Refill: 1, Period: 3600_000_000}.Interval()
 	if err != nil {
 		t.Fatal(err)
@@ -102,13 +96,7 @@ func TestStaleReadingCarriesSubBucketState(t *testing.T) {
 func TestFollowedSplitHeldWithoutCalls(t *testing.T) {
 	cc := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
 	const key = "quiet"
-	c := NewCluster(ClusterConfig{Seeds: cc.Addrs(), HotThreshold: -1, Share: 1})
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := connectedCluster(t, ClusterConfig{Seeds: cc.Addrs(), HotThreshold: -1, Share: 1})
 	topo, cl := c.topo.Load(), *c.client.Load()
 	if _, err := lua.NewSplitter().Split(ctx, cl, KeyPrefix+key, topo.tags[:topo.split], 400*time.Millisecond, -1); err != nil {
 		t.Fatal(err)
@@ -147,4 +135,18 @@ func TestFollowedSplitHeldWithoutCalls(t *testing.T) {
 	if r := take(); r.Err != nil || r.Source != SourceCluster {
 		t.Fatalf("a call after the split ran out during the outage: %+v, want a cluster decision from the held split", r)
 	}
+}
+
+// connectedCluster is a Cluster of cfg, connected, and closed when the
+// test ends; ctx bounds the test.
+func connectedCluster(t *testing.T, cfg ClusterConfig) (*Cluster, context.Context) {
+	t.Helper()
+	c := NewCluster(cfg)
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	if err := c.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, ctx
 }

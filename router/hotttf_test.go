@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -20,13 +19,7 @@ func TestSplitTTFOnTheShardsClocks(t *testing.T) {
 	cc := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
 	const key = "skewed"
 	const pause = time.Second
-	c := NewCluster(ClusterConfig{Seeds: cc.Addrs(), HotThreshold: -1, Share: 1, Timeout: 5 * pause})
-	t.Cleanup(c.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := connectedCluster(t, ClusterConfig{Seeds: cc.Addrs(), HotThreshold: -1, Share: 1, Timeout: 5 * pause})
 	topo, cl := c.topo.Load(), *c.client.Load()
 	sent := time.Now().UnixNano()
 	sp, err := lua.NewSplitter().Split(ctx, cl, KeyPrefix+key, topo.tags[:topo.split], time.Minute, -1)
