@@ -117,11 +117,9 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		if len(rest) == 0 {
 			break
 		}
-		if c.drainPin {
-			// Its watch's commands answered before the next is taken
-			// (unpinned).
+		if c.drainFirst {
+			// What it sent before is answered before the next is taken.
 			s.answer(c)
-			c.drainPin = false
 			c.r.start = time.Now()
 		}
 		more = s.take(&c.client, &c.r, rest[0].Args)
@@ -177,12 +175,20 @@ func (s *Server) answer(c *goClient) {
 		// Its commands sent through the tunnel: their slots take what it
 		// sent until each was answered. Should the tunnel end first, the
 		// client is closed.
-		for _, data := range c.push.answered(n) {
+		chunks, subscribed := c.push.answered(n)
+		for _, data := range chunks {
 			c.pushed = data
 			c.tunnelAnswered()
 		}
+		// As the tunnel answered, rather than at the next pipeline: a
+		// command taken after these (drainFirst) is refused or served by
+		// it.
+		c.subscribedNow(subscribed)
 	}
 	s.drain(&c.client)
+	// All it sent is answered: the next pipeline's commands wait for
+	// nothing.
+	c.drainFirst = false
 }
 
 // serveBlocking answers the commands c sent before its blocking one,
@@ -308,17 +314,18 @@ func (p *pushOut) drop() {
 
 // answered waits until the tunnel answered the pipeline's n commands sent
 // through it, and takes what it sent until each answer; nil if the
-// tunnel ended first.
-func (p *pushOut) answered(n int) [][]byte {
+// tunnel ended first. subscribed is whether the client has a subscription,
+// as the tunnel last said.
+func (p *pushOut) answered(n int) (chunks [][]byte, subscribed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.answers) < n && !p.closed {
 		p.cond.Wait()
 	}
 	if p.closed {
-		return nil
+		return nil, p.subscribed
 	}
-	chunks := make([][]byte, n)
+	chunks = make([][]byte, n)
 	at := 0
 	for i, end := range p.answers[:n] {
 		chunks[i] = bytes.Clone(p.held[at:end])
@@ -330,7 +337,7 @@ func (p *pushOut) answered(n int) [][]byte {
 		rest[i] -= at
 	}
 	p.answers = append(p.answers[:0], rest...)
-	return chunks
+	return chunks, p.subscribed
 }
 
 // begin marks a pipeline served, and reports whether the client has a

@@ -441,7 +441,7 @@ func (l *loop) endRound() {
 			l.round().sendBlocking(&c.client)
 		} else if c.unblocked() && !c.closing {
 			l.resume(c)
-		} else if c.pinDrained() && !c.closing {
+		} else if c.firstDrained() && !c.closing {
 			l.resume(c)
 		}
 		l.flush(c)
@@ -751,7 +751,7 @@ func (l *loop) ended(c *fdConn) {
 // answered (resume).
 func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 	cmdStart, pos := 0, framed
-	for pos < len(data) && !c.closing && c.block == nil && !c.drainPin {
+	for pos < len(data) && !c.closing && c.block == nil && !c.drainFirst {
 		c.f.unauth = c.user == nil // AUTH, taken, lifts the bounds for what follows
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
@@ -849,8 +849,8 @@ func (l *loop) flush(c *fdConn) {
 		// serve a blocked client; but watched for hanging up, which ends
 		// the wait.
 		want = syscall.EPOLLRDHUP
-	case c.drainPin:
-		// Not read until its watch's commands are answered, a moment.
+	case c.drainFirst:
+		// Not read until what it sent before is answered, a moment.
 	case c.inFlight() < maxInFlight && unsent < maxUnsent:
 		want = readable
 	}

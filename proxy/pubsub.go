@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	cmdspec "github.com/sluice-rl/sluice/router/command"
 )
@@ -46,7 +47,10 @@ func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 		return err
 	}
 	if !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe") {
-		c.subscribed = true
+		// In subscribed mode only once the node confirmed it: one that
+		// refused it (ACL, CROSSSLOT) leaves the client out, and the
+		// next command must be served as the node would serve it then.
+		c.drainFirst = true
 	}
 	c.published()
 	return nil
@@ -64,7 +68,15 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		return nil
 	}
 	if subscribing[name] || name == "ping" {
-		return s.toTunnel(c, args)
+		if err := s.toTunnel(c, args); err != nil {
+			return err
+		}
+		if strings.HasSuffix(name, "unsubscribe") {
+			// Out of subscribed mode if it took the last subscription: as
+			// the node answers, before the next command is taken.
+			c.drainFirst = true
+		}
+		return nil
 	}
 	if specs := s.cfg.Forwarder.Commands(); specs != nil {
 		spec, err := cmdspec.Lookup(specs, args)

@@ -99,6 +99,11 @@ func TestPassthroughPubSubReset(t *testing.T) {
 			{"SUBSCRIBE", "rs:a"}, {"SUNSUBSCRIBE"}, {"PING"}, {"UNSUBSCRIBE"}, {"PING"}, {"RESET"}}, 10},
 		// RESET of a wrong arity is refused, resetting nothing.
 		{"arity", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"RESET", "x"}, {"PING"}, {"RESET"}, {"PING"}}, 5},
+		// A SUBSCRIBE the node refuses leaves the client out of
+		// subscribed mode, and an UNSUBSCRIBE of its last channel takes
+		// it out: the GET pipelined after either is answered.
+		{"refused", false, [][]string{{"SSUBSCRIBE", shard, "rs:other"}, {"GET", "{rs}k"}, {"PING"}}, 3},
+		{"left", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"UNSUBSCRIBE"}, {"GET", "{rs}k"}}, 3},
 	} {
 		answers := func(t *testing.T, addr string) []string {
 			conn := dialRaw(t, addr)

@@ -483,10 +483,12 @@ type client struct {
 	// block is its blocking command until answered: nothing it sent
 	// after is taken meanwhile, and it is cancelled if c goes away.
 	block *blockingCmd
-	// drainPin is set once its WATCH connection is let go with replies in
-	// flight: nothing it sent after is taken until they are in.
-	drainPin bool
-	softOver time.Time // since when its pending replies passed the soft output limit
+	// drainFirst is set when what it sent after must wait for the replies
+	// in flight: once its WATCH connection is let go with replies in
+	// flight (unpinned), and after a RESP2 subscription command, whose
+	// answer says whether it is in subscribed mode then.
+	drainFirst bool
+	softOver   time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
 	user *User
@@ -913,19 +915,19 @@ func (c *client) unpin() {
 // unpinned forgets c's WATCH connection, let go. Its later commands go on
 // other connections, where they could run before those still on it (a
 // SET pipelined before EXEC, and a GET after it): c takes nothing more
-// until the replies in flight are in (drainPin).
+// until the replies in flight are in (drainFirst).
 func (c *client) unpinned() {
 	c.pin = nil
-	c.drainPin = c.inFlight() > 0
+	c.drainFirst = c.inFlight() > 0
 }
 
-// pinDrained reports whether c waited for its watch's commands
-// (unpinned) and they are answered, and forgets it: c may be served again.
-func (c *client) pinDrained() bool {
-	if !c.drainPin || c.inFlight() > 0 {
+// firstDrained reports whether c waited for its replies in flight
+// (drainFirst) and they are in, and forgets it: c may be served again.
+func (c *client) firstDrained() bool {
+	if !c.drainFirst || c.inFlight() > 0 {
 		return false
 	}
-	c.drainPin = false
+	c.drainFirst = false
 	return true
 }
 
