@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/redcon"
 
@@ -399,6 +400,9 @@ func (c *stepConn) Read(p []byte) (int, error) {
 }
 
 func (c *stepConn) Write(p []byte) (int, error) { return c.out.Write(p) }
+
+// SetWriteDeadline is a no-op: writes to it never block.
+func (c *stepConn) SetWriteDeadline(time.Time) error { return nil }
 
 func TestSplitInline(t *testing.T) {
 	for _, tt := range []struct {

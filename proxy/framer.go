@@ -592,7 +592,10 @@ func (c *framedConn) release(whole bool) error {
 
 func (c *framedConn) fail() error {
 	// redcon's writes happen between its reads, on this goroutine, so this
-	// reply cannot interleave with one of them.
+	// reply cannot interleave with one of them. It is written if the
+	// socket takes it in time: a client that reads nothing must not hold
+	// this goroutine, and its connection, for good.
+	c.Conn.SetWriteDeadline(time.Now().Add(lingerTime))
 	c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))
 	c.linger()
 	return fmt.Errorf("%w: %w", errProtocolClosed, c.ferr)
