@@ -91,6 +91,7 @@ func TestDrainClosesAClientAddedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.admit() // counted, as acceptLoops counts a client
 	c := &fdConn{client: s.newClient(nc.RemoteAddr().String()), fd: fd, f: s.newFramer()}
 	c.client.fd = c
 	s.loops[0].add(c)

@@ -654,25 +654,26 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			}
 			return nil, err
 		}
-		if _, ok := c.(*tls.Conn); ok && l.s.atCapacity() {
-			// Its refusal needs a handshake first: not on the accepting
-			// goroutine, which a client that never answers would hold.
-			// At most maxRefusing at once, each for a second at most: a
-			// flood of connections past the limit is closed unanswered.
-			select {
-			case l.s.refusing <- struct{}{}:
-				go func() {
-					l.s.reject(c, time.Second)
-					<-l.s.refusing
-				}()
-			default:
-				l.s.stats.rejected.Add(1)
-				c.Close()
-			}
+		if l.s.admit() {
+			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit}, nil
+		}
+		if _, ok := c.(*tls.Conn); !ok {
+			l.s.reject(c, 100*time.Millisecond)
 			continue
 		}
-		if !l.s.full(c) {
-			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit}, nil
+		// Its refusal needs a handshake first: not on the accepting
+		// goroutine, which a client that never answers would hold. At
+		// most maxRefusing at once, each for a second at most: a flood of
+		// connections past the limit is closed unanswered.
+		select {
+		case l.s.refusing <- struct{}{}:
+			go func() {
+				l.s.reject(c, time.Second)
+				<-l.s.refusing
+			}()
+		default:
+			l.s.stats.rejected.Add(1)
+			c.Close()
 		}
 	}
 }

@@ -111,12 +111,14 @@ func (s *Server) acceptLoops(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		if s.full(nc) {
+		if !s.admit() {
+			s.reject(nc, 100*time.Millisecond)
 			continue
 		}
 		addr := nc.RemoteAddr().String()
 		fd, err := takeSocket(nc)
 		if err != nil {
+			s.stats.connected.Add(-1)
 			s.log.Warn("taking a client's socket", zap.String("addr", addr), zap.Error(err))
 			continue
 		}

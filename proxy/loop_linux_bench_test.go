@@ -32,6 +32,7 @@ func newTestLoop(tb testing.TB, d Decider, fd int) (*loop, *fdConn) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	s.admit() // counted, as acceptLoops counts a client
 	c := &fdConn{client: s.newClient("test"), fd: fd, f: s.newFramer()}
 	c.client.fd = c
 	l.add(c)

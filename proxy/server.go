@@ -182,14 +182,20 @@ func logOutputLimit(log *zap.Logger, addr string, pending int64) {
 	log.Warn("client closed for overcoming of output buffer limits", zap.String("addr", addr), zap.Int64("pending_bytes", pending))
 }
 
-// full turns nc away, as Redis does, when --maxclients clients are
-// connected already, and reports whether it did.
-func (s *Server) full(nc net.Conn) bool {
-	if !s.atCapacity() {
-		return false
+// admit takes a place under --maxclients for a client just accepted, and
+// reports whether one was left. The check and the count are one step:
+// each listener accepts on a goroutine of its own, and two that both saw
+// the last place free would take it twice.
+func (s *Server) admit() bool {
+	for {
+		n := s.stats.connected.Load()
+		if n >= int64(s.cfg.MaxClients) {
+			return false
+		}
+		if s.stats.connected.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	s.reject(nc, 100*time.Millisecond)
-	return true
 }
 
 // reject answers nc that sluice has no room for, within d, and closes it.
@@ -204,10 +210,6 @@ func (s *Server) reject(nc net.Conn, d time.Duration) {
 // maxRefusing is how many TLS clients past --maxclients may be handshaken
 // at once to be told so.
 const maxRefusing = 64
-
-func (s *Server) atCapacity() bool {
-	return s.stats.connected.Load() >= int64(s.cfg.MaxClients)
-}
 
 // New returns a Server that is not yet listening.
 func New(cfg Config) *Server {
@@ -499,9 +501,8 @@ type client struct {
 	view           *clientView // what CLIENT LIST shows of it
 }
 
-// newClient counts a connection that has begun and names it.
+// newClient names a connection that has begun, counted once admitted.
 func (s *Server) newClient(addr string) client {
-	s.stats.connected.Add(1)
 	c := client{id: s.stats.connections.Add(1), addr: addr, user: s.cfg.Users.defaultUser()}
 	c.view = &clientView{id: c.id, addr: addr, created: time.Now()}
 	c.published()

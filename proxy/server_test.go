@@ -901,6 +901,66 @@ func TestMaxClients(t *testing.T) {
 	}
 }
 
+// --maxclients bounds the clients of every listener together: clients
+// that connect at once to two listeners, one served by a loop and one on
+// goroutines as a TLS listener is, are not served past it. Each round
+// connects twice the room left, half to each listener.
+func TestMaxClientsAcrossListeners(t *testing.T) {
+	const room, rounds = 4, 1000
+	var lns []net.Listener
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+	}
+	srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Loops: 1, MaxClients: room + 1})
+	done := make(chan error, 1)
+	// Wrapped, the second listener is not one a loop can take.
+	go func() { done <- srv.Serve(lns[0], struct{ net.Listener }{lns[1]}) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	watcher := dialRaw(t, lns[0].Addr().String())
+	for round := range rounds {
+		var wg sync.WaitGroup
+		var served atomic.Int64
+		conns := make([]net.Conn, 2*room)
+		for i := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.Dial("tcp", lns[i%2].Addr().String())
+				if err != nil {
+					return
+				}
+				conns[i] = c
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				c.Write([]byte("PING\r\n"))
+				if got, _ := bufio.NewReader(c).ReadString('\n'); got == "+PONG\r\n" {
+					served.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+		if n := served.Load(); n > room {
+			t.Fatalf("round %d: %d clients served at once besides one connected before, with room for %d", round, n, room)
+		}
+		waitUntil(t, "the server sees the round's clients leave", func() bool {
+			return strings.Contains(watcher.do("INFO", "clients"), "connected_clients:1\r\n")
+		})
+	}
+}
+
 // With an idle timeout, a client that sends nothing for that long is
 // closed; one that keeps sending is not. Both serving paths.
 func TestIdleTimeout(t *testing.T) {
