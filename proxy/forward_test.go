@@ -883,22 +883,27 @@ func testShardChannels(t *testing.T, c *clustertest.Cluster, addr string) {
 
 func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 	pub := dialRaw(t, addr)
+	b := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
 	msg := func(kind, channel, payload string) string {
-		b := func(s string) string { return "$" + strconv.Itoa(len(s)) + "\r\n" + s + "\r\n" }
 		return "*3\r\n" + b(kind) + b(channel) + b(payload)
 	}
+	// Channels and patterns of this subtest's own: a node delivers what
+	// another published on the cluster bus when that reaches it, which can
+	// be after the subtest before this one got its reply and a subscriber
+	// of the same name subscribed here.
+	ch1, ch2, ch3, pat, px, shard := t.Name()+":ch1", t.Name()+":ch2", t.Name()+":ch3", t.Name()+":p*", t.Name()+":px", t.Name()+"{s}ch"
 
 	// RESP2: subscribed mode.
 	sub := dialRaw(t, addr)
-	sub.send([]string{"SUBSCRIBE", "ch1", "ch2"})
-	for i, ch := range []string{"ch1", "ch2"} {
-		want := "*3\r\n$9\r\nsubscribe\r\n$3\r\n" + ch + "\r\n:" + strconv.Itoa(i+1) + "\r\n"
+	sub.send([]string{"SUBSCRIBE", ch1, ch2})
+	for i, ch := range []string{ch1, ch2} {
+		want := "*3\r\n$9\r\nsubscribe\r\n" + b(ch) + ":" + strconv.Itoa(i+1) + "\r\n"
 		if got := sub.read(); got != want {
 			t.Fatalf("SUBSCRIBE confirmation %d: %q, want %q", i, got, want)
 		}
 	}
-	pub.do("PUBLISH", "ch1", "hello")
-	if got, want := sub.read(), msg("message", "ch1", "hello"); got != want {
+	pub.do("PUBLISH", ch1, "hello")
+	if got, want := sub.read(), msg("message", ch1, "hello"); got != want {
 		t.Errorf("message: %q, want %q", got, want)
 	}
 	if got := sub.do("GET", "k"); !strings.HasPrefix(got, "-ERR Can't execute 'get'") {
@@ -907,20 +912,20 @@ func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 	if got := sub.do("PING"); got != "*2\r\n$4\r\npong\r\n$0\r\n\r\n" {
 		t.Errorf("PING while subscribed: %q", got)
 	}
-	sub.send([]string{"PSUBSCRIBE", "p*"})
+	sub.send([]string{"PSUBSCRIBE", pat})
 	sub.read()
-	pub.do("PUBLISH", "px", "m")
-	if got, want := sub.read(), "*4\r\n$8\r\npmessage\r\n$2\r\np*\r\n$2\r\npx\r\n$1\r\nm\r\n"; got != want {
+	pub.do("PUBLISH", px, "m")
+	if got, want := sub.read(), "*4\r\n$8\r\npmessage\r\n"+b(pat)+b(px)+"$1\r\nm\r\n"; got != want {
 		t.Errorf("pmessage: %q, want %q", got, want)
 	}
 	// PUBSUB counts the subscribers of every primary.
-	if got := pub.do("PUBSUB", "NUMSUB", "ch1", "none"); got != "*4\r\n$3\r\nch1\r\n:1\r\n$4\r\nnone\r\n:0\r\n" {
+	if got := pub.do("PUBSUB", "NUMSUB", ch1, "none"); got != "*4\r\n"+b(ch1)+":1\r\n$4\r\nnone\r\n:0\r\n" {
 		t.Errorf("PUBSUB NUMSUB: %q", got)
 	}
 	if got := pub.do("PUBSUB", "NUMPAT"); got != ":1\r\n" {
 		t.Errorf("PUBSUB NUMPAT: %q", got)
 	}
-	if got := pub.do("PUBSUB", "CHANNELS", "ch*"); got != "*2\r\n$3\r\nch1\r\n$3\r\nch2\r\n" && got != "*2\r\n$3\r\nch2\r\n$3\r\nch1\r\n" {
+	if got := pub.do("PUBSUB", "CHANNELS", t.Name()+":ch*"); got != "*2\r\n"+b(ch1)+b(ch2) && got != "*2\r\n"+b(ch2)+b(ch1) {
 		t.Errorf("PUBSUB CHANNELS: %q", got)
 	}
 	sub.send([]string{"UNSUBSCRIBE"}, []string{"PUNSUBSCRIBE"})
@@ -930,8 +935,8 @@ func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 	}
 	// Two channels' confirmations, then the pattern's, counting down.
 	if !strings.HasPrefix(confirmations[0], "*3\r\n$11\r\nunsubscribe\r\n") || !strings.HasPrefix(confirmations[1], "*3\r\n$11\r\nunsubscribe\r\n") ||
-		confirmations[2] != "*3\r\n$12\r\npunsubscribe\r\n$2\r\np*\r\n:0\r\n" {
-		t.Errorf("UNSUBSCRIBE, PUNSUBSCRIBE: %q, want two unsubscribe confirmations and punsubscribe p* 0", confirmations)
+		confirmations[2] != "*3\r\n$12\r\npunsubscribe\r\n"+b(pat)+":0\r\n" {
+		t.Errorf("UNSUBSCRIBE, PUNSUBSCRIBE: %q, want two unsubscribe confirmations and punsubscribe %s 0", confirmations, pat)
 	}
 	// Out of subscribed mode, its commands are routed again.
 	pub.do("SET", "ps:k", "v")
@@ -941,10 +946,10 @@ func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 
 	// Shard channels go to their slot's primary.
 	ssub := dialRaw(t, addr)
-	ssub.send([]string{"SSUBSCRIBE", "{s}ch"})
+	ssub.send([]string{"SSUBSCRIBE", shard})
 	ssub.read()
-	pub.do("SPUBLISH", "{s}ch", "x")
-	if got, want := ssub.read(), msg("smessage", "{s}ch", "x"); got != want {
+	pub.do("SPUBLISH", shard, "x")
+	if got, want := ssub.read(), msg("smessage", shard, "x"); got != want {
 		t.Errorf("smessage: %q, want %q", got, want)
 	}
 	// RESET ends subscribed mode and the subscriptions.
@@ -958,15 +963,15 @@ func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 	// RESP3: pushes, and ordinary commands go on meanwhile.
 	sub3 := dialRaw(t, addr)
 	sub3.do("HELLO", "3")
-	sub3.send([]string{"SUBSCRIBE", "ch3"})
-	if got := sub3.read(); got != ">3\r\n$9\r\nsubscribe\r\n$3\r\nch3\r\n:1\r\n" {
+	sub3.send([]string{"SUBSCRIBE", ch3})
+	if got := sub3.read(); got != ">3\r\n$9\r\nsubscribe\r\n"+b(ch3)+":1\r\n" {
 		t.Errorf("RESP3 SUBSCRIBE: %q", got)
 	}
 	if got := sub3.do("GET", "ps:k"); got != "$1\r\nv\r\n" {
 		t.Errorf("RESP3 GET while subscribed: %q", got)
 	}
-	pub.do("PUBLISH", "ch3", "hi")
-	if got := sub3.read(); got != ">3\r\n$7\r\nmessage\r\n$3\r\nch3\r\n$2\r\nhi\r\n" {
+	pub.do("PUBLISH", ch3, "hi")
+	if got := sub3.read(); got != ">3\r\n$7\r\nmessage\r\n"+b(ch3)+"$2\r\nhi\r\n" {
 		t.Errorf("RESP3 message: %q", got)
 	}
 
@@ -976,12 +981,12 @@ func testPubSub(t *testing.T, c *clustertest.Cluster, addr string) {
 	numsub := func() string {
 		var all []string
 		for _, n := range c.Nodes {
-			v, err := n.Do(context.Background(), "PUBSUB", "NUMSUB", "ch3").ToArray()
+			v, err := n.Do(context.Background(), "PUBSUB", "NUMSUB", ch3).ToArray()
 			if err != nil || len(v) != 2 {
 				t.Fatalf("PUBSUB NUMSUB on %s: %v", n.Addr, err)
 			}
 			cnt, _ := v[1].AsInt64()
-			shard, err := n.Do(context.Background(), "PUBSUB", "SHARDNUMSUB", "{s}ch").ToArray()
+			shard, err := n.Do(context.Background(), "PUBSUB", "SHARDNUMSUB", shard).ToArray()
 			if err != nil || len(shard) != 2 {
 				t.Fatalf("PUBSUB SHARDNUMSUB on %s: %v", n.Addr, err)
 			}
