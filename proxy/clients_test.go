@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // lineOf is the CLIENT LIST line of client id, or "".
@@ -180,6 +182,76 @@ func TestClientInfoIdleIsSinceTheLastCommand(t *testing.T) {
 		info, err := c.Do(ctx, "CLIENT", "INFO").Text()
 		if err != nil || !strings.Contains(info, " idle=0 ") {
 			t.Errorf("CLIENT INFO right after a command: %q, %v, want idle=0", info, err)
+		}
+	})
+}
+
+// helpLines are the lines of a HELP reply (an array of simple strings,
+// in RESP2 and RESP3 alike), or nil for anything else.
+func helpLines(reply string) []string {
+	head, rest, ok := strings.Cut(reply, "\r\n")
+	if !ok || !strings.HasPrefix(head, "*") {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSuffix(rest, "\r\n"), "\r\n")
+	if strconv.Itoa(len(lines)) != head[1:] {
+		return nil
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "+") {
+			return nil
+		}
+		lines[i] = l[1:]
+	}
+	return lines
+}
+
+// CLIENT HELP lists, in Redis's words, the subcommands sluice answers;
+// those of Redis's that sluice does not answer are refused by name, not
+// called unknown (which sent the client to a CLIENT HELP that was itself
+// unknown).
+func TestClientHelpAndRefusedSubcommands(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	node := dialRaw(t, c.Nodes[0].Addr)
+	redisHelp := helpLines(node.do("CLIENT", "HELP"))
+	if len(redisHelp) < 10 {
+		t.Fatalf("the node's CLIENT HELP: %q", redisHelp)
+	}
+	// Redis 7.2's words for SETINFO, which 7.0 lacks.
+	setinfo := []string{"SETINFO <option> <value>", "    Set client meta attr. Options are:",
+		"    * LIB-NAME: the client lib name.", "    * LIB-VER: the client lib version."}
+	wrongArity := node.do("CLIENT", "HELP", "x")
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		conn := dialRaw(t, serve(t, router.NewMemory(0)))
+		for _, hello := range []string{"2", "3"} {
+			conn.do("HELLO", hello)
+			help := helpLines(conn.do("CLIENT", "help"))
+			if len(help) < 2 {
+				t.Errorf("RESP%s: CLIENT HELP: %q", hello, help)
+			}
+			for _, line := range help[:max(len(help)-1, 0)] {
+				if !slices.Contains(redisHelp, line) && !slices.Contains(setinfo, line) {
+					t.Errorf("RESP%s: CLIENT HELP line %q is not Redis's", hello, line)
+				}
+			}
+			for _, sub := range []string{"GETNAME", "ID", "INFO", "LIST [options ...]", "NO-EVICT (ON|OFF)", "REPLY (ON|OFF|SKIP)", "SETNAME <name>", "SETINFO <option> <value>", "HELP"} {
+				if !slices.Contains(help, sub) {
+					t.Errorf("RESP%s: CLIENT HELP lacks %q: %q", hello, sub, help)
+				}
+			}
+			if got := conn.do("CLIENT", "HELP", "x"); got != wrongArity {
+				t.Errorf("RESP%s: CLIENT HELP x: %q, Redis %q", hello, got, wrongArity)
+			}
+			for _, cmd := range [][]string{{"TRACKING", "on"}, {"CACHING", "yes"}, {"GETREDIR"}, {"TRACKINGINFO"},
+				{"KILL", "ID", "99999"}, {"PAUSE", "10"}, {"UNPAUSE"}, {"UNBLOCK", "99999"}} {
+				sub := cmd[0]
+				if !slices.ContainsFunc(redisHelp, func(l string) bool { return strings.HasPrefix(l, sub+" ") || l == sub }) {
+					t.Fatalf("the node's CLIENT HELP does not list %s", sub)
+				}
+				if got := conn.do(append([]string{"CLIENT", strings.ToLower(sub)}, cmd[1:]...)...); !strings.HasPrefix(got, "-ERR sluice does not support CLIENT "+sub) {
+					t.Errorf("RESP%s: CLIENT %q: %q, want it refused by name", hello, cmd, got)
+				}
+			}
 		}
 	})
 }

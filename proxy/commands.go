@@ -378,12 +378,64 @@ func validName(b []byte) error {
 	return nil
 }
 
+// clientRefused are Redis's CLIENT subcommands that sluice does not
+// answer, each with why where it is not plain. They are refused by name
+// rather than called unknown: a client that sends one relies on it.
+var clientRefused = map[string]string{
+	"CACHING": trackingShared, "GETREDIR": trackingShared, "TRACKING": trackingShared, "TRACKINGINFO": trackingShared,
+	"KILL": "", "PAUSE": "", "UNPAUSE": "", "UNBLOCK": "",
+}
+
+const trackingShared = " (client-side caching): the nodes would track keys for sluice's connections, which its clients share"
+
+// clientHelp is CLIENT HELP for the subcommands sluice answers, in Redis
+// 7.0's words (SETINFO in 7.2's).
+var clientHelp = []string{
+	"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"GETNAME",
+	"    Return the name of the current connection.",
+	"ID",
+	"    Return the ID of the current connection.",
+	"INFO",
+	"    Return information about the current client connection.",
+	"LIST [options ...]",
+	"    Return information about client connections. Options:",
+	"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+	"      Return clients of specified type.",
+	"REPLY (ON|OFF|SKIP)",
+	"    Control the replies sent to the current connection.",
+	"SETNAME <name>",
+	"    Assign the name <name> to the current connection.",
+	"SETINFO <option> <value>",
+	"    Set client meta attr. Options are:",
+	"    * LIB-NAME: the client lib name.",
+	"    * LIB-VER: the client lib version.",
+	"NO-EVICT (ON|OFF)",
+	"    Protect current client connection from eviction.",
+	"HELP",
+	"    Prints this help.",
+	"sluice answers these for its own clients; it does not support CACHING, GETREDIR, KILL, PAUSE, TRACKING, TRACKINGINFO, UNBLOCK or UNPAUSE.",
+}
+
 func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
 	wrongArgs := func() {
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'client|%s' command", strings.ToLower(sub)))
 	}
+	if why, ok := clientRefused[sub]; ok {
+		s.writeError(conn, fmt.Errorf("sluice does not support CLIENT %s%s", sub, why))
+		return
+	}
 	switch sub {
+	case "HELP":
+		if len(args) != 2 {
+			wrongArgs()
+			return
+		}
+		conn.WriteArray(len(clientHelp))
+		for _, line := range clientHelp {
+			conn.WriteString(line)
+		}
 	case "SETNAME":
 		if len(args) != 3 {
 			wrongArgs()
