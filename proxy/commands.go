@@ -343,6 +343,11 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 			// in RESP2 it is in subscribed mode.
 			c.tunnel.SetProtocol(resp3)
 			c.subscribed = !resp3 && c.tunnel.Subscribed()
+			if !resp3 && len(c.tunnelWait) > 0 {
+				// Subscriptions still unconfirmed decide whether RESP2
+				// begins in subscribed mode: the next command waits.
+				c.drainFirst = true
+			}
 		}
 		c.resp3 = resp3
 		c.out.resp3, c.held.resp3 = c.resp3, c.resp3

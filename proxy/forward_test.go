@@ -817,6 +817,46 @@ func testPubSubOrder(t *testing.T, addr string) {
 		conf(">3\r\n", "unsubscribe", "po:c", 0), "$1\r\ne\r\n", "+OK\r\n")
 }
 
+// TestPassthroughSubscribedModeInAPipeline: a RESP2 client leaves
+// subscribed mode with its last unsubscription, and a RESP3 one that
+// switches to RESP2 enters it, at once, as on a node: the commands
+// pipelined after are answered as the node answers them, although the
+// node's confirmation comes later.
+func TestPassthroughSubscribedModeInAPipeline(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	n, err := c.Primary(context.Background(), slot.Of("sm:k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		for _, tc := range []struct {
+			pipeline [][]string
+			replies  int // a subscription command has one per channel
+		}{
+			{[][]string{{"SUBSCRIBE", "sm:a"}, {"UNSUBSCRIBE", "sm:a"}, {"GET", "sm:k"}, {"PING"}}, 4},
+			// UNSUBSCRIBE without channels confirms them in the node's order.
+			{[][]string{{"SUBSCRIBE", "sm:a", "sm:b"}, {"PSUBSCRIBE", "sm:*"}, {"UNSUBSCRIBE", "sm:b", "sm:a"}, {"PING", "x"}, {"PUNSUBSCRIBE"}, {"ECHO", "e"}}, 8},
+			{[][]string{{"HELLO", "3"}, {"SUBSCRIBE", "sm:a"}, {"HELLO", "2"}, {"GET", "sm:k"}, {"PING", "x"}, {"UNSUBSCRIBE"}, {"GET", "sm:k"}}, 7},
+		} {
+			through, node := dialRaw(t, addr), dialRaw(t, n.Addr)
+			through.send(tc.pipeline...)
+			node.send(tc.pipeline...)
+			for i := range tc.replies {
+				got, want := through.read(), node.read()
+				if strings.Contains(want, "$6\r\nserver\r\n") {
+					// HELLO's: its server, version and id are sluice's.
+					got, want = got[:4], want[:4]
+				}
+				if got != want {
+					t.Errorf("%q: reply %d through sluice %q, from the node %q", tc.pipeline, i, got, want)
+				}
+			}
+		}
+	})
+}
+
 // testShardChannels subscribes one client to shard channels on two
 // primaries: each is served, the counts are the client's on both, and the
 // client leaves subscribed mode once it has none left on either.
