@@ -292,10 +292,9 @@ func cmdSelect(s *Server, _ *client, conn respConn, args [][]byte) {
 // it, HELLO's own included, are in that protocol.
 func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	if len(args) > 1 {
-		v, ok := parseInt(args[1])
+		v, ok := parseRedisInt(args[1])
 		switch {
-		// Redis's string2ll takes no leading zero: "03" is not 3 to it.
-		case !ok, len(args[1]) > 1 && args[1][0] == '0':
+		case !ok:
 			s.writeError(conn, errors.New("Protocol version is not an integer or out of range"))
 			return
 		case v != 2 && v != 3:

@@ -44,10 +44,11 @@ func TestRESP3Replies(t *testing.T) {
 }
 
 // HELLO's version is an integer as Redis reads one: "03" is refused, not
-// taken as 3 and then answered as RESP2.
+// taken as 3 and then answered as RESP2, and "-0" and "-02" are not
+// answered NOPROTO as 0 and -2 would be.
 func TestHelloVersionAsRedisReadsIt(t *testing.T) {
 	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0)}))
-	for _, v := range []string{"03", "002"} {
+	for _, v := range []string{"03", "002", "-0", "-02", "-"} {
 		if got := conn.do("HELLO", v); got != "-ERR Protocol version is not an integer or out of range\r\n" {
 			t.Errorf("HELLO %s: %q, want Redis's error", v, got[:min(len(got), 60)])
 		}
