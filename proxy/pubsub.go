@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
 
 	cmdspec "github.com/sluice-rl/sluice/router/command"
+	"github.com/sluice-rl/sluice/router/reply"
 )
 
 // A subscriber gets a tunnel of its own (router.Tunnel): its subscribe
@@ -95,7 +98,7 @@ func (s *Server) toTunnel(c *client, args [][]byte) error {
 		return errors.New("sluice: the subscription's connection to the cluster failed: " + err.Error())
 	}
 	c.tunnelWait = append(c.tunnelWait, c.base+uint64(len(c.q)))
-	c.q = append(c.q, slot{state: slotWaiting})
+	c.q = append(c.q, slot{state: slotWaiting, tunnel: true})
 	c.tunnelReset = false
 	return nil
 }
@@ -116,6 +119,48 @@ func (c *client) tunnelAnswered() {
 			c.closeTunnel()
 		}
 	}
+}
+
+// pushKinds name what a node pushes in RESP2, as arrays: messages, and
+// the confirmations of subscription commands.
+var pushKinds = map[string]bool{
+	"message": true, "pmessage": true, "smessage": true,
+	"subscribe": true, "psubscribe": true, "ssubscribe": true,
+	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
+}
+
+// appendPushes appends to dst the replies in raw, what a tunnel sent,
+// that a node sends its client whatever CLIENT REPLY says (Redis's
+// CLIENT_PUSHING): RESP3's pushes, and RESP2's messages and confirmations.
+// Those of a silent command are not its reply: a subscription's
+// confirmation, and messages that came before it. A PING's pong or an
+// error is, and is dropped.
+func appendPushes(dst, raw []byte) []byte {
+	br := bufio.NewReader(bytes.NewReader(raw))
+	for {
+		at := len(dst)
+		var err error
+		if dst, err = reply.Read(br, dst); err != nil {
+			return dst // raw ended: the tunnel sends whole replies only
+		}
+		if !isPush(dst[at:]) {
+			dst = dst[:at]
+		}
+	}
+}
+
+// isPush reports whether r, a whole reply, is a push: RESP3's, or in
+// RESP2 an array of 3 or 4 whose first element names a push kind.
+func isPush(r []byte) bool {
+	if r[0] == '>' {
+		return true
+	}
+	if !bytes.HasPrefix(r, []byte("*3\r\n$")) && !bytes.HasPrefix(r, []byte("*4\r\n$")) {
+		return false
+	}
+	_, rest, _ := bytes.Cut(r[5:], []byte("\r\n"))
+	kind, _, _ := bytes.Cut(rest, []byte("\r\n"))
+	return pushKinds[string(kind)]
 }
 
 // maxPushBacklog bounds what a subscriber's tunnel may pile up in sluice

@@ -536,6 +536,9 @@ type slot struct {
 	// silent: rendered (a decision still counts) and dropped, after
 	// CLIENT REPLY OFF or SKIP.
 	silent bool
+	// tunnel: raw is what the client's tunnel sent until it answered, of
+	// which a silent slot keeps the pushes (appendPushes).
+	tunnel bool
 }
 
 // inFlight is how many commands were read and not yet replied to.
@@ -840,6 +843,9 @@ func (s *Server) drain(c *client) {
 			}
 			if sl.silent {
 				c.out.b = c.out.b[:mark]
+				if sl.tunnel {
+					c.out.b = appendPushes(c.out.b, sl.raw)
+				}
 			}
 		}
 		*sl = slot{} // let its key go
