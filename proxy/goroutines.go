@@ -65,17 +65,16 @@ func (c *goClient) wait(m *metrics) {
 }
 
 func (s *Server) closedConn(conn redcon.Conn, err error) {
-	if c, ok := conn.Context().(*goClient); ok {
-		s.gone(&c.client)
-		c.unpin() // its WATCH ends with it
-		if c.tunnel != nil {
-			c.tunnel.Close()
-		}
-		if c.push != nil {
-			c.push.close()
-		}
-	} else {
-		s.stats.connected.Add(-1)
+	// redcon calls closed only for a connection accept took, and accept
+	// always sets its goClient.
+	c := conn.Context().(*goClient)
+	s.gone(&c.client)
+	c.unpin() // its WATCH ends with it
+	if c.tunnel != nil {
+		c.tunnel.Close()
+	}
+	if c.push != nil {
+		c.push.close()
 	}
 	switch {
 	case errors.Is(err, errQueryBuffer):
