@@ -274,7 +274,7 @@ func cmdQuit(_ *Server, _ *client, conn respConn, _ [][]byte) {
 // cmdSelect answers as a Redis Cluster node, which sluice says it is
 // (HELLO's mode, INFO's cluster_enabled): database 0 only.
 func cmdSelect(s *Server, _ *client, conn respConn, args [][]byte) {
-	n, ok := parseInt(args[1])
+	n, ok := parseRedisInt(args[1])
 	switch {
 	case !ok:
 		s.writeError(conn, errors.New("value is not an integer or out of range"))

@@ -754,6 +754,9 @@ func TestMoreErrors(t *testing.T) {
 			want string
 		}{
 			{[]any{"SELECT", "x"}, "ERR value is not an integer or out of range"},
+			// Redis reads it with string2ll: no leading zero, no "-0".
+			{[]any{"SELECT", "00"}, "ERR value is not an integer or out of range"},
+			{[]any{"SELECT", "-0"}, "ERR value is not an integer or out of range"},
 			{[]any{"HELLO", "2", "AUTH", "bob", "pw"}, "WRONGPASS"},
 			{[]any{"HELLO", "2", "NOPE"}, "ERR Syntax error in HELLO option 'NOPE'"},
 			{[]any{"HELLO", "x"}, "ERR Protocol version is not an integer or out of range"},
