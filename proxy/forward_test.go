@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -762,6 +763,56 @@ func TestPassthroughBlockingInAPipeline(t *testing.T) {
 		}
 		if _, err := through.br.ReadByte(); err == nil {
 			t.Errorf("loops %d: the connection stays open after QUIT", loops)
+		}
+	}
+}
+
+// TestPassthroughBlockingBeforeTheClientsEnd sends blocking commands the
+// node can answer at once, and then ends its side of the connection (as
+// nc -N does): Redis runs what a client sent before its end, so the
+// replies are the node's own. Through sluice the end reached the commands
+// before their nodes, and they were answered an error instead.
+func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		k := "{be" + strconv.Itoa(-loops) + "}"
+		node, err := c.Primary(ctx, slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cmds := range [][][]string{
+			{{"BLPOP", k, "0"}},
+			{{"PING"}, {"BRPOP", k, "0"}},
+			{{"BLMOVE", k, k + "to", "LEFT", "RIGHT", "0"}},
+			{{"XREAD", "BLOCK", "0", "STREAMS", k + "s", "0"}},
+		} {
+			replies := func(addr string) string {
+				for _, setup := range [][]string{{"RPUSH", k, "a"}, {"XADD", k + "s", "1-1", "f", "v"}} {
+					if err := node.Do(ctx, setup...).Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				defer node.Do(ctx, "DEL", k, k+"to", k+"s")
+				conn := dialRaw(t, addr)
+				conn.send(cmds...)
+				if err := conn.c.(*net.TCPConn).CloseWrite(); err != nil {
+					t.Fatal(err)
+				}
+				b, err := io.ReadAll(conn.br)
+				if err != nil {
+					t.Fatalf("loops %d, %q: %v", loops, cmds, err)
+				}
+				return string(b)
+			}
+			want := replies(node.Addr)
+			for i := range 5 {
+				if got := replies(addr); got != want {
+					t.Fatalf("loops %d, %q, try %d:\n got %q\nwant %q", loops, cmds, i, got, want)
+				}
+			}
 		}
 	}
 }

@@ -33,6 +33,16 @@ func watchHangUp(conn net.Conn, gone func()) (stop func()) {
 	if err != nil {
 		return func() {}
 	}
+	// A hang-up that came with the command is seen now, before the command
+	// is sent, which then does not wait (router.Blocked), as Redis answers
+	// what a client sent before its end; the goroutine would race the
+	// command to its node.
+	hungUp := false
+	raw.Control(func(fd uintptr) { hungUp = hangUp(fd) })
+	if hungUp {
+		gone()
+		return func() {}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -41,9 +51,7 @@ func watchHangUp(conn net.Conn, gone func()) (stop func()) {
 		// sees the socket readable, which a hang-up makes it; it ends when
 		// the function says so or the read deadline passes (stop).
 		raw.Read(func(fd uintptr) bool {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
-			n, err := unix.Poll(fds, 0)
-			hungUp = err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+			hungUp = hangUp(fd)
 			return hungUp
 		})
 		if hungUp {
@@ -55,4 +63,11 @@ func watchHangUp(conn net.Conn, gone func()) (stop func()) {
 		<-done
 		conn.SetReadDeadline(time.Time{})
 	}
+}
+
+// hangUp reports whether the peer of socket fd hung up.
+func hangUp(fd uintptr) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
 }

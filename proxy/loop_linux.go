@@ -412,6 +412,13 @@ func (l *loop) event(c *fdConn, events uint32) {
 	switch {
 	case c.mask&syscall.EPOLLIN != 0 && events&(readable|syscall.EPOLLERR|syscall.EPOLLHUP) != 0:
 		l.read(c) // finds an error or EOF itself
+		if events&syscall.EPOLLRDHUP != 0 {
+			// It sent all it will: a blocking command it sent does not
+			// wait (router.Blocked), as Redis answers what a client sent
+			// before its end. Its EOF, read next, would come once the
+			// command raced to its node.
+			c.cancelBlocked()
+		}
 	case events&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 && events&syscall.EPOLLOUT == 0:
 		l.close(c) // not reading, and nothing can be written
 	case events&syscall.EPOLLRDHUP != 0:

@@ -940,7 +940,8 @@ func (c *client) firstDrained() bool {
 
 // cancelBlocked gives up the blocking command c still waits for: it went
 // away, as Redis unblocks a client whose connection closes. One not sent
-// yet is then answered an error at once rather than wait at the node.
+// yet then runs without waiting (router.Blocked), as Redis runs what the
+// client sent before it went away.
 func (c *client) cancelBlocked() {
 	if c.block != nil {
 		c.block.f.Blocked.Cancel()

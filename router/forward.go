@@ -58,6 +58,9 @@ type Forward struct {
 // Blocked is a blocking command in flight on a connection of its own.
 // Cancel gives up on it (its caller went away): the connection is closed,
 // which ends the wait at the node, and the command is answered an error.
+// One cancelled before it was sent runs without waiting instead, as Redis
+// runs what a client sent before it went away: answered if the node can
+// answer it at once.
 type Blocked struct {
 	mu       sync.Mutex // guards conn and canceled
 	conn     net.Conn
@@ -75,11 +78,14 @@ func (b *Blocked) Cancel() {
 }
 
 // use records the connection the command waits on; false if it was
-// cancelled already.
+// cancelled already, when the command must not wait (and the connection,
+// not recorded, is not closed by a later Cancel).
 func (b *Blocked) use(conn net.Conn) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.conn = conn
+	if !b.canceled {
+		b.conn = conn
+	}
 	return !b.canceled
 }
 
@@ -234,21 +240,22 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 			return
 		}
 	}
-	if !f.blocked.use(conn) {
-		conn.Close()
-		f.finish(errReply("ERR sluice: the client went away"))
-		return
+	waits := f.blocked.use(conn)
+	cmd, n := f.cmd, f.replies
+	if !waits {
+		// In a transaction a blocking command does not wait.
+		cmd, n = slices.Concat(multiCmd, f.cmd, execCmd), n+2
 	}
-	cmd := f.cmd
 	if f.asking {
-		cmd = append(slices.Clip(askingCmd), f.cmd...)
+		cmd, n = append(slices.Clip(askingCmd), cmd...), n+1
 	}
-	var r []byte
+	var r, queued []byte
 	_, err := conn.Write(cmd)
-	for n := f.replies + btoi(f.asking); err == nil && n > 0; n-- {
+	for ; err == nil && n > 0; n-- {
+		queued = r
 		r, err = reply.Read(br, nil)
 	}
-	if !f.blocked.release() || err != nil {
+	if canceled := !f.blocked.release(); err != nil || waits && canceled {
 		conn.Close()
 		if err == nil {
 			err = errors.New("cancelled")
@@ -257,7 +264,37 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 		return
 	}
 	c.keepConn(pool, conn, br)
+	if !waits {
+		if r = ranAtOnce(r, queued); r == nil {
+			f.finish(errReply("ERR sluice: the client went away"))
+			return
+		}
+	}
 	f.answer(r)
+}
+
+var (
+	multiCmd = []byte("*1\r\n$5\r\nMULTI\r\n")
+	execCmd  = []byte("*1\r\n$4\r\nEXEC\r\n")
+)
+
+// ranAtOnce is a blocking command's answer from the replies to it run in
+// a transaction, EXEC's and the one to queuing it; nil if it would have
+// waited (its answer in a transaction is a null): Redis would have
+// ended that wait with the client. Refused when queued (MOVED, ASK,
+// TRYAGAIN), EXEC answers EXECABORT: the refusal is the answer, and a
+// redirect is followed.
+func ranAtOnce(exec, queued []byte) []byte {
+	r, ok := bytes.CutPrefix(exec, []byte("*1\r\n"))
+	switch {
+	case !ok && len(queued) > 0 && queued[0] == '-':
+		return queued
+	case !ok:
+		return exec
+	case string(r) == "*-1\r\n" || string(r) == "$-1\r\n" || string(r) == "_\r\n":
+		return nil
+	}
+	return r
 }
 
 func btoi(b bool) int {
