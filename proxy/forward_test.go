@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -811,6 +812,79 @@ func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
 			for i := range 5 {
 				if got := replies(addr); got != want {
 					t.Fatalf("loops %d, %q, try %d:\n got %q\nwant %q", loops, cmds, i, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestPassthroughBlockedClientThatEnds pipelines a blocking command and an
+// INCR, and ends the connection: Redis runs the INCR only if the blocking
+// command did not wait, for a blocked client whose end it reads is freed,
+// unanswered. Through sluice the INCR of a client that left during its
+// wait ran (goroutines), one after a command answered at once did not
+// (loops), and a wait given up was answered an error.
+func TestPassthroughBlockedClientThatEnds(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		k := "{bx" + strconv.Itoa(-loops) + "}"
+		node, err := c.Primary(ctx, slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocked := func() int {
+			list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Count(list, "flags=b")
+		}
+		observer := dialRaw(t, addr)
+		for _, tc := range []struct {
+			name string
+			full bool // the list has an element, so BLPOP does not wait
+			// wait: the client waits at the node, then closes (else it
+			// shuts its side at once)
+			wait bool
+		}{{"answered at once", true, false}, {"would wait", false, false}, {"left while waiting", false, true}} {
+			replies := func(addr string) string {
+				if tc.full {
+					if err := node.Do(ctx, "RPUSH", k, "a").Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				defer node.Do(ctx, "DEL", k, k+"n")
+				conn := dialRaw(t, addr)
+				conn.send([]string{"BLPOP", k, "0"}, []string{"INCR", k + "n"})
+				var out []byte
+				if tc.wait {
+					waitUntil(t, "BLPOP waits at the node", func() bool { return blocked() == 1 })
+					conn.c.Close()
+					if addr != node.Addr {
+						waitUntil(t, "sluice lets the client go", func() bool {
+							return strings.Count(observer.do("CLIENT", "LIST"), "id=") == 1
+						})
+					}
+					waitUntil(t, "BLPOP stops waiting", func() bool { return blocked() == 0 })
+				} else {
+					if err := conn.c.(*net.TCPConn).CloseWrite(); err != nil {
+						t.Fatal(err)
+					}
+					if out, err = io.ReadAll(conn.br); err != nil {
+						t.Fatalf("loops %d, %s: %v", loops, tc.name, err)
+					}
+				}
+				n, _ := node.Do(ctx, "GET", k+"n").ToString()
+				return fmt.Sprintf("%q, then %s is %q", out, k+"n", n)
+			}
+			want := replies(node.Addr)
+			for i := range 3 {
+				if got := replies(addr); got != want {
+					t.Errorf("loops %d, %s, try %d:\n got %s\nwant %s", loops, tc.name, i, got, want)
+					break
 				}
 			}
 		}

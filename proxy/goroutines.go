@@ -194,7 +194,8 @@ func (s *Server) answer(c *goClient) {
 // writes their replies, as Redis does before the client blocks, then sends
 // the blocking command and waits for its reply: the rest of the pipeline
 // is taken after it. It reports false when the client is being closed
-// instead (its tunnel ended before answering what came first).
+// instead (its tunnel ended before answering what came first, or it went
+// away during the wait).
 func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 	s.answer(c)
 	if c.push == nil {
@@ -215,10 +216,19 @@ func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 		stop = watchHangUp(c.conn.Conn, c.block.f.Blocked.Cancel)
 	}
 	forget := s.watchBlocked(c.block.f.Blocked) // Shutdown ends it
+	answered := len(c.out.b)
 	s.answer(c)
 	forget()
 	stop()
+	b := c.block.f.Blocked
 	c.unblocked()
+	if b.Ended() {
+		// Redis frees a blocked client that goes away: unanswered, and
+		// what it sent after the command does not run.
+		c.out.b = c.out.b[:answered]
+		c.closing = true
+		return false
+	}
 	c.r.start = time.Now()
 	return true
 }

@@ -448,8 +448,14 @@ func (l *loop) endRound() {
 		l.s.drain(&c.client)
 		if c.blockTurn() {
 			l.round().sendBlocking(&c.client)
-		} else if c.unblocked() && !c.closing {
-			l.resume(c)
+		} else if b := c.block; c.unblocked() {
+			if b.f.Blocked.Ended() {
+				l.close(c) // unanswered, as Redis frees it
+				continue
+			}
+			if !c.closing || c.eof {
+				l.resume(c)
+			}
 		} else if c.firstDrained() && !c.closing {
 			l.resume(c)
 		}
@@ -701,10 +707,18 @@ func (l *loop) read(c *fdConn) {
 }
 
 // resume takes the commands c sent after its blocking command, which
-// wait unframed in c.pend, now that it is answered.
+// wait unframed in c.pend, now that it is answered: also after its EOF,
+// as Redis answers what a client sent before its end unless it was
+// blocked then.
 func (l *loop) resume(c *fdConn) {
 	l.mark(&c.client)
+	c.closing = false // if at its EOF (ended), until its commands are taken
 	cmdStart := l.frame(c, c.pend, 0)
+	if c.eof {
+		c.closing = true
+		c.cancelBlocked() // one more among them does not wait either
+		return
+	}
 	if !c.closing {
 		c.pend = append(c.pend[:0], c.pend[cmdStart:]...)
 	}

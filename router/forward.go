@@ -57,14 +57,32 @@ type Forward struct {
 
 // Blocked is a blocking command in flight on a connection of its own.
 // Cancel gives up on it (its caller went away): the connection is closed,
-// which ends the wait at the node, and the command is answered an error.
-// One cancelled before it was sent runs without waiting instead, as Redis
-// runs what a client sent before it went away: answered if the node can
-// answer it at once.
+// which ends the wait at the node, and the command is answered an error
+// (Ended). One cancelled before it was sent runs without waiting instead,
+// as Redis runs what a client sent before it went away: answered if the
+// node can answer it at once.
 type Blocked struct {
-	mu       sync.Mutex // guards conn and canceled
+	mu       sync.Mutex // guards the fields below
 	conn     net.Conn
 	canceled bool
+	ended    bool
+}
+
+// Ended reports whether Cancel ended the command's wait, or found that it
+// would wait: Redis frees such a client unanswered, and runs nothing it
+// sent after the command. It is set before the command is answered.
+func (b *Blocked) Ended() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
+}
+
+// end gives the command up for Cancel (Ended).
+func (b *Blocked) end(f *forwarded) {
+	b.mu.Lock()
+	b.ended = true
+	b.mu.Unlock()
+	f.finish(errReply("ERR sluice: the client went away"))
 }
 
 // Cancel ends the blocking command's wait, if it is still waiting.
@@ -255,18 +273,27 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 		queued = r
 		r, err = reply.Read(br, nil)
 	}
-	if canceled := !f.blocked.release(); err != nil || waits && canceled {
+	// Cancel closed the connection of a wait it ended; but a reply read
+	// whole before that is the answer, as Redis's to a client that had
+	// not gone yet, rather than an element lost.
+	sound := f.blocked.release() || !waits
+	switch {
+	case err != nil && !sound:
 		conn.Close()
-		if err == nil {
-			err = errors.New("cancelled")
-		}
+		f.blocked.end(f)
+		return
+	case err != nil:
+		conn.Close()
 		fail([]*forwarded{f}, addr, err)
 		return
+	case sound:
+		c.keepConn(pool, conn, br)
+	default:
+		conn.Close()
 	}
-	c.keepConn(pool, conn, br)
 	if !waits {
 		if r = ranAtOnce(r, queued); r == nil {
-			f.finish(errReply("ERR sluice: the client went away"))
+			f.blocked.end(f)
 			return
 		}
 	}
