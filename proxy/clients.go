@@ -22,8 +22,9 @@ type clientView struct {
 	addr    string
 	created time.Time
 
-	last atomic.Int64           // unix ns of its last command
-	cmd  atomic.Pointer[string] // its last command's name, from a command table
+	last    atomic.Int64           // unix ns of its last command
+	cmd     atomic.Pointer[string] // its last command's name, from a command table
+	blocked atomic.Bool            // its blocking command is sent, unanswered
 
 	mu sync.Mutex
 	viewFields
@@ -98,6 +99,9 @@ func (v *clientView) line(now time.Time) string {
 	}
 	if f.pubsub {
 		flags += "P"
+	}
+	if v.blocked.Load() {
+		flags += "b"
 	}
 	if flags == "" {
 		flags = "N"

@@ -270,6 +270,7 @@ func (c *client) blockTurn() bool {
 // sendBlocking adds c's blocking command, its turn come, to r.
 func (r *round) sendBlocking(c *client) {
 	c.block.sent = true
+	c.view.blocked.Store(true)
 	it := fwdItem{first: len(r.fwd)}
 	r.fwd = append(r.fwd, c.block.f)
 	r.addItem(it, target{c: c, seq: c.block.seq})
@@ -282,6 +283,7 @@ func (c *client) unblocked() bool {
 		return false
 	}
 	c.block = nil
+	c.view.blocked.Store(false)
 	return true
 }
 

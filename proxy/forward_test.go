@@ -891,6 +891,43 @@ func TestPassthroughBlockedClientThatEnds(t *testing.T) {
 	}
 }
 
+// TestPassthroughBlockedClientIsListed waits in BLPOP through sluice: as a
+// node does, sluice lists the client with flag b in CLIENT LIST and counts
+// it in INFO's blocked_clients until it is answered, which tests and tools
+// poll to know a client waits. Through sluice neither showed it.
+func TestPassthroughBlockedClientIsListed(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		k := "{bl" + strconv.Itoa(-loops) + "}"
+		node, err := c.Primary(context.Background(), slot.Of(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, at := range map[string]string{"node": node.Addr, "sluice": addr} {
+			waiter, other := dialRaw(t, at), dialRaw(t, at)
+			waiter.do("CLIENT", "SETNAME", "waiter")
+			listed := func() bool {
+				for _, line := range strings.Split(other.do("CLIENT", "LIST"), "\n") {
+					if strings.Contains(line, "name=waiter ") {
+						return strings.Contains(line, " flags=b ")
+					}
+				}
+				return false
+			}
+			counted := func() bool { return strings.Contains(other.do("INFO", "clients"), "blocked_clients:1\r\n") }
+			waiter.send([]string{"BLPOP", k, "0"})
+			waitUntil(t, name+" lists the client blocked", func() bool { return listed() && counted() })
+			other.do("RPUSH", k, "a")
+			waiter.read()
+			if listed() || counted() {
+				t.Errorf("loops %d: %s lists the client blocked once answered", loops, name)
+			}
+		}
+	}
+}
+
 // TestPassthroughPubSub subscribes through sluice and publishes through
 // sluice: messages arrive, in RESP2 and RESP3, and a subscriber that goes
 // away leaves no subscription behind on the cluster.

@@ -91,6 +91,8 @@ func (s *Server) infoServer(b *strings.Builder) {
 
 func (s *Server) infoClients(b *strings.Builder) {
 	fmt.Fprintf(b, "connected_clients:%d\r\n", s.stats.connected.Load())
+	blocked := s.clients.list(func(v *clientView) bool { return v.blocked.Load() })
+	fmt.Fprintf(b, "blocked_clients:%d\r\n", len(blocked))
 }
 
 func (s *Server) infoStats(b *strings.Builder) {
