@@ -277,3 +277,32 @@ func TestTransactionWatchAcrossHello(t *testing.T) {
 		}
 	})
 }
+
+// An EXEC the node refuses before running it (a wrong number of
+// arguments) discards the transaction, and with it the client's watches,
+// outside MULTI too: a transaction after it runs whatever the key went
+// through since, as on a node. Both serving paths.
+func TestTransactionRefusedExecEndsWatch(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	k := "{rx}k"
+	n, err := c.Primary(context.Background(), slot.Of(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := func(t *testing.T, conn *rawConn) []string {
+		other := dialRaw(t, n.Addr)
+		got := []string{conn.do("WATCH", k), conn.do("EXEC", "x")}
+		other.do("INCR", k) // after the watch ended: the transaction runs
+		return append(got, conn.do("MULTI"), conn.do("EXISTS", k), conn.do("EXEC"))
+	}
+	want := answers(t, dialRaw(t, n.Addr))
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		got := answers(t, dialRaw(t, serveConfig(t, cfg)))
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("reply %d is %q, want %q as the node's", i, got[i], want[i])
+			}
+		}
+	})
+}
