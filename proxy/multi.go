@@ -115,12 +115,14 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		c.multi = nil
 		c.published()
 		switch {
-		case t.dirty:
-			c.unpin() // EXEC ends the watches, whatever it answers
-			return errExecAbort
 		case t.cross:
-			c.unpin()
+			// Redis Cluster checks the queued commands' slots before
+			// EXEC looks for a refused one.
+			c.unpin() // EXEC ends the watches, whatever it answers
 			return errCrossSlot
+		case t.dirty:
+			c.unpin()
+			return errExecAbort
 		case t.n == 0 && c.pin == nil:
 			s.replyNow(c, "*0\r\n")
 			return nil
@@ -206,6 +208,11 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 		if hashslot.Of(string(args[k])) != sl {
 			return "", errCrossSlot
 		}
+	}
+	if t.dirty {
+		// Redis queues nothing once a command was refused: this one's
+		// slot is none EXEC sees.
+		return spec.Name, nil
 	}
 	if t.slot == router.AnySlot {
 		t.slot = sl

@@ -306,3 +306,53 @@ func TestTransactionRefusedExecEndsWatch(t *testing.T) {
 		}
 	})
 }
+
+// A transaction with keys of two slots (of one node) and a refused
+// command answers as that node: CROSSSLOT when both slots were queued
+// before the refusal (Redis checks the slots before EXEC looks for
+// refused commands), EXECABORT when the second slot came after it (Redis
+// queues nothing once a command is refused). Both serving paths.
+func TestTransactionCrossSlotAndRefused(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	a := "{cs}a"
+	n, err := c.Primary(ctx, slot.Of(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b string // a key of another slot of the same node
+	for i := 0; b == ""; i++ {
+		key := "{cs" + strconv.Itoa(i) + "}b"
+		if m, err := c.Primary(ctx, slot.Of(key)); err != nil {
+			t.Fatal(err)
+		} else if m == n && slot.Of(key) != slot.Of(a) {
+			b = key
+		}
+	}
+	for _, cmds := range [][][]string{
+		{{"MULTI"}, {"SET", a, "1"}, {"SET", b, "1"}, {"NOSUCH"}, {"EXEC"}},
+		{{"MULTI"}, {"SET", a, "1"}, {"SET", b, "1"}, {"GET"}, {"EXEC"}},
+		{{"MULTI"}, {"SET", a, "1"}, {"NOSUCH"}, {"SET", b, "1"}, {"EXEC"}},
+		{{"MULTI"}, {"GET"}, {"SET", a, "1"}, {"SET", b, "1"}, {"EXEC"}},
+	} {
+		answers := func(t *testing.T, addr string) []string {
+			conn := dialRaw(t, addr)
+			conn.send(cmds...)
+			got := make([]string, len(cmds))
+			for i := range got {
+				got[i] = conn.read()
+			}
+			return got
+		}
+		want := answers(t, n.Addr)
+		eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+			got := answers(t, serveConfig(t, cfg))
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("%q: reply %d is %q, want %q as the node's", cmds, i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
