@@ -116,10 +116,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 			c.view.cmd.Store(nil) // CLIENT LIST says NULL, as Redis
 		}
 		if lowerName(args[0]) == "exec" {
-			// Redis discards the transaction of an EXEC it refuses, in
-			// MULTI or not, and that unwatches the keys.
-			c.unpin()
-			return execAborted(err)
+			return execRefused(c, err)
 		}
 		return err
 	}

@@ -100,10 +100,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		if specs := s.cfg.Forwarder.Commands(); specs != nil {
 			if _, err := cmdspec.Lookup(specs, args); err != nil {
 				if name == "exec" {
-					c.multi = nil
-					c.published()
-					c.unpin()
-					return execAborted(err)
+					return execRefused(c, err)
 				}
 				t.dirty = true
 				return err
@@ -163,9 +160,15 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	return nil
 }
 
-// execAborted is Redis's answer to an EXEC it refuses (err): the
-// transaction, if any, is discarded.
-func execAborted(err error) error {
+// execRefused ends c's transaction, if any, and its watches, and is
+// Redis's answer to an EXEC it refuses (err): Redis discards the
+// transaction of such an EXEC, in MULTI or not, which unwatches the keys.
+func execRefused(c *client, err error) error {
+	if c.multi != nil {
+		c.multi = nil
+		c.published()
+	}
+	c.unpin()
 	return errors.New("EXECABORT Transaction discarded because of: " + strings.TrimPrefix(err.Error(), "ERR "))
 }
 

@@ -356,3 +356,49 @@ func TestTransactionCrossSlotAndRefused(t *testing.T) {
 		})
 	}
 }
+
+// An EXEC the user may not run is refused as a node refuses it, in MULTI
+// or not, watching or not: EXECABORT, and the transaction discarded, so
+// the commands after it run. Both serving paths.
+func TestTransactionExecNotPermitted(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	k := "{np}k"
+	n, err := c.Primary(ctx, slot.Of(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []string{"on", ">e", "~*", "+@all", "-exec"}
+	if err := n.Do(ctx, append([]string{"ACL", "SETUSER", "eve"}, rules...)...).Error(); err != nil {
+		t.Fatal(err)
+	}
+	us := users(t, "user eve "+strings.Join(rules, " "), "")
+	answers := func(t *testing.T, addr string) []string {
+		conn, other := dialRaw(t, addr), dialRaw(t, addr)
+		var got []string
+		for _, cmd := range [][]string{{"AUTH", "eve", "e"}, {"WATCH", k}, {"EXEC"}, {"MULTI"}, {"INCR", k}, {"EXEC"}} {
+			got = append(got, conn.do(cmd...))
+		}
+		other.do("AUTH", "eve", "e")
+		other.do("SET", k, "1") // after the watch ended
+		for _, cmd := range [][]string{{"GET", k}, {"DISCARD"}, {"WATCH", k}, {"MULTI"}, {"GET", k}, {"EXEC"}} {
+			got = append(got, conn.do(cmd...))
+		}
+		other.do("DEL", k)
+		return got
+	}
+	want := answers(t, n.Addr)
+	// sluice says which user, as Redis 7.2 does; Redis 7.0 says "this user".
+	for i := range want {
+		want[i] = strings.Replace(want[i], "NOPERM this user", "NOPERM User eve", 1)
+	}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}, func(t *testing.T, cfg proxy.Config) {
+		got := answers(t, serveConfig(t, cfg))
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("reply %d is %q, want %q as the node's", i, got[i], want[i])
+			}
+		}
+	})
+}

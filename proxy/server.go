@@ -722,7 +722,12 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 	}
 	if (err == nil || err == errUnknownCommand) && (c.user == nil || !c.user.all) {
 		if aerr := s.authorize(c, cmd, args); aerr != nil {
-			if c.multi != nil {
+			switch {
+			case cmd == nil && lowerName(args[0]) == "exec" && aerr != errNoTable:
+				// A TRYAGAIN stays one, as forward answers it: the
+				// client retries.
+				aerr = execRefused(c, aerr)
+			case c.multi != nil:
 				c.multi.dirty = true // EXEC answers EXECABORT, as in Redis
 			}
 			w := c.writer()
