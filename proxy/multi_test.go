@@ -219,8 +219,8 @@ func TestTransactionPipelineAfterWatchKeepsOrder(t *testing.T) {
 	})
 }
 
-// EXEC, DISCARD, MULTI and WATCH of a wrong number of arguments are
-// refused as by a node, which checks that first: inside MULTI, each
+// EXEC, DISCARD, MULTI, WATCH and RESET of a wrong number of arguments
+// are refused as by a node, which checks that first: inside MULTI, each
 // aborts the transaction, and EXEC's ends it (EXECABORT) instead of
 // running it. Both serving paths.
 func TestTransactionControlArity(t *testing.T) {
@@ -231,6 +231,7 @@ func TestTransactionControlArity(t *testing.T) {
 		{{"MULTI"}, {"DISCARD", "z"}, {"PING"}, {"EXEC"}},
 		{{"MULTI"}, {"MULTI", "x"}, {"PING"}, {"EXEC"}},
 		{{"MULTI"}, {"WATCH"}, {"PING"}, {"EXEC"}},
+		{{"MULTI"}, {"RESET", "x"}, {"PING"}, {"EXEC"}},
 		{{"EXEC", "y"}, {"PING"}},
 	} {
 		answers := func(t *testing.T, addr string) []string {

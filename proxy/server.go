@@ -747,6 +747,10 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			return true
 		}
 		cmd = nil
+	} else if c.multi != nil && err != nil {
+		// RESET of a wrong number of arguments: Redis refuses it as a
+		// command of the transaction, which EXEC then aborts.
+		c.multi.dirty = true
 	} else if cmd == commandCommand && err == nil && s.cfg.Forwarder != nil && s.forwardCommand(c, r, args) {
 		return true
 	} else if cmd == infoCommand && err == nil && s.cfg.Forwarder != nil && s.forwardInfo(c, r, args) {
