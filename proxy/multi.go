@@ -74,17 +74,27 @@ func (s *Server) transaction(c *client, r *round, name string, args [][]byte) (b
 // watch sends WATCH on c's own connection to the keys' primary, pinning
 // one if c has none.
 func (s *Server) watch(c *client, r *round, args [][]byte) error {
-	sl := hashslot.Of(string(args[1]))
-	for _, k := range args[2:] {
-		if hashslot.Of(string(k)) != sl {
-			return errCrossSlot
-		}
+	sl, err := watchSlot(args)
+	if err != nil {
+		return err
 	}
 	if c.pin == nil {
 		c.pin = s.cfg.Forwarder.Pin(sl, c.resp3)
 	}
 	s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: r.command(args), Pin: c.pin})
 	return nil
+}
+
+// watchSlot is the slot of WATCH's keys, which Redis Cluster wants in
+// one.
+func watchSlot(args [][]byte) (int, error) {
+	sl := hashslot.Of(string(args[1]))
+	for _, k := range args[2:] {
+		if hashslot.Of(string(k)) != sl {
+			return 0, errCrossSlot
+		}
+	}
+	return sl, nil
 }
 
 // queue takes a command inside MULTI: EXEC and DISCARD end the
@@ -143,6 +153,12 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	case "multi":
 		return errNested // as in Redis, the transaction goes on
 	case "watch":
+		// Redis Cluster checks its keys' slots first, and refuses it as
+		// a command of the transaction, which EXEC then aborts.
+		if _, err := watchSlot(args); err != nil {
+			t.dirty = true
+			return err
+		}
 		return errWatchInside
 	}
 	spec, err := s.queueable(t, cmd, name, args)

@@ -312,7 +312,10 @@ func TestTransactionRefusedExecEndsWatch(t *testing.T) {
 // command answers as that node: CROSSSLOT when both slots were queued
 // before the refusal (Redis checks the slots before EXEC looks for
 // refused commands), EXECABORT when the second slot came after it (Redis
-// queues nothing once a command is refused). Both serving paths.
+// queues nothing once a command is refused). A WATCH inside MULTI on
+// keys of two slots is refused for its slots, which aborts the
+// transaction, before it is refused for being inside MULTI, which does
+// not. Both serving paths.
 func TestTransactionCrossSlotAndRefused(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
@@ -336,6 +339,8 @@ func TestTransactionCrossSlotAndRefused(t *testing.T) {
 		{{"MULTI"}, {"SET", a, "1"}, {"SET", b, "1"}, {"GET"}, {"EXEC"}},
 		{{"MULTI"}, {"SET", a, "1"}, {"NOSUCH"}, {"SET", b, "1"}, {"EXEC"}},
 		{{"MULTI"}, {"GET"}, {"SET", a, "1"}, {"SET", b, "1"}, {"EXEC"}},
+		{{"MULTI"}, {"WATCH", a, b}, {"SET", a, "1"}, {"EXEC"}},
+		{{"MULTI"}, {"WATCH", a, a}, {"SET", a, "1"}, {"EXEC"}},
 	} {
 		answers := func(t *testing.T, addr string) []string {
 			conn := dialRaw(t, addr)
