@@ -408,3 +408,49 @@ func TestTransactionExecNotPermitted(t *testing.T) {
 		}
 	})
 }
+
+// A WATCH of a key another primary holds than the keys watched already is
+// refused with CROSSSLOT: no transaction could use both (Redis Cluster
+// answers MOVED there), and the watches kept hold: a change to the first
+// key still aborts the transaction. Both serving paths.
+func TestTransactionWatchOnTwoPrimaries(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	a := "{w2}a"
+	n, err := c.Primary(ctx, slot.Of(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b string // a key another primary holds
+	for i := 0; b == ""; i++ {
+		key := "{w2" + strconv.Itoa(i) + "}b"
+		if m, err := c.Primary(ctx, slot.Of(key)); err != nil {
+			t.Fatal(err)
+		} else if m != n {
+			b = key
+		}
+	}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		conn := dialRaw(t, addr)
+		conn.send([]string{"WATCH", a}, []string{"WATCH", b})
+		if got := conn.read(); got != "+OK\r\n" {
+			t.Fatalf("WATCH %s: %q", a, got)
+		}
+		if got := conn.read(); !strings.HasPrefix(got, "-CROSSSLOT ") {
+			t.Fatalf("WATCH %s after WATCH %s: %q, want CROSSSLOT", b, a, got)
+		}
+		other := dialRaw(t, addr)
+		other.send([]string{"SET", a, "changed"})
+		if got := other.read(); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		conn.send([]string{"MULTI"}, []string{"SET", a, "mine"}, []string{"EXEC"})
+		for _, want := range []string{"+OK\r\n", "+QUEUED\r\n", "*-1\r\n"} {
+			if got := conn.read(); got != want {
+				t.Fatalf("transaction after its watched key changed: %q, want %q", got, want)
+			}
+		}
+	})
+}

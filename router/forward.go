@@ -871,12 +871,18 @@ func (p *Pin) run(f *forwarded, addr string) {
 	p.mu.Lock()
 	abort := f.replies > 1 && p.lost
 	elsewhere := f.replies > 1 && !abort && addr != p.b.addr
-	f.onPin = !abort && !elsewhere
+	// A WATCH of keys another primary holds than those watched already:
+	// no transaction could use both, and on the pin's node it would meet
+	// MOVED and lose every watch, silently.
+	crossNode := f.replies == 1 && addr != p.b.addr && isWatch(f.cmd)
+	f.onPin = !abort && !elsewhere && !crossNode
 	if f.onPin {
 		p.inflight++
 	}
 	p.mu.Unlock()
 	switch {
+	case crossNode:
+		f.finish(errReply("CROSSSLOT Keys in request don't hash to the same slot"))
 	case abort:
 		f.finish(nullArray(f.resp3))
 	case elsewhere:
