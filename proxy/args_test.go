@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,14 @@ func FuzzParseThrottle(f *testing.F) {
 		parse := parseThrottle
 		if cell {
 			args[0], parse = []byte("CL.THROTTLE"), parseCellThrottle
+			for _, b := range args[2:] {
+				// Go's ParseInt in base 10 is Rust's i64 parsing: one
+				// optional sign, any zeros, digits, in range.
+				want, err := strconv.ParseInt(string(b), 10, 64)
+				if got, ok := parseCellInt(b); ok != (err == nil) || ok && got != want {
+					t.Fatalf("parseCellInt(%q) = %d, %v; Rust reads %d, %v", b, got, ok, want, err)
+				}
+			}
 		}
 		req, err := parse(args)
 		if err != nil {
@@ -476,6 +485,25 @@ func BenchmarkParseAndReply(b *testing.B) {
 		}
 		cmd.reply(w, &reqs[0], &res[0])
 		w.Flush()
+	}
+}
+
+// Rust's i64 parsing takes any number of leading zeros, so redis-cell
+// reads a zero-padded number past 20 bytes as its value.
+func TestCellThrottleTakesLongZeroPadding(t *testing.T) {
+	pad := strings.Repeat("0", 30)
+	want, err := parseCellThrottle(bytes.Fields([]byte("CL.THROTTLE k 15 30 60 0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := "CL.THROTTLE k " + pad + "15 +" + pad + "30 " + pad + "60 -" + pad
+	if got, err := parseCellThrottle(bytes.Fields([]byte(line))); err != nil || got != want {
+		t.Errorf("%s: got %+v, %v, want %+v", line, got, err, want)
+	}
+	for _, bad := range []string{pad + "9223372036854775808", "+-" + pad + "1", "-+" + pad + "1"} {
+		if _, err := parseCellThrottle(bytes.Fields([]byte("CL.THROTTLE k 15 30 60 " + bad))); err == nil {
+			t.Errorf("quantity %s: accepted", bad)
+		}
 	}
 }
 

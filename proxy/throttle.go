@@ -79,10 +79,22 @@ func parseCellThrottle(args [][]byte) (router.Request, error) {
 
 // parseCellInt reads a number as redis-cell does (Rust's i64 parsing):
 // parseInt's syntax, and also a leading '+', which clients written for
-// redis-cell may send.
+// redis-cell may send, and any number of leading zeros, where parseInt
+// stops at 20 bytes.
 func parseCellInt(b []byte) (int64, bool) {
 	if len(b) > 1 && b[0] == '+' && b[1] != '-' {
 		b = b[1:]
+	}
+	neg := len(b) > 1 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	for len(b) > 1 && b[0] == '0' && isDigit(b[1]) {
+		b = b[1:]
+	}
+	if neg {
+		// With its sign, as -2^63's magnitude is no int64.
+		return parseInt(append([]byte{'-'}, b...))
 	}
 	return parseInt(b)
 }
