@@ -22,8 +22,8 @@ func NewResetter() *Resetter {
 }
 
 // Reset deletes the buckets at keys, one script call each, on c. Each
-// result is the value deleted, nil (none), or an error: WRONGTYPE for a key
-// that is not a bucket.
+// result is the value deleted, nil (none, or a bucket full again), or an
+// error: WRONGTYPE for a key that is not a bucket.
 func (r *Resetter) Reset(ctx context.Context, c rueidis.Client, keys []string) []rueidis.RedisResult {
 	calls := make([]rueidis.LuaExec, len(keys))
 	for i, k := range keys {

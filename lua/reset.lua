@@ -7,7 +7,10 @@
 -- THROTTLE answers it. A key of another type answers Redis's WRONGTYPE.
 --
 -- Returns the value deleted (a marker names the sub-buckets to delete
--- next), or nil when there was none.
+-- next), or nil when there was none or it was full again: a bucket's key
+-- outlives its TAT by up to 2 ms (PXAT rounds up to the ms, and Redis
+-- expires a key only once that ms is past), and the embedded backend
+-- answers such a bucket as none.
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   return v
@@ -15,7 +18,17 @@ end
 if not v then
   return false
 end
-if v == '0' or (#v == 19 and string.find(v, '^%d+$')) or string.find(v, '^~%d+:%d+:%d+:') then
+if v == '0' or (#v == 19 and string.find(v, '^%d+$')) then
+  redis.call('DEL', KEYS[1])
+  local t = redis.call('TIME')
+  -- Now in ns, 19 digits as a TAT is: equal-length digit strings compare
+  -- as numbers, where the number itself is past a double's 2^53.
+  if v == '0' or v <= t[1] .. string.format('%06d', t[2]) .. '000' then
+    return false
+  end
+  return v
+end
+if string.find(v, '^~%d+:%d+:%d+:') then
   redis.call('DEL', KEYS[1])
   return v
 end

@@ -414,6 +414,15 @@ func testPlacement(t *testing.T, cb clusterBackend) {
 	if n, err := cb.client.Do(ctx, cb.client.B().Exists().Key(router.KeyPrefix+"{user42}:a").Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("a bucket after THROTTLE.RESET: exists %d, %v; want it gone", n, err)
 	}
+	// A bucket full again is kept until the ms after its TAT (PXAT, and
+	// Redis expires a key once that ms is past); until then it is no
+	// bucket to reset, 0, as the embedded backend answers.
+	for _, v := range []string{"1000000000000000000", "0"} {
+		cb.client.Do(ctx, cb.client.B().Set().Key(router.KeyPrefix+"{user42}:full").Value(v).Build())
+		if n, err := c.Do(ctx, "THROTTLE.RESET", "{user42}:full").Int64(); err != nil || n != 0 {
+			t.Errorf("THROTTLE.RESET of a full bucket (%s): %d, %v; want 0", v, n, err)
+		}
+	}
 }
 
 // testExactAdmission hammers one key from 50 goroutines spread over the
