@@ -129,7 +129,7 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 			}
 			n, ok := int64(-1), f.nline > 0 && f.line[f.nline-1] == '\r'
 			if ok {
-				n, ok = parseHeaderInt(f.line[:f.nline-1])
+				n, ok = parseRedisInt(f.line[:f.nline-1]) // a header is read as Redis reads it
 			}
 			if f.state == inCount {
 				if !ok || n > f.maxArgs {
@@ -183,22 +183,6 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 		}
 	}
 	return len(p), false, nil
-}
-
-// parseHeaderInt reads a header's length as Redis's string2ll does: no
-// leading zero (but "0" itself), no "-0", no sign but '-'.
-func parseHeaderInt(b []byte) (int64, bool) {
-	digits := b
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-		if len(digits) > 0 && digits[0] == '0' {
-			return 0, false
-		}
-	}
-	if len(digits) > 1 && digits[0] == '0' {
-		return 0, false
-	}
-	return parseInt(b)
 }
 
 func (f *framer) headerErr() error {

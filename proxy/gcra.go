@@ -147,8 +147,8 @@ func isTokens(b []byte) bool {
 }
 
 // parseRedisInt is Redis's string2ll: stricter than parseInt, it refuses
-// leading zeros and "-0", which GCRA and HELLO callers must get Redis's
-// error for.
+// leading zeros and "-0", which GCRA, HELLO, SELECT and a multibulk's
+// headers must get Redis's error for.
 func parseRedisInt(b []byte) (int64, bool) {
 	if len(b) == 1 && b[0] == '0' {
 		return 0, true

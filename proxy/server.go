@@ -1018,9 +1018,6 @@ type respConn interface {
 	Close() error
 }
 
-// writeError is the one place where Go errors become RESP errors. A message
-// that starts with an error code (WRONGTYPE, CLUSTERDOWN, ...) keeps it;
-// anything else gets ERR.
 // keyLen checks a bucket command's key against --throttle-max-key-len.
 func (s *Server) keyLen(args [][]byte) error {
 	if len(args) > 1 && s.cfg.MaxKeyLen > 0 && len(args[1]) > s.cfg.MaxKeyLen {
@@ -1029,6 +1026,9 @@ func (s *Server) keyLen(args [][]byte) error {
 	return nil
 }
 
+// writeError is the one place where Go errors become RESP errors. A message
+// that starts with an error code (WRONGTYPE, CLUSTERDOWN, ...) keeps it;
+// anything else gets ERR.
 func (s *Server) writeError(conn respConn, err error) {
 	s.stats.errors.Add(1)
 	msg := err.Error()
