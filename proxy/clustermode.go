@@ -39,11 +39,17 @@ const clusterInfo = "cluster_state:ok\r\n" +
 	"cluster_stats_messages_received:0\r\n" +
 	"total_cluster_links_buffer_limit_exceeded:0\r\n"
 
-// clusterArity is Redis 7.0's arity of each CLUSTER subcommand sluice
-// answers, counted as Redis counts it ("CLUSTER SLOTS" is 2).
+// clusterArity is Redis 7.0's arity of each CLUSTER subcommand, counted
+// as Redis counts it ("CLUSTER SLOTS" is 2, -n is at least n). Those
+// sluice refuses are checked too: Redis checks arity before running
+// anything, so a call with too few arguments learns that first.
 var clusterArity = map[string]int{
 	"SLOTS": 2, "SHARDS": 2, "NODES": 2, "INFO": 2, "MYID": 2, "KEYSLOT": 3,
 	"LINKS": 2, "REPLICAS": 3, "SLAVES": 3, "COUNT-FAILURE-REPORTS": 3, "HELP": 2,
+	"ADDSLOTS": -3, "ADDSLOTSRANGE": -4, "BUMPEPOCH": 2, "DELSLOTS": -3,
+	"DELSLOTSRANGE": -4, "FAILOVER": -2, "FLUSHSLOTS": 2, "FORGET": 3,
+	"MEET": -4, "REPLICATE": 3, "RESET": -2, "SAVECONFIG": 2,
+	"SET-CONFIG-EPOCH": 3, "SETSLOT": -4, "COUNTKEYSINSLOT": 3, "GETKEYSINSLOT": 4,
 }
 
 // clusterAdmin are the subcommands that change a cluster. sluice refuses
@@ -94,19 +100,23 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
 	arity, ok := clusterArity[sub]
 	switch {
-	case clusterAdmin[sub]:
-		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s is cluster administration; run it on the cluster's nodes", sub))
-		return
-	case clusterKeys[sub]:
-		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s reads the keys of a node; run it on the cluster's nodes", sub))
-		return
 	case !ok:
 		// Redis 7.0 rejects these before running anything, MYSHARDID (7.2)
 		// among them.
 		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLUSTER HELP.", truncate(args[1])))
 		return
-	case len(args) != arity:
+	case (arity > 0 && len(args) != arity) || len(args) < -arity:
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub)))
+		return
+	case clusterAdmin[sub]:
+		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s is cluster administration; run it on the cluster's nodes", sub))
+		return
+	case clusterKeys[sub]:
+		if err := checkSlotArgs(args); err != nil {
+			s.writeError(conn, err)
+			return
+		}
+		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s reads the keys of a node; run it on the cluster's nodes", sub))
 		return
 	}
 	switch sub {
@@ -193,6 +203,28 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 		}
 		conn.WriteInt(0)
 	}
+}
+
+// checkSlotArgs is Redis 7.0's check of COUNTKEYSINSLOT's slot and
+// GETKEYSINSLOT's slot and count, in its order (both parsed, then the
+// ranges), so that a call with bad arguments gets the error Redis gives it.
+func checkSlotArgs(args [][]byte) error {
+	var n [2]int64
+	for i, a := range args[2:] {
+		v, ok := parseRedisInt(a)
+		if !ok {
+			return errNotInt
+		}
+		n[i] = v
+	}
+	slot, count := n[0], n[1]
+	switch {
+	case len(args) == 3 && (slot < 0 || slot >= hashslot.Count):
+		return errors.New("Invalid slot")
+	case slot < 0 || slot >= hashslot.Count || count < 0:
+		return errors.New("Invalid slot or number of keys")
+	}
+	return nil
 }
 
 // clusterNode is the one node sluice presents to cluster-mode clients.

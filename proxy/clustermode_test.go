@@ -344,6 +344,31 @@ func TestClusterRepliesMatchRedis(t *testing.T) {
 	if got := command(t, addr, "CLUSTER", "NODES").(string); !line.MatchString(got) {
 		t.Errorf("CLUSTER NODES: got %q, Redis's own line %q", got, redisNodes[mine])
 	}
+	// A call Redis refuses for its arguments gets Redis's error, though
+	// sluice refuses the subcommand anyway: the caller learns what it got
+	// wrong.
+	for _, args := range [][]string{
+		{"CLUSTER", "COUNTKEYSINSLOT"},
+		{"CLUSTER", "COUNTKEYSINSLOT", "x"},
+		{"CLUSTER", "COUNTKEYSINSLOT", "01"},
+		{"CLUSTER", "COUNTKEYSINSLOT", "-1"},
+		{"CLUSTER", "COUNTKEYSINSLOT", "16384"},
+		{"CLUSTER", "COUNTKEYSINSLOT", "1", "2"},
+		{"CLUSTER", "GETKEYSINSLOT", "1"},
+		{"CLUSTER", "GETKEYSINSLOT", "x", "1"},
+		{"CLUSTER", "GETKEYSINSLOT", "16384", "x"},
+		{"CLUSTER", "GETKEYSINSLOT", "16384", "1"},
+		{"CLUSTER", "GETKEYSINSLOT", "1", "-1"},
+		{"CLUSTER", "MEET", "127.0.0.1"},
+		{"CLUSTER", "SETSLOT", "1"},
+		{"CLUSTER", "ADDSLOTS"},
+		{"CLUSTER", "FLUSHSLOTS", "x"},
+		{"CLUSTER", "FORGET"},
+	} {
+		if got, want := command(t, addr, args...), command(t, node, args...); got != want {
+			t.Errorf("%v: got %v, Redis %v", args, got, want)
+		}
+	}
 	for _, cmd := range []string{"MYID", "KEYSLOT", "READONLY", "READWRITE", "ASKING"} {
 		args := []string{"CLUSTER", cmd}
 		switch cmd {
