@@ -102,8 +102,12 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 	switch {
 	case !ok:
 		// Redis 7.0 rejects these before running anything, MYSHARDID (7.2)
-		// among them.
-		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLUSTER HELP.", truncate(args[1])))
+		// among them, quoting the first 128 bytes ("%.128s").
+		name := args[1]
+		if len(name) > 128 {
+			name = name[:128]
+		}
+		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLUSTER HELP.", name))
 		return
 	case (arity > 0 && len(args) != arity) || len(args) < -arity:
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub)))
@@ -191,14 +195,15 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 	case "NODES":
 		conn.WriteVerbatim(n.line())
 	case "REPLICAS", "SLAVES":
+		// Redis quotes an unknown name whole, as here.
 		if string(args[2]) != n.id {
-			s.writeError(conn, fmt.Errorf("Unknown node %s", truncate(args[2])))
+			s.writeError(conn, fmt.Errorf("Unknown node %s", args[2]))
 			return
 		}
 		conn.WriteArray(0)
 	case "COUNT-FAILURE-REPORTS":
 		if string(args[2]) != n.id {
-			s.writeError(conn, fmt.Errorf("Unknown node %s", truncate(args[2])))
+			s.writeError(conn, fmt.Errorf("Unknown node %s", args[2]))
 			return
 		}
 		conn.WriteInt(0)

@@ -364,6 +364,12 @@ func TestClusterRepliesMatchRedis(t *testing.T) {
 		{"CLUSTER", "ADDSLOTS"},
 		{"CLUSTER", "FLUSHSLOTS", "x"},
 		{"CLUSTER", "FORGET"},
+		// Redis quotes 128 bytes of an unknown subcommand, a node's name
+		// whole.
+		{"CLUSTER", strings.Repeat("y", 200)},
+		{"CLUSTER", strings.Repeat("é", 100)},
+		{"CLUSTER", "REPLICAS", strings.Repeat("x", 200)},
+		{"CLUSTER", "COUNT-FAILURE-REPORTS", strings.Repeat("x", 200)},
 	} {
 		if got, want := command(t, addr, args...), command(t, node, args...); got != want {
 			t.Errorf("%v: got %v, Redis %v", args, got, want)
