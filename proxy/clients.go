@@ -138,7 +138,7 @@ func (s *Server) clientList(args [][]byte) (string, error) {
 			switch kind {
 			case "normal", "pubsub", "master", "replica", "slave":
 			default:
-				return "", fmt.Errorf("Unknown client type '%s'", truncate(args[i+1]))
+				return "", fmt.Errorf("Unknown client type '%s'", args[i+1])
 			}
 			i++
 		case opt == "ID" && i+1 < len(args):

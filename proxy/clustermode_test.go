@@ -450,3 +450,30 @@ func TestClusterClients(t *testing.T) {
 		}
 	})
 }
+
+// Errors that quote what the client sent quote as much of it as Redis
+// does: the unknown command's name and a subcommand cut at 128 bytes, its
+// arguments until they take 128, a HELLO option and a client type whole.
+func TestErrorsQuoteAsRedisDoes(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	node := c.Nodes[0].Addr
+	addr := serve(t, router.NewMemory(0))
+	long := func(b byte, n int) string { return strings.Repeat(string(b), n) }
+	for _, args := range [][]string{
+		{long('n', 150), long('a', 100), long('b', 100), "x"},
+		{long('n', 10), "a", long('b', 200)},
+		{long('n', 10), long('a', 127), "bc"},
+		{"CLIENT", long('s', 150)},
+		{"COMMAND", long('s', 150)},
+		{"HELLO", "3", long('o', 150)},
+		{"CLIENT", "LIST", "TYPE", long('t', 150)},
+	} {
+		want := dialRaw(t, node).do(args...)
+		if !strings.HasPrefix(want, "-ERR ") {
+			t.Fatalf("%.40q: the node answered %q, want an error", args, want)
+		}
+		if got := dialRaw(t, addr).do(args...); got != want {
+			t.Errorf("%.40q:\n got %q\nRedis %q", args, got, want)
+		}
+	}
+}

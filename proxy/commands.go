@@ -231,25 +231,32 @@ func lookup(args [][]byte) (*command, error) {
 var errUnknownCommand = errors.New("unknown command")
 
 // unknownCommand is Redis 7's message, which clients match on (rueidis
-// and go-redis fall back to RESP2 when HELLO is unknown).
+// and go-redis fall back to RESP2 when HELLO is unknown), cut as Redis
+// cuts it: the name at 128 bytes, the arguments quoted until they take
+// 128.
 func unknownCommand(args [][]byte) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "unknown command '%s', with args beginning with: ", truncate(args[0]))
+	var quoted []byte
 	for _, a := range args[1:] {
-		if b.Len() > 128 {
+		if len(quoted) >= 128 {
 			break
 		}
-		fmt.Fprintf(&b, "'%s' ", truncate(a))
+		quoted = append(quoted, '\'')
+		quoted = append(quoted, a[:min(len(a), 128-len(quoted)+1)]...)
+		quoted = append(quoted, '\'', ' ')
 	}
-	return errors.New(b.String())
+	return fmt.Errorf("unknown command '%s', with args beginning with: %s", cut128(args[0]), quoted)
 }
 
+// truncate cuts an argument quoted in sluice's own messages.
 func truncate(b []byte) string {
 	if len(b) > 64 {
 		b = b[:64]
 	}
 	return string(b)
 }
+
+// cut128 is what Redis's "%.128s" prints of b.
+func cut128(b []byte) []byte { return b[:min(len(b), 128)] }
 
 func cmdPing(_ *Server, _ *client, conn respConn, args [][]byte) {
 	switch len(args) {
@@ -319,7 +326,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 			name = string(args[i+1])
 			i++
 		default:
-			s.writeError(conn, fmt.Errorf("Syntax error in HELLO option '%s'", truncate(args[i])))
+			s.writeError(conn, fmt.Errorf("Syntax error in HELLO option '%s'", args[i]))
 			return
 		}
 	}
@@ -487,7 +494,7 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 			}
 			c.ver = string(args[3])
 		default:
-			s.writeError(conn, fmt.Errorf("Unrecognized option '%s'", truncate(args[2])))
+			s.writeError(conn, fmt.Errorf("Unrecognized option '%s'", args[2]))
 			return
 		}
 		c.published()
@@ -535,7 +542,7 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 			s.writeError(conn, errors.New("syntax error"))
 		}
 	default:
-		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLIENT HELP.", truncate(args[1])))
+		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLIENT HELP.", cut128(args[1])))
 	}
 }
 
@@ -585,7 +592,7 @@ func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 			writeDocs(conn, cmd)
 		}
 	default:
-		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", truncate(args[1])))
+		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try COMMAND HELP.", cut128(args[1])))
 	}
 }
 
