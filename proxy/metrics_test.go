@@ -128,3 +128,37 @@ func TestMetricsDurationCountsDecisionsOnly(t *testing.T) {
 		}
 	})
 }
+
+// An error reply the cluster gave counts as one, as Redis counts every
+// error reply it sends in total_error_replies: INFO and the metric count
+// the nodes' WRONGTYPE and a script's error with sluice's own refusals.
+func TestErrorRepliesCountTheNodes(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := serveOn(t, ln, cfg)
+		conn := dialRaw(t, ln.Addr().String())
+		conn.do("SET", "er:"+t.Name(), "v")
+		for _, args := range [][]string{
+			{"LPUSH", "er:" + t.Name(), "x"},                     // the node's WRONGTYPE
+			{"EVAL", "return redis.error_reply('MINE no')", "0"}, // a script's error, from the node
+			{"SHUTDOWN"}, // sluice's own refusal
+		} {
+			if got := conn.do(args...); !strings.HasPrefix(got, "-") {
+				t.Fatalf("%q: got %q, want an error", args, got)
+			}
+		}
+		if info := conn.do("INFO", "stats"); !strings.Contains(info, "\r\ntotal_error_replies:3\r\n") {
+			t.Errorf("INFO stats: %q, want total_error_replies:3", info)
+		}
+		rec := httptest.NewRecorder()
+		srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if want := "\nsluice_error_replies_total 3\n"; !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, rec.Body.String())
+		}
+	})
+}

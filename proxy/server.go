@@ -846,6 +846,11 @@ func (s *Server) drain(c *client) {
 		case slotDecided:
 			mark := len(c.out.b)
 			if sl.cmd == nil {
+				// A node's error reply is one sluice sends: Redis counts
+				// every error reply, writeError only sluice's own.
+				if len(sl.raw) > 0 && sl.raw[0] == '-' {
+					s.stats.errors.Add(1)
+				}
 				c.out.b = append(c.out.b, sl.raw...)
 			} else {
 				s.reply(&c.out, sl)
