@@ -116,8 +116,12 @@ type Cluster struct {
 	share      atomic.Uint64 // float64 bits of the local share in use
 	live       atomic.Int64  // sluice instances counted by the last heartbeat
 
-	mu          sync.Mutex            // guards shards, backends and idle
-	shards      map[string]*shard     // by primary address, kept across topologies
+	mu     sync.Mutex        // guards shards, backends and idle
+	shards map[string]*shard // by primary address, kept across topologies
+	// forgotten are the shards of primaries that lost their slots, by
+	// address: one that is a primary again goes on counting its faults
+	// from theirs, since INFO and the metrics show them as counters.
+	forgotten   map[string]*shard
 	backends    map[string]*backend   // forwarding connections, by node address
 	idle        map[string][]idleConn // connections for blocking commands, between uses
 	scripts     scripts               // loaded or run through sluice, for NOSCRIPT replay
@@ -170,6 +174,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		hot:       newHotSet(cfg),
 		id:        newID(),
 		shards:    map[string]*shard{},
+		forgotten: map[string]*shard{},
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
 		scripts:   scripts{bySHA: map[string]string{}, known: map[string]struct{}{}},

@@ -716,3 +716,74 @@ func TestLocalShareNeverExceedsItsRate(t *testing.T) {
 		t.Fatalf("full again after %d µs: a share of 0.3 refills faster than 0.3 of the rate", res[0].ResetAfter)
 	}
 }
+
+// A primary's fault counts are counters (INFO's errors since start,
+// sluice_backend_errors_total): a primary that fails over, and is one
+// again after, goes on counting from where it was, not from 0.
+func TestShardFaultsOutlastAFailover(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, err := c.Primary(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replica *clustertest.Node
+	for _, n := range c.Nodes {
+		role, err := n.Do(ctx, "ROLE").ToArray()
+		if err != nil || len(role) < 3 {
+			continue
+		}
+		host, _ := role[1].ToString()
+		port, _ := role[2].AsInt64()
+		if net.JoinHostPort(host, strconv.FormatInt(port, 10)) == a.Addr {
+			replica = n
+		}
+	}
+	if replica == nil {
+		t.Fatalf("no replica of %s", a.Addr)
+	}
+	shardOf := func(addr string) *router.ShardStats {
+		for _, s := range r.Stats().Cluster.Shards {
+			if s.Addr == addr {
+				return &s
+			}
+		}
+		return nil
+	}
+	if err := a.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	res := decide(r, keysIn(1, 0, 5460, "faults:")[0], interval(t, 10, 1, 1_000_000))
+	if err := a.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	before := shardOf(a.Addr)
+	if res.Source == router.SourceCluster || before == nil || before.ErrorKinds["timeout"] == 0 {
+		t.Fatalf("a paused primary: decided by %v, its shard %+v; want a timeout counted", res.Source, before)
+	}
+	for _, n := range []*clustertest.Node{replica, a} {
+		// Asked again until it takes: a replica that has not caught up
+		// with its primary yet lets a manual failover time out.
+		var asked time.Time
+		for deadline := time.Now().Add(30 * time.Second); shardOf(n.Addr) == nil; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is not a primary in the slot map after 30s", n.Addr)
+			}
+			if time.Since(asked) > 6*time.Second {
+				if err := n.Do(ctx, "CLUSTER", "FAILOVER").Error(); err != nil && asked.IsZero() {
+					t.Fatal(err)
+				}
+				asked = time.Now()
+			}
+			decide(r, keysIn(1, 0, 5460, "faults:")[0], interval(t, 10, 1, 1_000_000)) // a redirect asks for the new map
+		}
+	}
+	after := shardOf(a.Addr)
+	if after.Errors < before.Errors || after.ErrorKinds["timeout"] < before.ErrorKinds["timeout"] {
+		t.Errorf("%s's faults went back from %d (%v) to %d (%v) across failing over and back", a.Addr,
+			before.Errors, before.ErrorKinds, after.Errors, after.ErrorKinds)
+	}
+}

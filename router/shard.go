@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
@@ -235,6 +236,12 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		if s == nil {
 			s = &shard{addr: addr, since: time.Now()}
 			s.healthy.Store(true)
+			if old := c.forgotten[addr]; old != nil {
+				old.mu.Lock()
+				s.errors, s.kinds, s.lastErr = old.errors, maps.Clone(old.kinds), old.lastErr
+				old.mu.Unlock()
+				delete(c.forgotten, addr)
+			}
 			c.shards[addr] = s
 		}
 		s.probe = probePrefix + "{" + c.tags[lo] + "}"
@@ -258,10 +265,12 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		}
 	}
 	// A primary that lost its slots (failed over, or moved away) is
-	// forgotten; if it comes back as a primary it starts healthy.
+	// forgotten; if it comes back as a primary it starts healthy, with the
+	// faults it had.
 	for addr, s := range c.shards {
 		if !owning[s] {
 			delete(c.shards, addr)
+			c.forgotten[addr] = s
 		}
 	}
 	t.tags = splitTags(&t.owners, c.tags, c.byLength, MaxSplit)
