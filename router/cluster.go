@@ -401,7 +401,11 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 		c.submitAndWait(ctx, reqs, res) // Submit counts them
 		return
 	}
-	c.count(res, nil)
+	// A Reset decides nothing: the counts are INFO's decisions, which
+	// sluice_decisions_total counts without Resets too.
+	if reqs[0].Op != Reset {
+		c.count(res, nil)
+	}
 }
 
 // submitAndWait is Submit for a caller that waits: a run of Takes.

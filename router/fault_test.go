@@ -787,3 +787,29 @@ func TestShardFaultsOutlastAFailover(t *testing.T) {
 			before.Errors, before.ErrorKinds, after.Errors, after.ErrorKinds)
 	}
 }
+
+// A reset decides nothing: INFO's decisions_<source>, like
+// sluice_decisions_total, count the takes alone, whether the cluster or,
+// without one, the fallback answers the reset.
+func TestResetIsNoDecision(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{})
+	waitConnected(t, r)
+	iv := interval(t, 10, 1, 1_000_000)
+	res := make([]router.Result, 3)
+	r.Decide(context.Background(), []router.Request{
+		{Key: "nodecision", Interval: iv, Cost: 1}, {Op: router.Reset, Key: "nodecision"}, {Op: router.Reset, Key: "other"},
+	}, res)
+	if n := r.Decisions(router.SourceCluster); n != 1 {
+		t.Errorf("a take and two resets: %d cluster decisions, want 1", n)
+	}
+	down := newRouter(t, []string{"127.0.0.1:1"}, router.ClusterConfig{})
+	down.Decide(context.Background(), []router.Request{{Op: router.Reset, Key: "nodecision"}}, res[:1])
+	var n int64
+	for s := range router.NumSources {
+		n += down.Decisions(router.Source(s))
+	}
+	if n != 0 {
+		t.Errorf("a reset without a cluster: %d decisions, want 0", n)
+	}
+}
