@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -41,15 +42,7 @@ func TestTransactionDuringMigration(t *testing.T) {
 		}
 		// A key of another primary, where a transaction watched on the
 		// slot's runs unwatched (README).
-		var elsewhere string
-		for i := 0; elsewhere == ""; i++ {
-			key := "{o" + strconv.Itoa(i) + "}k"
-			if n, err := c.Primary(ctx, slot.Of(key)); err != nil {
-				t.Fatal(err)
-			} else if n != from {
-				elsewhere = key
-			}
-		}
+		elsewhere := keyWhere(t, c, "o", "k", func(n *clustertest.Node, _ string) bool { return n != from })
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		conn, other, w := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
 		null := "*-1\r\n"
@@ -250,11 +243,7 @@ func TestTransactionControlArity(t *testing.T) {
 		want := answers(t, n.Addr)
 		eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 			got := answers(t, serveConfig(t, cfg))
-			for i := range want {
-				if got[i] != want[i] {
-					t.Errorf("%q: reply %d is %q, want %q as the node's", cmds, i, got[i], want[i])
-				}
-			}
+			likeTheNode(t, fmt.Sprintf("%q: ", cmds), got, want)
 		})
 	}
 }
@@ -300,11 +289,7 @@ func TestTransactionRefusedExecEndsWatch(t *testing.T) {
 	want := answers(t, dialRaw(t, n.Addr))
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		got := answers(t, dialRaw(t, serveConfig(t, cfg)))
-		for i := range want {
-			if got[i] != want[i] {
-				t.Errorf("reply %d is %q, want %q as the node's", i, got[i], want[i])
-			}
-		}
+		likeTheNode(t, "", got, want)
 	})
 }
 
@@ -325,15 +310,8 @@ func TestTransactionCrossSlotAndRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b string // a key of another slot of the same node
-	for i := 0; b == ""; i++ {
-		key := "{cs" + strconv.Itoa(i) + "}b"
-		if m, err := c.Primary(ctx, slot.Of(key)); err != nil {
-			t.Fatal(err)
-		} else if m == n && slot.Of(key) != slot.Of(a) {
-			b = key
-		}
-	}
+	// A key of another slot of the same node.
+	b := keyWhere(t, c, "cs", "b", func(m *clustertest.Node, key string) bool { return m == n && slot.Of(key) != slot.Of(a) })
 	for _, cmds := range [][][]string{
 		{{"MULTI"}, {"SET", a, "1"}, {"SET", b, "1"}, {"NOSUCH"}, {"EXEC"}},
 		{{"MULTI"}, {"SET", a, "1"}, {"SET", b, "1"}, {"GET"}, {"EXEC"}},
@@ -354,11 +332,7 @@ func TestTransactionCrossSlotAndRefused(t *testing.T) {
 		want := answers(t, n.Addr)
 		eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 			got := answers(t, serveConfig(t, cfg))
-			for i := range want {
-				if got[i] != want[i] {
-					t.Errorf("%q: reply %d is %q, want %q as the node's", cmds, i, got[i], want[i])
-				}
-			}
+			likeTheNode(t, fmt.Sprintf("%q: ", cmds), got, want)
 		})
 	}
 }
@@ -401,11 +375,7 @@ func TestTransactionExecNotPermitted(t *testing.T) {
 	}
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}, func(t *testing.T, cfg proxy.Config) {
 		got := answers(t, serveConfig(t, cfg))
-		for i := range want {
-			if got[i] != want[i] {
-				t.Errorf("reply %d is %q, want %q as the node's", i, got[i], want[i])
-			}
-		}
+		likeTheNode(t, "", got, want)
 	})
 }
 
@@ -422,15 +392,7 @@ func TestTransactionWatchOnTwoPrimaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b string // a key another primary holds
-	for i := 0; b == ""; i++ {
-		key := "{w2" + strconv.Itoa(i) + "}b"
-		if m, err := c.Primary(ctx, slot.Of(key)); err != nil {
-			t.Fatal(err)
-		} else if m != n {
-			b = key
-		}
-	}
+	b := keyWhere(t, c, "w2", "b", func(m *clustertest.Node, _ string) bool { return m != n })
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		addr := serveConfig(t, cfg)
 		conn := dialRaw(t, addr)
@@ -453,4 +415,33 @@ func TestTransactionWatchOnTwoPrimaries(t *testing.T) {
 			}
 		}
 	})
+}
+
+// keyWhere is the first key "{<tag><i>}<suffix>", for i = 0, 1, ..., whose
+// primary ok accepts.
+func keyWhere(t *testing.T, c *clustertest.Cluster, tag, suffix string, ok func(n *clustertest.Node, key string) bool) string {
+	t.Helper()
+	for i := 0; i < 100_000; i++ {
+		key := "{" + tag + strconv.Itoa(i) + "}" + suffix
+		n, err := c.Primary(context.Background(), slot.Of(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(n, key) {
+			return key
+		}
+	}
+	t.Fatalf("no key {%s<i>}%s fits", tag, suffix)
+	return ""
+}
+
+// likeTheNode fails t for each reply in got that is not the node's in
+// want; what names the exchange.
+func likeTheNode(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%sreply %d is %q, want %q as the node's", what, i, got[i], want[i])
+		}
+	}
 }

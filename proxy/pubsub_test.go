@@ -120,11 +120,7 @@ func TestPassthroughPubSubReset(t *testing.T) {
 		want := answers(t, node.Addr)
 		eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 			got := answers(t, serveConfig(t, cfg))
-			for i := range want {
-				if got[i] != want[i] {
-					t.Errorf("%s: reply %d is %q, want %q as the node's", p.name, i, got[i], want[i])
-				}
-			}
+			likeTheNode(t, p.name+": ", got, want)
 		})
 	}
 	// subscribers counts what a node holds of the test's channels.
