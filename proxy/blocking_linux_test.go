@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // TestPassthroughBlockingOnAConnectionTheNodeClosed closes, at the node,
@@ -22,10 +21,7 @@ func TestPassthroughBlockingOnAConnectionTheNodeClosed(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 		k := "{idleblock}l" + strconv.Itoa(-loops)
-		node, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := primaryOf(t, c, k)
 		if got := conn.do("BLPOP", k, "0.01"); got != "*-1\r\n" {
 			t.Fatalf("loops %d: BLPOP of an empty list: %q", loops, got)
 		}

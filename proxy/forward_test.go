@@ -294,10 +294,7 @@ func TestPassthroughFollowsAMovedSlot(t *testing.T) {
 		t.Fatalf("SET: %q", got)
 	}
 	ctx := context.Background()
-	from, err := c.Primary(ctx, slot.Of(key))
-	if err != nil {
-		t.Fatal(err)
-	}
+	from := primaryOf(t, c, key)
 	to := c.Nodes[0]
 	if to == from {
 		to = c.Nodes[1]
@@ -334,10 +331,7 @@ func TestPassthroughFansOut(t *testing.T) {
 	for i := range 40 {
 		k := "fo:" + strconv.Itoa(i)
 		want[k] = true
-		n, err := c.Primary(context.Background(), slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := primaryOf(t, c, k)
 		owners[n.Addr] = true
 		if got := conn.do("SET", k, "v"); got != "+OK\r\n" {
 			t.Fatalf("SET %s: %q", k, got)
@@ -488,10 +482,7 @@ func TestPassthroughTransactions(t *testing.T) {
 		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops % 3}))
 		// The same commands on keys of the same length, another tag each.
 		tag, other := "{tx"+strconv.Itoa(loops+1)+"}", "{ty"+strconv.Itoa(loops+1)+"}"
-		node, err := c.Primary(context.Background(), slot.Of(other))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := primaryOf(t, c, other)
 		straight := dialRaw(t, node.Addr)
 		if resp3 {
 			through.do("HELLO", "3")
@@ -684,10 +675,7 @@ func clientIDs(list, cmd string) []string {
 func blpopWaiters(t *testing.T, c *clustertest.Cluster, key string) func() int {
 	t.Helper()
 	ctx := context.Background()
-	node, err := c.Primary(ctx, slot.Of(key))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := primaryOf(t, c, key)
 	return func() int {
 		list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
 		if err != nil {
@@ -710,10 +698,7 @@ func TestPassthroughBlockingInAPipeline(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		k := "bp:" + strconv.Itoa(-loops)
-		node, err := c.Primary(context.Background(), slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := primaryOf(t, c, k)
 		for _, tc := range []struct {
 			name    string
 			resp3   bool
@@ -780,10 +765,7 @@ func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		k := "{be" + strconv.Itoa(-loops) + "}"
-		node, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := primaryOf(t, c, k)
 		for _, cmds := range [][][]string{
 			{{"BLPOP", k, "0"}},
 			{{"PING"}, {"BRPOP", k, "0"}},
@@ -831,10 +813,7 @@ func TestPassthroughBlockedClientThatEnds(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		k := "{bx" + strconv.Itoa(-loops) + "}"
-		node, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := primaryOf(t, c, k)
 		blocked := func() int {
 			list, err := node.Do(ctx, "CLIENT", "LIST").ToString()
 			if err != nil {
@@ -873,6 +852,7 @@ func TestPassthroughBlockedClientThatEnds(t *testing.T) {
 					if err := conn.c.(*net.TCPConn).CloseWrite(); err != nil {
 						t.Fatal(err)
 					}
+					var err error
 					if out, err = io.ReadAll(conn.br); err != nil {
 						t.Fatalf("loops %d, %s: %v", loops, tc.name, err)
 					}
@@ -901,10 +881,7 @@ func TestPassthroughBlockedClientIsListed(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		k := "{bl" + strconv.Itoa(-loops) + "}"
-		node, err := c.Primary(context.Background(), slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := primaryOf(t, c, k)
 		for name, at := range map[string]string{"node": node.Addr, "sluice": addr} {
 			waiter, other := dialRaw(t, at), dialRaw(t, at)
 			waiter.do("CLIENT", "SETNAME", "waiter")
@@ -1019,10 +996,7 @@ type nodePipeline struct {
 func pipelinesAsTheNode(t *testing.T, pipelines []nodePipeline) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	n, err := c.Primary(context.Background(), slot.Of("sm:k"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := primaryOf(t, c, "sm:k")
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		addr := serveConfig(t, cfg)
 		for _, p := range pipelines {
@@ -1049,15 +1023,11 @@ func pipelinesAsTheNode(t *testing.T, pipelines []nodePipeline) {
 // primaries: each is served, the counts are the client's on both, and the
 // client leaves subscribed mode once it has none left on either.
 func testShardChannels(t *testing.T, c *clustertest.Cluster, addr string) {
-	ctx := context.Background()
 	var a, b string
 	var na *clustertest.Node
 	for i := 0; b == ""; i++ {
 		ch := "shard:" + t.Name() + strconv.Itoa(i)
-		n, err := c.Primary(ctx, slot.Of(ch))
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := primaryOf(t, c, ch)
 		if na == nil {
 			a, na = ch, n
 		} else if n != na {
@@ -1387,10 +1357,7 @@ func TestPassthroughWatch(t *testing.T) {
 	// Every pinned connection is closed once its transaction ended. (A
 	// shared connection's last command may be an EXEC too, so only the
 	// pins whose last command was WATCH or UNWATCH can be told apart.)
-	node, err := c.Primary(context.Background(), slot.Of("{w0}k"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := primaryOf(t, c, "{w0}k")
 	watching := func() int {
 		list, err := node.Do(context.Background(), "CLIENT", "LIST").ToString()
 		if err != nil {
@@ -1492,10 +1459,7 @@ func TestPassthroughHungAndRestartedNode(t *testing.T) {
 	byNode := map[*clustertest.Node]string{}
 	for i := 0; len(byNode) < 3 && i < 1000; i++ {
 		k := "hung:" + strconv.Itoa(i)
-		n, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := primaryOf(t, c, k)
 		if _, ok := byNode[n]; !ok {
 			byNode[n] = k
 			if got := direct(t, c, slot.Of(k), "SET", k, k); got != "+OK\r\n" {
@@ -1625,14 +1589,10 @@ func TestPassthroughScanCursorText(t *testing.T) {
 func TestPassthroughEvalshaOfAScriptRunByEval(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ctx := context.Background()
 	keyOf := map[string]string{} // a key of each primary, by address
 	for i := 0; len(keyOf) < 2; i++ {
 		k := "evs:" + strconv.Itoa(i)
-		n, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := primaryOf(t, c, k)
 		if _, ok := keyOf[n.Addr]; !ok {
 			keyOf[n.Addr] = k
 		}
@@ -1723,10 +1683,7 @@ func TestPassthroughScanAcrossAFailover(t *testing.T) {
 		}
 	}
 	primaryOf := func(k string) string {
-		p, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := primaryOf(t, c, k)
 		return p.Addr
 	}
 	replicaOf := map[string]string{} // by primary address

@@ -145,10 +145,7 @@ func TestTransactionWatchingOnALostConnection(t *testing.T) {
 	ctx := context.Background()
 	w := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
 	k := "{lost}k"
-	node, err := c.Primary(ctx, slot.Of(k))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := primaryOf(t, c, k)
 	w.do("SET", k, "0")
 	if got := w.do("WATCH", k); got != "+OK\r\n" {
 		t.Fatalf("WATCH: %q", got)
@@ -276,10 +273,7 @@ func TestTransactionRefusedExecEndsWatch(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
 	k := "{rx}k"
-	n, err := c.Primary(context.Background(), slot.Of(k))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := primaryOf(t, c, k)
 	answers := func(t *testing.T, conn *rawConn) []string {
 		other := dialRaw(t, n.Addr)
 		got := []string{conn.do("WATCH", k), conn.do("EXEC", "x")}
@@ -304,12 +298,8 @@ func TestTransactionRefusedExecEndsWatch(t *testing.T) {
 func TestTransactionCrossSlotAndRefused(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ctx := context.Background()
 	a := "{cs}a"
-	n, err := c.Primary(ctx, slot.Of(a))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := primaryOf(t, c, a)
 	// A key of another slot of the same node.
 	b := keyWhere(t, c, "cs", "b", func(m *clustertest.Node, key string) bool { return m == n && slot.Of(key) != slot.Of(a) })
 	for _, cmds := range [][][]string{
@@ -345,10 +335,7 @@ func TestTransactionExecNotPermitted(t *testing.T) {
 	r := newForwarding(t, c)
 	ctx := context.Background()
 	k := "{np}k"
-	n, err := c.Primary(ctx, slot.Of(k))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := primaryOf(t, c, k)
 	rules := []string{"on", ">e", "~*", "+@all", "-exec"}
 	if err := n.Do(ctx, append([]string{"ACL", "SETUSER", "eve"}, rules...)...).Error(); err != nil {
 		t.Fatal(err)
@@ -386,12 +373,8 @@ func TestTransactionExecNotPermitted(t *testing.T) {
 func TestTransactionWatchOnTwoPrimaries(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ctx := context.Background()
 	a := "{w2}a"
-	n, err := c.Primary(ctx, slot.Of(a))
-	if err != nil {
-		t.Fatal(err)
-	}
+	n := primaryOf(t, c, a)
 	b := keyWhere(t, c, "w2", "b", func(m *clustertest.Node, _ string) bool { return m != n })
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		addr := serveConfig(t, cfg)
@@ -423,10 +406,7 @@ func keyWhere(t *testing.T, c *clustertest.Cluster, tag, suffix string, ok func(
 	t.Helper()
 	for i := 0; i < 100_000; i++ {
 		key := "{" + tag + strconv.Itoa(i) + "}" + suffix
-		n, err := c.Primary(context.Background(), slot.Of(key))
-		if err != nil {
-			t.Fatal(err)
-		}
+		n := primaryOf(t, c, key)
 		if ok(n, key) {
 			return key
 		}
@@ -444,4 +424,14 @@ func likeTheNode(t *testing.T, what string, got, want []string) {
 			t.Errorf("%sreply %d is %q, want %q as the node's", what, i, got[i], want[i])
 		}
 	}
+}
+
+// primaryOf is the node that serves key's slot as its primary.
+func primaryOf(t *testing.T, c *clustertest.Cluster, key string) *clustertest.Node {
+	t.Helper()
+	n, err := c.Primary(context.Background(), slot.Of(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 	"github.com/sluice-rl/sluice/router/reply"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // A subscriber whose node hangs with its socket open (SIGSTOP) gets an
@@ -78,10 +77,7 @@ func TestPassthroughPubSubReset(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
 	const shard = "{rs}s"
-	node, err := c.Primary(context.Background(), slot.Of(shard))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := primaryOf(t, c, shard)
 	for _, p := range []struct {
 		name    string
 		resp3   bool
