@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 
@@ -57,7 +58,7 @@ const (
 	mergeConcat                // KEYS: every primary's elements
 	mergeSame                  // SCRIPT LOAD, FLUSHALL: the one reply all primaries gave
 	mergeAnd                   // SCRIPT EXISTS: 1 where every primary says 1
-	mergeAnyValue              // RANDOMKEY: the first primary's that is not nil
+	mergeAnyValue              // RANDOMKEY: a random primary's that is not nil
 	mergeScan                  // SCAN: one primary's page, its cursor made sluice's
 	mergeUnion                 // PUBSUB CHANNELS: every primary's elements, once each
 	mergePairSum               // PUBSUB NUMSUB: [name, count, ...] with counts summed
@@ -442,7 +443,11 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		}
 		return parts[0]
 	case mergeAnyValue:
-		for _, p := range parts {
+		// From a primary drawn at random, as Redis draws from all its keys:
+		// always the first one's would never give the others' keys.
+		first := rand.IntN(len(parts))
+		for i := range parts {
+			p := parts[(first+i)%len(parts)]
 			if !bytes.Equal(p, []byte("$-1\r\n")) && !bytes.Equal(p, []byte("_\r\n")) {
 				return p
 			}

@@ -414,8 +414,18 @@ func TestPassthroughFansOut(t *testing.T) {
 	if got := conn.do("SCAN", "255"); got != "-ERR invalid cursor\r\n" {
 		t.Errorf("SCAN of a cursor no primary has: %q", got)
 	}
-	if got := conn.do("RANDOMKEY"); !strings.HasPrefix(got, "$") || got == "$-1\r\n" {
-		t.Errorf("RANDOMKEY: %q, want a key", got)
+	// RANDOMKEY draws from every primary, not always the first one's keys:
+	// 60 draws over 3 primaries all from one would be chance (3^-59).
+	from := map[string]bool{}
+	for range 60 {
+		got := conn.do("RANDOMKEY")
+		if !strings.HasPrefix(got, "$") || got == "$-1\r\n" {
+			t.Fatalf("RANDOMKEY: %q, want a key", got)
+		}
+		from[primaryOf(t, c, strings.Split(got, "\r\n")[1]).Addr] = true
+	}
+	if len(from) < 2 {
+		t.Errorf("RANDOMKEY: 60 keys from %d primary, want keys of every primary", len(from))
 	}
 	// A script loaded through sluice runs by EVALSHA on every primary.
 	sha := conn.do("SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])")
