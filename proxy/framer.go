@@ -33,7 +33,8 @@ const (
 	defaultQueryBufferLimit = 1 << 30
 	// PROTO_INLINE_MAX_SIZE: an inline (telnet) command line.
 	maxInline = 64 << 10
-	// "*" or "$", digits and CRLF: no header Redis accepts is longer.
+	// Digits and CR after the "*" or "$": no header Redis accepts is
+	// longer, and only this much of one is kept.
 	maxHeaderLine = 32
 )
 
@@ -46,6 +47,8 @@ var (
 	errBulkLength       = errors.New("invalid bulk length")
 	errMultibulkLength  = errors.New("invalid multibulk length")
 	errUnbalancedQuotes = errors.New("unbalanced quotes in request")
+	errTooBigCount      = errors.New("too big mbulk count string")
+	errTooBigBulkCount  = errors.New("too big bulk count string")
 	errUnauthMultibulk  = errors.New("unauthenticated multibulk length")
 	errUnauthBulk       = errors.New("unauthenticated bulk length")
 )
@@ -70,11 +73,11 @@ type framer struct {
 	unauth bool
 
 	state frameState
-	line  [maxHeaderLine]byte // header line so far
-	nline int
-	nargs int64 // arguments left in the command
-	left  int64 // bytes left of a bulk (with its CRLF) or an inline line
-	size  int64 // bytes of the current command so far
+	line  [maxHeaderLine]byte // the header line's first bytes
+	nline int                 // its length so far
+	nargs int64               // arguments left in the command
+	left  int64               // bytes left of a bulk (with its CRLF) or an inline line
+	size  int64               // bytes of the current command so far
 }
 
 // scan consumes p and returns how many bytes are well framed; when that is
@@ -120,14 +123,25 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 			}
 		case inCount, inBulkLen:
 			if c != '\n' {
-				if f.nline == maxHeaderLine {
+				switch {
+				case f.nline < maxHeaderLine:
+					f.line[f.nline] = c
+				case bytes.IndexByte(f.line[:], '\r') >= 0:
+					// Redis ends a header at its first CR and the byte
+					// after it: here, one longer than any number.
 					return i, false, f.headerErr()
+				case c == '\r':
+					f.line[maxHeaderLine-1] = c // the next byte ends it
+				case f.nline+2 > maxInline:
+					// Without a CR, Redis waits for one until the header
+					// (its '*' or '$', the line and c) is past
+					// PROTO_INLINE_MAX_SIZE.
+					return i, false, f.tooBigErr()
 				}
-				f.line[f.nline] = c
 				f.nline++
 				continue
 			}
-			n, ok := int64(-1), f.nline > 0 && f.line[f.nline-1] == '\r'
+			n, ok := int64(-1), f.nline > 0 && f.nline <= maxHeaderLine && f.line[f.nline-1] == '\r'
 			if ok {
 				n, ok = parseRedisInt(f.line[:f.nline-1]) // a header is read as Redis reads it
 			}
@@ -190,6 +204,13 @@ func (f *framer) headerErr() error {
 		return errMultibulkLength
 	}
 	return errBulkLength
+}
+
+func (f *framer) tooBigErr() error {
+	if f.state == inCount {
+		return errTooBigCount
+	}
+	return errTooBigBulkCount
 }
 
 // splitArgs appends the arguments of raw, one whole multibulk command that

@@ -629,7 +629,14 @@ func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
 			{"argument without its CRLF", "*1\r\n$4\r\nPINGxx", "-ERR Protocol error: invalid bulk length"},
 			{"a byte past ASCII for a bulk", "*1\r\n\xff\r\n", "-ERR Protocol error: expected '$', got '\xff'"},
 			{"a newline for a bulk", "*1\r\n\n", "-ERR Protocol error: expected '$', got ' '"},
-			{"endless header", "*1\r\n$" + strings.Repeat("1", 40), "-ERR Protocol error: invalid bulk length"},
+			// Redis reads a header up to its first CR and the byte after it:
+			// one longer than any number is refused once that is there, or,
+			// without a CR, once it is past PROTO_INLINE_MAX_SIZE (the '*'
+			// or '$' included), in other words.
+			{"long header", "*1\r\n$" + strings.Repeat("1", 40) + "\r\n", "-ERR Protocol error: invalid bulk length"},
+			{"long header and its CR", "*1\r\n$" + strings.Repeat("1", 40) + "\rx", "-ERR Protocol error: invalid bulk length"},
+			{"endless header", "*1\r\n$" + strings.Repeat("1", 64<<10), "-ERR Protocol error: too big bulk count string"},
+			{"endless count", "*" + strings.Repeat("1", 64<<10), "-ERR Protocol error: too big mbulk count string"},
 			// Redis's limits: PROTO_INLINE_MAX_SIZE, INT_MAX arguments and
 			// proto-max-bulk-len (the query buffer's is in framing_test.go).
 			{"endless inline", strings.Repeat("x", 64<<10+1), "-ERR Protocol error: too big inline request"},
