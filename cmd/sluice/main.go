@@ -215,6 +215,18 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
 	}
+	if o.cluster != "" {
+		// A seed that is no address is a mistake in the deployment: taken,
+		// sluice would start and answer by the fallback policy for ever.
+		seeds := strings.Split(o.cluster, ",")
+		for i, seed := range seeds {
+			seeds[i] = strings.TrimSpace(seed) // "a:1, b:2", as lists are written
+			if _, port, err := net.SplitHostPort(seeds[i]); err != nil || port == "" {
+				return o, fmt.Errorf("--cluster must be host:port[,host:port...], not %q", o.cluster)
+			}
+		}
+		o.cluster = strings.Join(seeds, ",")
+	}
 	if o.announce != "" {
 		if _, port, err := net.SplitHostPort(o.announce); err != nil || port == "" {
 			return o, fmt.Errorf("--announce must be host:port, not %q", o.announce)

@@ -434,3 +434,24 @@ func TestSecondSIGINTExitsAtOnce(t *testing.T) {
 		t.Fatal("sluice still runs 20s after a second SIGINT (its shutdown timeout is 60s)")
 	}
 }
+
+// --cluster is host:port[,host:port...]: a seed that is not one is a
+// mistake in the deployment, refused at start with the flag named, rather
+// than a sluice that starts and answers by the fallback policy forever.
+func TestClusterSeedsChecked(t *testing.T) {
+	for _, cluster := range []string{"redis", "127.0.0.1:7000,", "127.0.0.1:7000,,127.0.0.1:7001", "127.0.0.1", "127.0.0.1:"} {
+		// parseFlags, not run: a sluice that took the seed would serve.
+		if _, err := parseFlags([]string{"--cluster", cluster}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "--cluster") {
+			t.Errorf("--cluster %q: %v; want it refused, the flag named", cluster, err)
+		}
+	}
+	// A list written with spaces after its commas, as in YAML's flow
+	// style, is the same seeds.
+	o, err := parseFlags([]string{"--cluster", "127.0.0.1:7000, 127.0.0.1:7001", "--listen", "127.0.0.1:0"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Split(o.cluster, ","); !slices.Equal(got, []string{"127.0.0.1:7000", "127.0.0.1:7001"}) {
+		t.Errorf("seeds: %q", got)
+	}
+}
