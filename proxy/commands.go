@@ -258,14 +258,14 @@ func truncate(b []byte) string {
 // cut128 is what Redis's "%.128s" prints of b.
 func cut128(b []byte) []byte { return b[:min(len(b), 128)] }
 
-func cmdPing(_ *Server, _ *client, conn respConn, args [][]byte) {
+func cmdPing(s *Server, _ *client, conn respConn, args [][]byte) {
 	switch len(args) {
 	case 1:
 		conn.WriteString("PONG")
 	case 2:
 		conn.WriteBulk(args[1])
 	default:
-		conn.WriteError("ERR wrong number of arguments for 'ping' command")
+		s.writeError(conn, errors.New("ERR wrong number of arguments for 'ping' command"))
 	}
 }
 

@@ -162,3 +162,28 @@ func TestErrorRepliesCountTheNodes(t *testing.T) {
 		}
 	})
 }
+
+// PING's own arity error is an error reply like any other: INFO and the
+// metric count it, as Redis counts it in total_error_replies.
+func TestPingArityErrorCounted(t *testing.T) {
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Decider, cfg.Backend = router.NewMemory(0), "embedded"
+		srv := serveOn(t, ln, cfg)
+		conn := dialRaw(t, ln.Addr().String())
+		if got := conn.do("PING", "a", "b"); got != "-ERR wrong number of arguments for 'ping' command\r\n" {
+			t.Fatalf("PING a b: %q", got)
+		}
+		if info := conn.do("INFO", "stats"); !strings.Contains(info, "\r\ntotal_error_replies:1\r\n") {
+			t.Errorf("INFO stats: %q, want total_error_replies:1", info)
+		}
+		rec := httptest.NewRecorder()
+		srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		if want := "\nsluice_error_replies_total 1\n"; !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	})
+}
