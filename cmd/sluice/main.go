@@ -431,6 +431,16 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
 	}
 
+	// Listened on before the start is logged: a start that fails here
+	// must not have said "sluice started".
+	var mln net.Listener
+	if o.metrics != "" {
+		if mln, err = net.Listen("tcp", o.metrics); err != nil {
+			log.Error("cannot listen for metrics", zap.Error(err))
+			return 1
+		}
+		defer mln.Close()
+	}
 	lns, err := listeners(o)
 	if err != nil {
 		log.Error("cannot listen", zap.Error(err))
@@ -451,13 +461,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		zap.String("version", buildVersion()))
 
 	var ready atomic.Bool // serving: the cluster answered, or its keys go to the fallback
-	if o.metrics != "" {
-		mln, err := net.Listen("tcp", o.metrics)
-		if err != nil {
-			log.Error("cannot listen for metrics", zap.Error(err))
-			return 1
-		}
-		defer mln.Close()
+	if mln != nil {
 		go http.Serve(mln, metricsMux(srv, &ready))
 		log.Info("metrics listening", zap.String("addr", mln.Addr().String()))
 	}

@@ -455,3 +455,21 @@ func TestClusterSeedsChecked(t *testing.T) {
 		t.Errorf("seeds: %q", got)
 	}
 }
+
+// A --metrics-listen that cannot be listened on stops the start before
+// "sluice started" is logged: a supervisor or an operator reading the log
+// must not see a start that did not happen.
+func TestMetricsListenFailsBeforeStarted(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, addr := range []string{"no-port", taken.Addr().String()} {
+		var out strings.Builder
+		code := run([]string{"--listen", "127.0.0.1:0", "--metrics-listen", addr, "--log-format", "json"}, noEnv, &out)
+		if code != 1 || !strings.Contains(out.String(), "cannot listen for metrics") || strings.Contains(out.String(), "sluice started") {
+			t.Errorf("--metrics-listen %s: exit %d, log:\n%s\nwant 1, the failure, and no start", addr, code, out.String())
+		}
+	}
+}
