@@ -664,6 +664,7 @@ func (l *loop) deliver(d decision) {
 	if n := r.decisions(d.idx); n > 0 {
 		l.s.metrics.observe(r.start, l.now, n)
 	}
+	l.s.countLost(nil, r, d.idx)
 	if !r.deliver(d.idx, l.markFn) {
 		return
 	}
@@ -943,6 +944,7 @@ func (l *loop) close(c *fdConn) {
 	}
 	delete(l.conns, c.id)
 	c.gone = true
+	l.s.countLost(c.q[c.head:], nil, nil)
 	c.cancelBlocked()
 	c.unpin()
 	if c.tunnel != nil {

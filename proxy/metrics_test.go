@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"net"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -186,4 +188,68 @@ func TestPingArityErrorCounted(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	})
+}
+
+// A client that sends a pipeline and goes before its replies are out:
+// the bucket took its decisions, which the backend's decisions_cluster
+// and the duration histogram count, and so must throttle_allowed and
+// throttle_limited in INFO and sluice_decisions_total (they counted only
+// the replies rendered, a fifth of them). An event loop, where a client
+// can go while its round is at the cluster.
+func TestDecisionsOfAGoneClientCount(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serveOn(t, ln, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", Loops: 1})
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A forwarded GET first: THROTTLEs decided behind it wait for its
+	// reply, and may be decided and not yet rendered when the client goes.
+	pipeline := "*2\r\n$3\r\nGET\r\n$2\r\ngk\r\n" + strings.Repeat("*5\r\n$8\r\nTHROTTLE\r\n$3\r\ngk1\r\n$3\r\n100\r\n$1\r\n1\r\n$2\r\n1s\r\n", 2000)
+	if _, err := nc.Write([]byte(pipeline)); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	conn := dialRaw(t, ln.Addr().String())
+	field := func(text, name string) int {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `[: ](\d+)\r?$`).FindStringSubmatch(text)
+		if m == nil {
+			return -1
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	var info string
+	infos := 0
+	// Every THROTTLE read is decided: commands read, less the GET and
+	// these INFOs, are the cluster's decisions.
+	waitUntil(t, "every THROTTLE read decided", func() bool {
+		info = conn.do("INFO", "stats", "backend")
+		infos++
+		n := field(info, "decisions_cluster")
+		return n > 0 && n == field(info, "total_commands_processed")-1-infos
+	})
+	decided := field(info, "decisions_cluster")
+	if got := field(info, "throttle_allowed") + field(info, "throttle_limited"); got != decided {
+		t.Errorf("INFO throttle_allowed + throttle_limited: %d, want decisions_cluster %d", got, decided)
+	}
+	rec := httptest.NewRecorder()
+	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	text := rec.Body.String()
+	sum := 0
+	for _, m := range regexp.MustCompile(`(?m)^sluice_decisions_total\{.*\} (\d+)$`).FindAllStringSubmatch(text, -1) {
+		n, _ := strconv.Atoi(m[1])
+		sum += n
+	}
+	if sum != decided {
+		t.Errorf("sluice_decisions_total: %d in all, want decisions_cluster %d", sum, decided)
+	}
+	if got := field(text, "sluice_decision_duration_seconds_count"); got != decided {
+		t.Errorf("sluice_decision_duration_seconds_count %d, want %d", got, decided)
+	}
 }

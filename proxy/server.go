@@ -990,6 +990,13 @@ func (s *Server) reply(w *replyBuf, sl *slot) {
 		s.writeError(w, sl.res.Err)
 		return
 	}
+	s.count(sl)
+	sl.cmd.reply(w, &sl.req, &sl.res)
+}
+
+// count adds a decided bucket request to INFO's and the metrics' figures,
+// and makes a shadow policy's denial the allowed reply it is sent as.
+func (s *Server) count(sl *slot) {
 	if sl.cmd.counts {
 		s.metrics.decided(sl.pol, &sl.res)
 	}
@@ -1004,7 +1011,41 @@ func (s *Server) reply(w *replyBuf, sl *slot) {
 	} else if sl.cmd.counts {
 		s.stats.allowed.Add(1)
 	}
-	sl.cmd.reply(w, &sl.req, &sl.res)
+}
+
+// countLost counts the decisions a client that has gone will never be
+// sent: the bucket took them all the same, the backend's decisions_<source>
+// and the duration histogram count them, and so must throttle_allowed and
+// sluice_decisions_total. pending are its slots decided and not yet
+// rendered when it went; idx (nil: all of r's) are results that came in
+// after, of which those of gone clients count.
+func (s *Server) countLost(pending []slot, r *round, idx []int) {
+	for i := range pending {
+		if sl := &pending[i]; sl.state == slotDecided && sl.cmd != nil && sl.res.Err == nil {
+			s.count(sl)
+		}
+	}
+	if r == nil {
+		return
+	}
+	lost := func(i int) {
+		if i >= len(r.to) || !r.to[i].c.gone || r.res[i].Err != nil {
+			return
+		}
+		c := r.to[i].c
+		sl := &c.q[r.to[i].seq-c.base]
+		sl.res = r.res[i]
+		s.count(sl)
+	}
+	if idx == nil {
+		for i := range r.to {
+			lost(i)
+		}
+		return
+	}
+	for _, i := range idx {
+		lost(i)
+	}
 }
 
 // respConn is where replies go: a redcon.Conn, or a client's share of an
