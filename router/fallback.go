@@ -70,7 +70,7 @@ func (c *Cluster) fallback(reqs []Request, res []Result) {
 		case FallbackClosed:
 			res[i] = Result{Source: SourceClosed, Result: bucket.Result{
 				Limited:    true,
-				RetryAfter: c.cfg.ProbeInterval.Microseconds(),
+				RetryAfter: c.fallbackRetry(r),
 				ResetAfter: fillTime(r.Interval),
 			}}
 		default:
@@ -78,8 +78,24 @@ func (c *Cluster) fallback(reqs []Request, res []Result) {
 			scaled.Interval = c.scale(r.Interval)
 			res[i] = c.local.decide(&scaled, now)
 			res[i].Source = SourceLocal
+			if res[i].Limited && res[i].RetryAfter < 0 {
+				// The share's bucket can never hold cost; the limit's
+				// may, once the shard is back.
+				res[i].RetryAfter = c.fallbackRetry(r)
+			}
 		}
 	}
+}
+
+// fallbackRetry is a fallback denial's retry_after: the probe interval, when
+// the shard may answer again, or -1 for a cost above the capacity, which
+// no bucket of this limit can ever grant (the reply promises -1 then,
+// whatever decided it).
+func (c *Cluster) fallbackRetry(r *Request) int64 {
+	if r.Cost > r.Interval.Capacity {
+		return -1
+	}
+	return c.cfg.ProbeInterval.Microseconds()
 }
 
 // scale grants this instance its share of a limit: share x the capacity

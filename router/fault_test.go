@@ -813,3 +813,31 @@ func TestResetIsNoDecision(t *testing.T) {
 		t.Errorf("a reset without a cluster: %d decisions, want 0", n)
 	}
 }
+
+// A cost above the capacity can never succeed, and the reply says so with
+// a retry_after of -1 whoever decides it; a cost within the capacity is
+// worth retrying once the shard is back, however small this instance's
+// share of the bucket is. (No seed answers: every call is a fallback's.)
+func TestFallbackRetryAfterNeverOnlyAboveTheCapacity(t *testing.T) {
+	iv := interval(t, 4, 1, 3_600_000_000)
+	for _, tc := range []struct {
+		policy router.Policy
+		cost   int64
+		retry  int64 // µs; -1: never
+	}{
+		{router.FallbackClosed, 4, 100_000},
+		{router.FallbackClosed, 5, -1},
+		{router.FallbackOpen, 5, -1},
+		// A share of 0.5 holds 2 of the 4 tokens: 3 can never come from
+		// it, but the cluster's bucket holds them.
+		{router.FallbackLocal, 3, 100_000},
+		{router.FallbackLocal, 5, -1},
+	} {
+		r := newRouter(t, []string{"127.0.0.1:1"}, router.ClusterConfig{Fallback: tc.policy, Share: 0.5})
+		res := make([]router.Result, 1)
+		submit(r, context.Background(), []router.Request{{Key: "k", Interval: iv, Cost: tc.cost}}, res)
+		if res[0].Err != nil || !res[0].Limited || res[0].RetryAfter != tc.retry {
+			t.Errorf("%v, cost %d of 4: got %+v, want denied with retry_after %d µs", tc.policy, tc.cost, res[0], tc.retry)
+		}
+	}
+}
