@@ -151,7 +151,7 @@ func TestManyOnCluster(t *testing.T) {
 					continue
 				}
 				st := vc.Steps[i]
-				iv, err := vc.Limit().Interval()
+				iv, err := vc.LimitAt(st).Interval()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -57,12 +57,12 @@ func TestThrottleOnCluster(t *testing.T) {
 		us, _ := strconv.ParseInt(tm[1], 10, 64)
 		start := sec*1_000_000 + us + 600_000_000
 		for ci, vc := range buckettest.Cases() {
-			iv, err := vc.Limit().Interval()
-			if err != nil {
-				t.Fatal(err)
-			}
 			key := "vec:" + strconv.Itoa(ci)
 			for i, s := range vc.Steps {
+				iv, err := vc.LimitAt(s).Interval()
+				if err != nil {
+					t.Fatal(err)
+				}
 				r := one(t, lua.Call{Key: key, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: s.Cost, Now: start + s.T})
 				if got := buckettest.Got(bucket.Result(r)); got != s.Want {
 					t.Fatalf("%s, step %d (t=%d cost=%d): got %v, want %v", vc.Name, i, s.T, s.Cost, got, s.Want)

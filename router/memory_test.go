@@ -23,13 +23,13 @@ func TestMemoryVectors(t *testing.T) {
 	var now int64
 	m := newMemory(func() int64 { return now }, 0)
 	for ci, c := range buckettest.Cases() {
-		iv, err := c.Limit().Interval()
-		if err != nil {
-			t.Fatal(err)
-		}
 		key := strconv.Itoa(ci)
 		res := make([]Result, 1)
 		for i, s := range c.Steps {
+			iv, err := c.LimitAt(s).Interval()
+			if err != nil {
+				t.Fatal(err)
+			}
 			now = buckettest.Start + s.T
 			m.Decide(context.Background(), []Request{{Key: key, Interval: iv, Cost: s.Cost}}, res)
 			if got := buckettest.Got(res[0].Result); got != s.Want {

@@ -12,12 +12,12 @@ import (
 func TestVectors(t *testing.T) {
 	for _, c := range buckettest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			iv, err := c.Limit().Interval()
-			if err != nil {
-				t.Fatal(err)
-			}
 			var tat int64
 			for i, s := range c.Steps {
+				iv, err := c.LimitAt(s).Interval()
+				if err != nil {
+					t.Fatal(err)
+				}
 				r, store := bucket.Take(tat, buckettest.Start+s.T, iv, s.Cost)
 				if got := buckettest.Got(r); got != s.Want {
 					t.Fatalf("step %d (t=%d cost=%d): got %v, want %v", i, s.T, s.Cost, got, s.Want)

@@ -35,6 +35,20 @@ type Step struct {
 	T    int64
 	Cost int64
 	Want [4]int64 // limited, remaining, retry_after_us, reset_after_us
+	// Capacity, Refill and PeriodUS, when Capacity is set, are this
+	// step's limit instead of the case's: a bucket is shared by every
+	// limit that names its key.
+	Capacity int64
+	Refill   int64
+	PeriodUS int64 `json:"period_us"`
+}
+
+// LimitAt is the limit step s is taken under.
+func (c Case) LimitAt(s Step) bucket.Limit {
+	if s.Capacity != 0 {
+		return bucket.Limit{Capacity: s.Capacity, Refill: s.Refill, Period: s.PeriodUS}
+	}
+	return c.Limit()
 }
 
 // Got puts a result in the shape of Step.Want.
