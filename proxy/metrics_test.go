@@ -253,3 +253,73 @@ func TestDecisionsOfAGoneClientCount(t *testing.T) {
 		t.Errorf("sluice_decision_duration_seconds_count %d, want %d", got, decided)
 	}
 }
+
+// The open and closed fallbacks answer as the README says, in every
+// command's units, and INFO and the metrics count their decisions alike.
+// No seed answers, so the fallback decides every call.
+func TestOpenAndClosedRepliesAndCounts(t *testing.T) {
+	for _, tc := range []struct {
+		policy  router.Policy
+		replies []string // THROTTLE k 2 1 1s, its cost 3, CL.THROTTLE k 1 1 1, GCRA k 1 1 1
+		counts  []string
+	}{
+		{router.FallbackOpen, []string{
+			// As if the bucket were full: what the cluster says of a new key.
+			"*5\r\n:0\r\n:2\r\n:1\r\n:-1\r\n:1000\r\n",
+			"*5\r\n:1\r\n:2\r\n:2\r\n:-1\r\n:0\r\n",
+			"*5\r\n:0\r\n:2\r\n:1\r\n:-1\r\n:1\r\n",
+			"*5\r\n:0\r\n:2\r\n:1\r\n:-1\r\n:1\r\n",
+		}, []string{
+			"decisions_open:4", "throttle_allowed:3", "throttle_limited:1",
+			`sluice_decisions_total{policy="inline",result="allowed",source="open"} 3`,
+			`sluice_decisions_total{policy="inline",result="limited",source="open"} 1`,
+		}},
+		{router.FallbackClosed, []string{
+			// Denied, retry after the 100 ms probe interval (1 s rounded
+			// up), but never for a cost above the capacity.
+			"*5\r\n:1\r\n:2\r\n:0\r\n:100\r\n:2000\r\n",
+			"*5\r\n:1\r\n:2\r\n:0\r\n:-1\r\n:2000\r\n",
+			"*5\r\n:1\r\n:2\r\n:0\r\n:1\r\n:2\r\n",
+			"*5\r\n:1\r\n:2\r\n:0\r\n:1\r\n:2\r\n",
+		}, []string{
+			"decisions_closed:4", "throttle_allowed:0", "throttle_limited:4",
+			`sluice_decisions_total{policy="inline",result="limited",source="closed"} 4`,
+		}},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			r := router.NewCluster(router.ClusterConfig{Seeds: []string{"127.0.0.1:1"}, HotThreshold: -1, Fallback: tc.policy})
+			t.Cleanup(r.Close)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := proxy.New(proxy.Config{Decider: r, Backend: "cluster"})
+			go srv.Serve(ln)
+			t.Cleanup(func() { srv.Close() })
+			conn := dialRaw(t, ln.Addr().String())
+			for i, args := range [][]string{
+				{"THROTTLE", "k", "2", "1", "1s"}, {"THROTTLE", "k", "2", "1", "1s", "3"},
+				{"CL.THROTTLE", "k", "1", "1", "1"}, {"GCRA", "k", "1", "1", "1"},
+			} {
+				if got := conn.do(args...); got != tc.replies[i] {
+					t.Errorf("%q: got %q, want %q", args, got, tc.replies[i])
+				}
+			}
+			// A reset is no decision: answered an error, counted as none.
+			if got := conn.do("THROTTLE.RESET", "k"); !strings.HasPrefix(got, "-ERR router: reset not applied to the cluster") {
+				t.Errorf("THROTTLE.RESET: got %q", got)
+			}
+			rec := httptest.NewRecorder()
+			srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			text := conn.do("INFO", "ALL") + rec.Body.String()
+			for _, want := range tc.counts {
+				if !strings.Contains(text, want+"\r\n") && !strings.Contains(text, want+"\n") {
+					t.Errorf("INFO and metrics lack %q", want)
+				}
+			}
+			if t.Failed() {
+				t.Log(text)
+			}
+		})
+	}
+}
