@@ -355,6 +355,13 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 				c.drainFirst = true
 			}
 		}
+		if resp3 != c.resp3 && c.pin == nil && c.inFlight() > 0 {
+			// Its next commands go on sluice's connections of the other
+			// protocol, where they could run before those still on the
+			// old ones (an INCR, then a GET of its key): as with one
+			// connection to a node, they wait until these are answered.
+			c.drainFirst = true
+		}
 		c.resp3 = resp3
 		c.out.resp3, c.held.resp3 = c.resp3, c.resp3
 	}

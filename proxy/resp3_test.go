@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // After HELLO 3 sluice's own replies take RESP3's types where Redis 7's
@@ -144,6 +145,37 @@ func TestCommandDocsAndKeySpecs(t *testing.T) {
 		want := "*1\r\n*2\r\n$1\r\nr\r\n" + set + "2\r\n+RM\r\n+delete\r\n"
 		if got := conn.do("COMMAND", "GETKEYSANDFLAGS", "THROTTLE.RESET", "r"); got != want {
 			t.Errorf("RESP3 %v: COMMAND GETKEYSANDFLAGS THROTTLE.RESET r: %q, want %q", resp3, got, want)
+		}
+	}
+}
+
+// A command pipelined after a HELLO that switches the protocol goes on
+// another of sluice's connections to the node than the ones before it,
+// yet it runs after them, as on one connection to the node: an INCR and
+// then, in the other protocol, a GET of its key sees the increment, and
+// the replies are the node's bytes.
+func TestHelloSwitchKeepsPipelineOrder(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		for i := range 10 {
+			key := fmt.Sprintf("hs:%d:%d", loops, i)
+			pipeline := func(k string) [][]string {
+				return [][]string{{"INCR", k}, {"HELLO", "3"}, {"GET", k}, {"INCR", k}, {"HELLO", "2"}, {"GET", k}, {"INCR", k}, {"HELLO", "3"}, {"GET", k}}
+			}
+			straight := dialRaw(t, primaryOf(t, c, "{"+key+"}d").Addr)
+			through.send(pipeline("{" + key + "}s")...)
+			straight.send(pipeline("{" + key + "}d")...)
+			var got, want []string
+			for _, cmd := range pipeline(key) {
+				g, w := through.read(), straight.read()
+				if cmd[0] != "HELLO" { // HELLO's reply is sluice's own
+					got, want = append(got, g), append(want, w)
+				}
+			}
+			likeTheNode(t, fmt.Sprintf("loops %d, pipeline %d: ", loops, i), got, want)
+			through.do("HELLO", "2")
 		}
 	}
 }
