@@ -49,10 +49,18 @@ func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 	if err := s.toTunnel(c, args); err != nil {
 		return err
 	}
-	if !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe") {
+	switch {
+	case !c.resp3 && (name == "subscribe" || name == "psubscribe" || name == "ssubscribe"):
 		// In subscribed mode only once the node confirmed it: one that
 		// refused it (ACL, CROSSSLOT) leaves the client out, and the
 		// next command must be served as the node would serve it then.
+		c.drainFirst = true
+	case c.resp3:
+		// Its next commands go on other connections than the tunnel's:
+		// sent at once, a PUBLISH pipelined after a SUBSCRIBE (or an
+		// UNSUBSCRIBE) of its channel would run before it, and the
+		// client miss its message (or get one). As on one connection to
+		// a node, they wait until the subscription command is answered.
 		c.drainFirst = true
 	}
 	c.published()

@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +219,57 @@ func TestPassthroughPubSubProtocolSwitchSubscribed(t *testing.T) {
 		// Subscribed in RESP2, HELLO is refused, as by a node.
 		if got, want := sub.do("HELLO", "3"), "-ERR Can't execute 'hello'"; !strings.HasPrefix(got, want) {
 			t.Errorf("HELLO 3 in subscribed mode: %q, want %q...", got, want)
+		}
+	})
+}
+
+// A RESP3 client's commands pipelined after a subscription command run
+// after it, as on one connection to a node, though they go on other
+// connections than its tunnel: a PUBLISH (SPUBLISH) after a SUBSCRIBE
+// (SSUBSCRIBE) of its channel pushes the client its message, and one after
+// the UNSUBSCRIBE (SUNSUBSCRIBE) pushes none.
+func TestPassthroughRESP3PublishAfterSubscribe(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		for i := range 5 {
+			for _, kind := range []struct{ sub, pub, unsub, message string }{
+				{"SUBSCRIBE", "PUBLISH", "UNSUBSCRIBE", "message"},
+				{"SSUBSCRIBE", "SPUBLISH", "SUNSUBSCRIBE", "smessage"},
+			} {
+				ch := fmt.Sprintf("{ps%d%s}%d", cfg.Loops, kind.sub, i)
+				conn := dialRaw(t, addr)
+				conn.do("HELLO", "3")
+				conn.send([]string{kind.sub, ch}, []string{kind.pub, ch, "hi"}, []string{"PING"})
+				if got := conn.read(); !strings.HasPrefix(got, ">3\r\n") {
+					t.Fatalf("%s %s: %q", kind.sub, ch, got)
+				}
+				message := fmt.Sprintf(">3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nhi\r\n", len(kind.message), kind.message, len(ch), ch)
+				// The message comes on another connection than PUBLISH's
+				// count and PING's PONG, from another node for PUBLISH (the
+				// cluster bus takes it there): it may come after them.
+				var got []string
+				for len(got) < 3 {
+					conn.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+					b, err := reply.Read(conn.br, nil)
+					if err != nil {
+						t.Fatalf("%s then %s %s: replies %q, then %v", kind.sub, kind.pub, ch, got, err)
+					}
+					got = append(got, string(b))
+				}
+				rest := slices.DeleteFunc(slices.Clone(got), func(s string) bool { return s == message })
+				if len(rest) != 2 || rest[0][0] != ':' || rest[1] != "+PONG\r\n" {
+					t.Errorf("%s then %s %s: replies %q, want the message %q among PUBLISH's count and PONG", kind.sub, kind.pub, ch, got, message)
+				}
+
+				conn.send([]string{kind.unsub, ch}, []string{kind.pub, ch, "hi"}, []string{"PING"})
+				for k, want := range []string{">3\r\n", ":", "+PONG\r\n"} {
+					if got := conn.read(); !strings.HasPrefix(got, want) {
+						t.Errorf("%s then %s %s: reply %d is %q, want %q...", kind.unsub, kind.pub, ch, k, got, want)
+					}
+				}
+			}
 		}
 	})
 }
