@@ -91,6 +91,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 
 func (s *Server) infoClients(b *strings.Builder) {
 	fmt.Fprintf(b, "connected_clients:%d\r\n", s.stats.connected.Load())
+	fmt.Fprintf(b, "maxclients:%d\r\n", s.cfg.MaxClients)
 	blocked := s.clients.list(func(v *clientView) bool { return v.blocked.Load() })
 	fmt.Fprintf(b, "blocked_clients:%d\r\n", len(blocked))
 }

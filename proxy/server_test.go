@@ -910,6 +910,9 @@ func TestMaxClients(t *testing.T) {
 		if info := a.do("INFO", "stats"); !strings.Contains(info, "rejected_connections:1\r\n") {
 			t.Errorf("loops %d: INFO stats lacks rejected_connections:1: %q", loops, info)
 		}
+		if info := a.do("INFO", "clients"); !strings.Contains(info, "\r\nmaxclients:2\r\n") {
+			t.Errorf("loops %d: INFO clients lacks Redis's maxclients:2: %q", loops, info)
+		}
 		b.c.Close()
 		waitUntil(t, "the server sees a client leave", func() bool {
 			return strings.Contains(a.do("INFO", "clients"), "connected_clients:1\r\n")

@@ -265,6 +265,13 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if o.protectedMode != "yes" && o.protectedMode != "no" {
 		return o, fmt.Errorf("--protected-mode must be yes or no, not %q", o.protectedMode)
 	}
+	// Not zapcore.ParseLevel alone: it takes "" as info, and dpanic,
+	// panic and fatal, levels whose logging would stop sluice.
+	switch strings.ToLower(o.logLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return o, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", o.logLevel)
+	}
 	if o.logFormat != "json" && o.logFormat != "console" {
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
 	}

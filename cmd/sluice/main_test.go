@@ -264,7 +264,7 @@ func TestCluster(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	var out strings.Builder
-	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}, {"--nope"}, {"extra"},
+	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}, {"--log-level", ""}, {"--log-level", "fatal"}, {"--nope"}, {"extra"},
 		{"--fallback", "maybe"}, {"--fallback-share", "2"}, {"--fallback-share", "none"}, {"--backend-timeout", "0s"},
 		{"--hot-split", "17"}, {"--hot-threshold", "-1"}, {"--hot-cooldown", "0s"},
 		{"--io-loops", "-2"}, {"--io-loops", "1025"}, {"--maxclients", "0"}, {"--timeout", "-1"}} {
@@ -278,6 +278,9 @@ func TestBadFlags(t *testing.T) {
 	}
 	if code := run(nil, envOf(map[string]string{"SLUICE_LOG_FORMAT": "yaml"}), &out); code != 2 {
 		t.Errorf("SLUICE_LOG_FORMAT=yaml: exit %d, want 2", code)
+	}
+	if code := run(nil, envOf(map[string]string{"SLUICE_LOG_LEVEL": ""}), &out); code != 2 {
+		t.Errorf("SLUICE_LOG_LEVEL= (empty): exit %d, want 2", code)
 	}
 	// Seconds past Redis's bound (INT_MAX) overflowed the duration: this
 	// one wrapped to under a second, and every client was closed at once.
