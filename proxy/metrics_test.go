@@ -145,22 +145,28 @@ func TestErrorRepliesCountTheNodes(t *testing.T) {
 		srv := serveOn(t, ln, cfg)
 		conn := dialRaw(t, ln.Addr().String())
 		conn.do("SET", "er:"+t.Name(), "v")
+		conn.do("SET", "sluice:bk:"+t.Name(), "v") // not a bucket
 		for _, args := range [][]string{
 			{"LPUSH", "er:" + t.Name(), "x"},                     // the node's WRONGTYPE
 			{"EVAL", "return redis.error_reply('MINE no')", "0"}, // a script's error, from the node
 			{"SHUTDOWN"}, // sluice's own refusal
+			{"THROTTLE", "bk:" + t.Name(), "5", "1", "1s"}, // the bucket script's WRONGTYPE: no decision
 		} {
 			if got := conn.do(args...); !strings.HasPrefix(got, "-") {
 				t.Fatalf("%q: got %q, want an error", args, got)
 			}
 		}
-		if info := conn.do("INFO", "stats"); !strings.Contains(info, "\r\ntotal_error_replies:3\r\n") {
-			t.Errorf("INFO stats: %q, want total_error_replies:3", info)
+		if info := conn.do("INFO", "stats"); !strings.Contains(info, "\r\ntotal_error_replies:4\r\n") {
+			t.Errorf("INFO stats: %q, want total_error_replies:4", info)
 		}
 		rec := httptest.NewRecorder()
 		srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		if want := "\nsluice_error_replies_total 3\n"; !strings.Contains(rec.Body.String(), want) {
-			t.Errorf("metrics lack %q:\n%s", want, rec.Body.String())
+		// The duration is observed for what sluice_decisions_total counts:
+		// not the THROTTLE answered an error.
+		for _, want := range []string{"\nsluice_error_replies_total 4\n", "\nsluice_decision_duration_seconds_count 0\n"} {
+			if !strings.Contains(rec.Body.String(), want) {
+				t.Errorf("metrics lack %q:\n%s", want, rec.Body.String())
+			}
 		}
 	})
 }

@@ -607,19 +607,20 @@ func (r *round) submit(ctx context.Context, d Decider, f Forwarder, via router.P
 }
 
 // decisions is how many of idx (nil: all) are decisions' results: bucket
-// requests that take (THROTTLE, CL.THROTTLE, GCRA), not resets.
+// requests that take (THROTTLE, CL.THROTTLE, GCRA) and were decided, not
+// resets and not errors, as sluice_decisions_total counts them.
 func (r *round) decisions(idx []int) int {
 	n := 0
 	if idx == nil {
 		for i := range r.to {
-			if r.reqs[i].Op == router.Take {
+			if r.reqs[i].Op == router.Take && r.res[i].Err == nil {
 				n++
 			}
 		}
 		return n
 	}
 	for _, i := range idx {
-		if i < len(r.to) && r.reqs[i].Op == router.Take {
+		if i < len(r.to) && r.reqs[i].Op == router.Take && r.res[i].Err == nil {
 			n++
 		}
 	}
