@@ -41,8 +41,10 @@ import (
 // second connection subscribes to a channel and a pattern, a message is
 // published once both are confirmed, both deliveries are awaited, then
 // both unsubscribed, each as the library reports it); SCAN over the
-// whole key space; EVAL, SCRIPT LOAD and EVALSHA; and, through sluice
-// only, THROTTLE and GCRA, checked against the README's answers.
+// whole key space; EVAL, SCRIPT LOAD and EVALSHA; the article's
+// client-side token bucket (bench/article.lua) by EVAL, as the article's
+// ioredis code calls it; and, through sluice only, THROTTLE and GCRA,
+// checked against the README's answers.
 //
 // Each client runs in up to four ways, each on keys of its own prefix
 // (the same length for all four, replaced by "<p>" before comparing):
@@ -74,9 +76,13 @@ func TestCompat(t *testing.T) {
 			t.Fatalf("tag %q: a tag cannot hold braces", tag)
 		}
 	}
+	script, err := os.ReadFile(filepath.Join("..", "bench", "article.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	e := &compatEnv{cluster: c, sluice: serveConfig(t, proxy.Config{Decider: r, Forwarder: r})}
+	e := &compatEnv{cluster: c, sluice: serveConfig(t, proxy.Config{Decider: r, Forwarder: r}), article: string(script)}
 	e.checkTags(t)
 
 	for _, cl := range compatClients() {
@@ -118,6 +124,33 @@ type compatPlan struct {
 	Protocol int            `json:"protocol"` // RESP version, where the client can choose
 	Only     []string       `json:"only,omitempty"`
 	Tags     compatPlanTags `json:"tags"`
+	Article  compatArticle  `json:"article"`
+}
+
+// compatArticle is the article step: its script, bench/article.lua (the
+// article's tokenBucketScript), and the arguments of its EVALs, each
+// capacity, fill rate, cost and now. now is given, not read from a
+// clock, so that every run's answers are the same.
+type compatArticle struct {
+	Script string     `json:"script"`
+	Calls  [][]string `json:"calls"`
+}
+
+// compatArticleCalls and compatArticleWant are the article step's calls
+// on one bucket and its answers ({allowed, tokens left}): two taken, one
+// refused, one taken after 3 s of refill. The direct run must answer
+// them, so that the step cannot pass on two runs failing alike.
+var (
+	compatArticleCalls = [][]string{{"10", "1", "4", "1000"}, {"10", "1", "4", "1000"}, {"10", "1", "4", "1000"}, {"10", "1", "4", "1003"}}
+	compatArticleWant  = `[[1,6],[1,2],[0,2],[1,1]]`
+)
+
+// compatScript is the script's steps, in the order every client's
+// direct run reports them: a step that a driver leaves out would
+// otherwise be compared with nothing and pass.
+var compatScript = []string{
+	"strings", "hashes", "lists", "sets", "zsets", "streams", "expiry", "multikey", "pipeline",
+	"tx", "tx_cross", "blpop", "pubsub", "scripts", "scan", "article",
 }
 
 func (p compatPlan) wants(step string) bool {
@@ -139,6 +172,7 @@ type compatEnv struct {
 	cluster *clustertest.Cluster
 	sluice  string
 	node    string // the primary of compatTags.Node and compatTags.Other
+	article string // bench/article.lua
 }
 
 // checkTags finds the primary of the transactions' slots and checks that
@@ -261,7 +295,8 @@ func (e *compatEnv) compare(ctx context.Context, t *testing.T, cl compatClient) 
 	plan := func(run string, addr string, cluster, sluice bool, only ...string) compatPlan {
 		return compatPlan{
 			Addr: addr, Cluster: cluster, Sluice: sluice, Only: only, Tags: compatTags, Protocol: 2,
-			Prefix: "cmp:" + cl.name + ":" + run + ":",
+			Prefix:  "cmp:" + cl.name + ":" + run + ":",
+			Article: compatArticle{Script: e.article, Calls: compatArticleCalls},
 		}
 	}
 	runs := []struct {
@@ -296,6 +331,12 @@ func (e *compatEnv) compare(ctx context.Context, t *testing.T, cl compatClient) 
 	direct, node := out["direct"], out["node"]
 	if len(direct.order) == 0 {
 		t.Fatal("the direct run reported nothing to compare with")
+	}
+	if !slices.Equal(direct.order, compatScript) {
+		t.Errorf("the direct run reported steps %v, want %v", direct.order, compatScript)
+	}
+	if got, ok := direct.steps["article"]; ok && got != compatArticleWant {
+		t.Errorf("direct: step article: got %s, want %s", got, compatArticleWant)
 	}
 	compatSame(t, "sluice -c", direct, out["sluice -c"], direct.order)
 	var rest []string
@@ -1044,6 +1085,17 @@ func compatGoRedis(proto int) func(context.Context, *compatEnv, compatPlan) (*co
 			sort.Strings(keys)
 			return keys
 		})
+		rec.step(p, "article", func() any {
+			var out []any
+			for _, call := range p.Article.Calls {
+				args := make([]any, len(call))
+				for i, a := range call {
+					args[i] = a
+				}
+				out = append(out, res(c.Eval(ctx, p.Article.Script, []string{k("", "article")}, args...)))
+			}
+			return out
+		})
 		if p.Sluice {
 			for _, step := range []string{"throttle", "gcra"} {
 				rec.step(p, step, func() any {
@@ -1390,6 +1442,13 @@ func compatRueidis(proto int) func(context.Context, *compatEnv, compatPlan) (*co
 			}
 			sort.Strings(keys)
 			return keys
+		})
+		rec.step(p, "article", func() any {
+			var out []any
+			for _, call := range p.Article.Calls {
+				out = append(out, do(b().Eval().Script(p.Article.Script).Numkeys(1).Key(k("", "article")).Arg(call...).Build()))
+			}
+			return out
 		})
 		if p.Sluice {
 			for _, step := range []string{"throttle", "gcra"} {
@@ -1796,6 +1855,13 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 		}
 		sort.Strings(keys)
 		return keys
+	})
+	rec.step(p, "article", func() any {
+		var out []any
+		for _, call := range p.Article.Calls {
+			out = append(out, compatCLIValue(cli(append([]string{"EVAL", p.Article.Script, "1", k("", "article")}, call...)...)))
+		}
+		return out
 	})
 	if p.Sluice {
 		for _, step := range []string{"throttle", "gcra"} {

@@ -207,6 +207,23 @@ const steps = [
     }
     return keys.sort();
   }],
+  // The article's client, unchanged but for the port: a Redis.Cluster
+  // with no options, and eval(tokenBucketScript, 1, key, capacity,
+  // fillRate, cost, now). In standalone mode, a Redis with none either.
+  ['article', async () => {
+    const tokenBucketScript = plan.article.script;
+    const key = P + 'article';
+    const redis = plan.cluster ? new Redis.Cluster([{ host, port }]) : new Redis({ host, port });
+    const out = [];
+    try {
+      for (const [capacity, fillRate, cost, now] of plan.article.calls) {
+        out.push(await r(redis.eval(tokenBucketScript, 1, key, capacity, fillRate, cost, now)));
+      }
+    } finally {
+      redis.disconnect();
+    }
+    return out;
+  }],
 ];
 
 if (plan.sluice) {

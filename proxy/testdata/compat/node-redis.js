@@ -215,6 +215,13 @@ async function main() {
       }
       return keys.sort();
     }],
+    ['article', async () => {
+      const out = [];
+      for (const args of plan.article.calls) {
+        out.push(await r(c.eval(plan.article.script, { keys: [P + 'article'], arguments: args })));
+      }
+      return out;
+    }],
   ];
 
   if (plan.sluice) {

@@ -314,6 +314,11 @@ def scan():
     return sorted(keys)
 
 
+def article():
+    a = plan["article"]
+    return [r(c.eval, a["script"], 1, P + "article", *call) for call in a["calls"]]
+
+
 def cmd(*args):
     return r(c.execute_command, *args)
 
@@ -346,7 +351,7 @@ def gcra():
 def main():
     global c
     steps = [strings, hashes, lists, sets, zsets, streams, expiry, multikey,
-             pipeline, tx, tx_cross, blpop, pubsub, scripts, scan]
+             pipeline, tx, tx_cross, blpop, pubsub, scripts, scan, article]
     if plan["sluice"]:
         steps += [throttle, gcra]
     try:
