@@ -9,17 +9,25 @@ export SLUICE_REQUIRE_REDIS := 1
 
 .PHONY: test deps vet fmt-check cluster cluster-stop fuzz bench bench-hot soak
 
+# deps installs what the tests use when it is missing (TestCompat and
+# TestRedisBenchmarkSuite fail without it under make test). The Node
+# clients are installed again whenever the lock file is newer than what
+# npm last installed (its hidden lock file in node_modules), so that a
+# pull that moves a client's version does not leave the suite on the old
+# one.
 deps:
-	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
+	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && \
+		command -v redis-benchmark >/dev/null 2>&1 || { \
 		echo "installing redis-server and redis-tools"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools; }
 	@command -v node >/dev/null 2>&1 || { \
 		echo "installing nodejs and npm"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
-	@/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || { \
+	@/usr/bin/python3 -c 'import redis.cluster' >/dev/null 2>&1 || { \
 		echo "installing python3-redis"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-redis; }
-	@[ -d proxy/testdata/compat/node_modules ] || npm ci --no-audit --no-fund --prefix proxy/testdata/compat
+	@[ proxy/testdata/compat/node_modules/.package-lock.json -nt proxy/testdata/compat/package-lock.json ] || \
+		npm ci --no-audit --no-fund --prefix proxy/testdata/compat
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
