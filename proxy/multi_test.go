@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router/clustertest"
@@ -434,4 +435,50 @@ func primaryOf(t *testing.T, c *clustertest.Cluster, key string) *clustertest.No
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A watching client whose node is killed, and whose replica is promoted,
+// has lost its watch: WATCH again answers OK, as the README promises for
+// a broken connection (not CROSSSLOT: the key's slot is the one watched,
+// now on the promoted replica), EXEC answers null, and the retry that
+// follows runs on the new primary.
+func TestTransactionWatchAcrossAFailover(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{PartialCoverage: true})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	w := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	k := "{failover}k"
+	victim := primaryOf(t, c, k)
+	w.do("SET", k, "0")
+	if got := w.do("WATCH", k); got != "+OK\r\n" {
+		t.Fatalf("WATCH: %q", got)
+	}
+	victim.Kill()
+	other := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	for deadline := time.Now().Add(15 * time.Second); other.do("GET", k) != "$1\r\n0\r\n"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the key's replica was not promoted, or sluice does not use it")
+		}
+	}
+	if p, err := c.Primary(ctx, slot.Of(k)); err != nil || p == victim {
+		t.Fatalf("the key's primary after the kill: %v, %v", p, err)
+	}
+	if got := w.do("WATCH", k); got != "+OK\r\n" {
+		t.Errorf("WATCH of the same key after its node failed over: %q, want +OK (the watch is lost)", got)
+	}
+	w.send([]string{"MULTI"}, []string{"SET", k, "1"}, []string{"EXEC"})
+	w.read()
+	w.read()
+	if got := w.read(); got != "*-1\r\n" {
+		t.Errorf("EXEC of a lost watch: %q, want null", got)
+	}
+	w.send([]string{"WATCH", k}, []string{"MULTI"}, []string{"SET", k, "2"}, []string{"EXEC"})
+	for _, want := range []string{"+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "*1\r\n+OK\r\n"} {
+		if got := w.read(); got != want {
+			t.Errorf("the retry on the promoted replica: %q, want %q", got, want)
+		}
+	}
+	if got := other.do("GET", k); got != "$1\r\n2\r\n" {
+		t.Errorf("after the retry: %q, want 2", got)
+	}
 }

@@ -875,12 +875,20 @@ func (p *Pin) run(f *forwarded, addr string) {
 	// no transaction could use both, and on the pin's node it would meet
 	// MOVED and lose every watch, silently.
 	crossNode := f.replies == 1 && addr != p.b.addr && isWatch(f.cmd)
-	f.onPin = !abort && !elsewhere && !crossNode
+	// A WATCH after the watch was lost (its connection broke: a node
+	// killed, its slots perhaps on a promoted replica by now) can watch
+	// nothing that counts, since EXEC aborts: it answers OK, as the lost
+	// watches' own did, rather than CROSSSLOT for its node's move or an
+	// error of the dead node's, so the client's retry loop goes on to EXEC.
+	lostWatch := f.replies == 1 && p.lost && isWatch(f.cmd)
+	f.onPin = !abort && !elsewhere && !crossNode && !lostWatch
 	if f.onPin {
 		p.inflight++
 	}
 	p.mu.Unlock()
 	switch {
+	case lostWatch:
+		f.finish(okReply)
 	case crossNode:
 		f.finish(errReply("CROSSSLOT Keys in request don't hash to the same slot"))
 	case abort:
