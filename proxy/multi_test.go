@@ -482,3 +482,57 @@ func TestTransactionWatchAcrossAFailover(t *testing.T) {
 		t.Errorf("after the retry: %q, want 2", got)
 	}
 }
+
+// A watching client whose node is killed keeps working for the keys of
+// the healthy primaries while its watch lasts: the watch is lost with
+// the connection (EXEC answers null), so its commands need not go to the
+// dead node, whose connection error is no answer for another node's key.
+// UNWATCH of the lost watch answers OK.
+func TestTransactionLostWatchOnAKilledNode(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
+	r := newForwarding(t, c)
+	w := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	k := "{killed}k"
+	victim := primaryOf(t, c, k)
+	var healthy string
+	for i := 0; healthy == ""; i++ {
+		if h := "h" + strconv.Itoa(i); primaryOf(t, c, h) != victim {
+			healthy = h
+		}
+	}
+	w.do("SET", healthy, "v")
+	for i, end := range [][]string{{"UNWATCH"}, {"EXEC"}} {
+		if i > 0 {
+			if err := victim.Restart(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitUntil(t, "the key's node answers", func() bool { return w.do("SET", k, "0") == "+OK\r\n" })
+		if got := w.do("WATCH", k); got != "+OK\r\n" {
+			t.Fatalf("WATCH: %q", got)
+		}
+		victim.Kill()
+		// The watch's connection is seen broken at once (kill -9 closes
+		// it); a GET may meet it before that.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			got := w.do("GET", healthy)
+			if got == "$1\r\nv\r\n" {
+				break
+			}
+			if !strings.HasPrefix(got, "-ERR sluice: connection to "+victim.Addr) || time.Now().After(deadline) {
+				t.Fatalf("GET of a healthy node's key in a watch lost with its killed node: %q", got)
+			}
+		}
+		if end[0] == "EXEC" {
+			w.do("MULTI")
+			w.do("SET", healthy, "x")
+		}
+		want := map[string]string{"UNWATCH": "+OK\r\n", "EXEC": "*-1\r\n"}[end[0]]
+		if got := w.do(end...); got != want {
+			t.Errorf("%s of a watch lost with its killed node: %q, want %q", end[0], got, want)
+		}
+		if got := w.do("GET", healthy); got != "$1\r\nv\r\n" {
+			t.Errorf("GET after %s: %q", end[0], got)
+		}
+	}
+}

@@ -881,14 +881,22 @@ func (p *Pin) run(f *forwarded, addr string) {
 	// watches' own did, rather than CROSSSLOT for its node's move or an
 	// error of the dead node's, so the client's retry loop goes on to EXEC.
 	lostWatch := f.replies == 1 && p.lost && isWatch(f.cmd)
-	f.onPin = !abort && !elsewhere && !crossNode && !lostWatch
+	// A watch lost with its connection has nothing left on the pin's node,
+	// which may be dead: with none of the pin's commands in flight, the
+	// client's commands go where their keys are, as without a watch (the
+	// transaction still aborts), and UNWATCH, the only other command
+	// that unpins, has nothing to end.
+	gone := f.replies == 1 && p.lost && p.inflight == 0 && p.b.down()
+	f.onPin = !abort && !elsewhere && !crossNode && !lostWatch && !gone
 	if f.onPin {
 		p.inflight++
 	}
 	p.mu.Unlock()
 	switch {
-	case lostWatch:
+	case lostWatch, gone && unpin:
 		f.finish(okReply)
+	case gone:
+		p.b.c.backend(addr, f.resp3, false).send(f)
 	case crossNode:
 		f.finish(errReply("CROSSSLOT Keys in request don't hash to the same slot"))
 	case abort:
@@ -927,6 +935,13 @@ func (p *Pin) lose() {
 	p.mu.Lock()
 	p.lost = true
 	p.mu.Unlock()
+}
+
+// down reports whether b has no connection and nothing to send or read.
+func (b *backend) down() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conn == nil && len(b.queue) == 0 && len(b.sent) == 0
 }
 
 // Protocol makes the pin's connection speak RESP3 or RESP2 should it be
