@@ -1135,6 +1135,13 @@ func fail(fs []*forwarded, addr string, err error) {
 			f.bucket.lost(err)
 			continue
 		}
+		// A node that cannot be reached may have been replaced: read the
+		// slot map at the next tick, not the next periodic read, so that
+		// passthrough alone finds a promoted replica as soon as a bucket
+		// call would. (f is not to be read once finished.)
+		if f.c != nil {
+			f.c.stale.Store(true)
+		}
 		f.finish(r)
 	}
 }
