@@ -103,6 +103,14 @@ func watchSlot(args [][]byte) (int, error) {
 func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	t := c.multi
 	name := lowerName(args[0])
+	if specs := s.cfg.Forwarder.Commands(); cmd == nil && specs != nil {
+		// CLIENT LIST names what was last read, queued or not, as Redis.
+		if spec, err := cmdspec.Lookup(specs, args); err == nil {
+			c.view.cmd.Store(&spec.Name)
+		} else if strings.HasPrefix(err.Error(), "ERR unknown") {
+			c.view.cmd.Store(nil)
+		}
+	}
 	switch name {
 	case "exec", "discard", "multi", "watch":
 		// Their arity checked first, as Redis checks it: a refused one

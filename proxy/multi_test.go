@@ -536,3 +536,29 @@ func TestTransactionLostWatchOnAKilledNode(t *testing.T) {
 		}
 	}
 }
+
+// CLIENT LIST's cmd= names a transaction's commands as Redis does: each
+// queued one when it is queued, then EXEC, not the MULTI before them.
+func TestClientListNamesTransactionCommands(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		tx, watcher := dialRaw(t, addr), dialRaw(t, addr)
+		id := strings.Trim(tx.do("CLIENT", "ID"), ":\r\n")
+		for _, step := range []struct{ args []string }{
+			{[]string{"MULTI"}},
+			{[]string{"SET", "{cl}k", "v"}},
+			{[]string{"GET", "{cl}k"}},
+			{[]string{"EXEC"}},
+		} {
+			if got := tx.do(step.args...); strings.HasPrefix(got, "-") {
+				t.Fatalf("%q: %q", step.args, got)
+			}
+			want := " cmd=" + strings.ToLower(step.args[0]) + " "
+			if list := watcher.do("CLIENT", "LIST", "ID", id); !strings.Contains(list, want) {
+				t.Errorf("after %q: CLIENT LIST %q, want%s", step.args, list, want)
+			}
+		}
+	})
+}
