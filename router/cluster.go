@@ -506,7 +506,21 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		for j, i := range idx {
 			keys[j] = KeyPrefix + reqs[i].Key
 		}
-		for j, r := range c.resetter.Reset(ctx, to, keys) {
+		results := c.resetter.Reset(ctx, to, keys)
+		errs := make([]error, len(results))
+		for j, r := range results {
+			errs[j] = r.Error()
+		}
+		if again := c.redirected(errs); len(again) > 0 {
+			re := make([]string, len(again))
+			for j, k := range again {
+				re[j] = keys[k]
+			}
+			for j, r := range c.resetter.Reset(ctx, client, re) {
+				results[again[j]] = r
+			}
+		}
+		for j, r := range results {
 			i := idx[j]
 			v, err := r.ToString()
 			if rueidis.IsRedisNil(err) {

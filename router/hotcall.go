@@ -461,6 +461,17 @@ func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
 	res, taken, errs := make([]lua.Result, len(calls)), make([]int64, len(calls)), make([]error, len(calls))
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeout)
 	c.throttle.DoBatch(ctx, c.nodeOr(owner, client), calls, res, taken, errs)
+	if again := c.redirected(errs); len(again) > 0 {
+		re := make([]lua.Call, len(again))
+		for j, i := range again {
+			re[j] = calls[i]
+		}
+		rres, rtaken, rerrs := make([]lua.Result, len(re)), make([]int64, len(re)), make([]error, len(re))
+		c.throttle.DoBatch(ctx, client, re, rres, rtaken, rerrs)
+		for j, i := range again {
+			res[i], taken[i], errs[i] = rres[j], rtaken[j], rerrs[j]
+		}
+	}
 	cancel()
 	for i, g := range gs {
 		if err := errs[i]; err != nil {

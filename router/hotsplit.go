@@ -83,6 +83,9 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf)
+	if c.redirected([]error{err}) != nil {
+		ended, err = c.splitter.End(ctx, *cl, hk.parent, ttf)
+	}
 	if err != nil {
 		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
 	}
@@ -154,6 +157,9 @@ func (c *Cluster) reread(ctx context.Context, hk *hotKey, st *splitState) {
 	res, errs := make([]lua.Result, 1), make([]error, 1)
 	sent := time.Now().UnixNano()
 	c.throttle.Do(ctx, c.nodeOr(owner, *cl), calls, res, errs)
+	if c.redirected(errs) != nil {
+		c.throttle.Do(ctx, *cl, calls, res, errs)
+	}
 	var se *lua.SplitError
 	switch {
 	case errors.As(errs[0], &se):
@@ -210,6 +216,9 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	defer cancel()
 	sent := time.Now().UnixNano()
 	sp, err := c.splitter.Renew(ctx, c.nodeOr(owner, *cl), hk.parent, r)
+	if c.redirected([]error{err}) != nil {
+		sp, err = c.splitter.Renew(ctx, *cl, hk.parent, r)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, lua.ErrNotSplit):

@@ -131,6 +131,26 @@ func isFault(err error) bool {
 		strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY")
 }
 
+// redirected is the indexes of errs that are a MOVED or an ASK, which a
+// shard's own node client does not follow. The node ran nothing for
+// them: they go again through the cluster client, which follows them
+// (ASKING first), as a cluster client does. An ASK lasts as long as the
+// resharding of its slot, which sluice's slot map does not show (the slot
+// is the old owner's until it ends): without this the calls would fail,
+// or go to the fallback, that long. A MOVED also asks for the slot map.
+func (c *Cluster) redirected(errs []error) []int {
+	var idx []int
+	for i, err := range errs {
+		if isRedirect(err) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) > 0 {
+		c.stale.Store(true)
+	}
+	return idx
+}
+
 // isRedirect reports a MOVED or ASK: a shard's own node client does not
 // follow them, and they mean sluice's slot map is behind.
 func isRedirect(err error) bool {
