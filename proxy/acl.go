@@ -19,7 +19,7 @@ import (
 // default user and those of an ACL file, in Redis's own syntax
 // (`user alice on #<sha256> ~rate:* +throttle +@read`), the subset that
 // makes sense for a proxy: on/off, passwords, commands and categories,
-// key patterns. Channels and selectors are refused when loaded: sluice
+// key and channel patterns. Selectors are refused when loaded: sluice
 // could not enforce them.
 type Users struct {
 	byName map[string]*User
@@ -35,10 +35,16 @@ type User struct {
 	// allKeys, or the glob patterns (Redis glob) of the keys it may use.
 	allKeys bool
 	keys    []string
+	// allChannels, or the glob patterns of the pub/sub channels it may
+	// use: none unless given, as Redis 7's acl-pubsub-default
+	// (resetchannels) has it for the users of an ACL file.
+	allChannels bool
+	channels    []string
 	// rules apply in order, the last that matches a command deciding it,
 	// as Redis applies them.
 	rules []aclRule
-	// all: every command on every key, so nothing is checked per command.
+	// all: every command on every key and channel, so nothing is checked
+	// per command.
 	all bool
 }
 
@@ -50,7 +56,7 @@ type aclRule struct {
 }
 
 // allowAll is the user of a sluice that requires no authentication.
-var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, all: true,
+var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, allChannels: true, all: true,
 	rules: []aclRule{{allow: true, all: true}}} // for ACL LIST: all alone is not listed
 
 // ParseUsers reads an ACL file's text (one "user" line per user; blank
@@ -84,7 +90,7 @@ func ParseUsers(text, requirepass string) (*Users, error) {
 		return nil, errors.New("--requirepass and an ACL file that defines the default user: set its password in the file")
 	}
 	if _, ok := us.byName["default"]; !ok {
-		d := &User{name: "default", on: true, nopass: true, allKeys: true, rules: []aclRule{{allow: true, all: true}}}
+		d := &User{name: "default", on: true, nopass: true, allKeys: true, allChannels: true, rules: []aclRule{{allow: true, all: true}}}
 		if requirepass != "" {
 			d.nopass = false
 			d.hashes = [][sha256.Size]byte{sha256.Sum256([]byte(requirepass))}
@@ -138,17 +144,25 @@ func (u *User) apply(r string) error {
 		u.rules = append(u.rules, aclRule{allow: r[0] == '+', name: strings.ToLower(r[1:])})
 	case r == "reset":
 		*u = User{name: u.name}
-	case r == "allchannels", r == "resetchannels":
-		// Channels are not checked: these grant what sluice gives anyway.
+	case r == "allchannels", r == "&*":
+		u.allChannels, u.channels = true, nil
+	case r == "resetchannels":
+		u.allChannels, u.channels = false, nil
+	case strings.HasPrefix(r, "&"):
+		if u.allChannels {
+			// As Redis: the pattern would grant nothing more.
+			return fmt.Errorf("%q: a channel pattern after allchannels (&*) has no effect; resetchannels first", r)
+		}
+		u.channels = append(u.channels, r[1:])
 	default:
-		return fmt.Errorf("%q: not a rule sluice knows (channels and selectors are not enforced, so they are refused)", r)
+		return fmt.Errorf("%q: not a rule sluice knows (selectors are not enforced, so they are refused)", r)
 	}
 	return nil
 }
 
 // settle works out what needs no check per command.
 func (u *User) settle() {
-	u.all = u.on && u.allKeys && len(u.rules) > 0 && u.rules[len(u.rules)-1].all && u.rules[len(u.rules)-1].allow
+	u.all = u.on && u.allKeys && u.allChannels && len(u.rules) > 0 && u.rules[len(u.rules)-1].all && u.rules[len(u.rules)-1].allow
 }
 
 // AuthRequired reports whether a new connection must authenticate: the
@@ -221,6 +235,21 @@ func (u *User) mayUse(key []byte) bool {
 	return false
 }
 
+// mayUseChannel reports whether u may use channel: for a pattern (of
+// PSUBSCRIBE), only one of its own patterns given literally, as Redis
+// checks it.
+func (u *User) mayUseChannel(channel []byte, pattern bool) bool {
+	if u.allChannels {
+		return true
+	}
+	for _, p := range u.channels {
+		if pattern && p == string(channel) || !pattern && glob.Match(string(channel), p) {
+			return true
+		}
+	}
+	return false
+}
+
 // line is u as ACL LIST shows it: passwords by their hashes.
 func (u *User) line() string {
 	var b strings.Builder
@@ -243,7 +272,14 @@ func (u *User) line() string {
 	for _, k := range u.keys {
 		b.WriteString(" ~" + k)
 	}
-	b.WriteString(" resetchannels")
+	if u.allChannels {
+		b.WriteString(" &*")
+	} else {
+		b.WriteString(" resetchannels")
+	}
+	for _, ch := range u.channels {
+		b.WriteString(" &" + ch)
+	}
 	if len(u.rules) == 0 {
 		b.WriteString(" -@all")
 	}
@@ -267,6 +303,7 @@ func (u *User) line() string {
 var (
 	errNoAuth  = errors.New("NOAUTH Authentication required.")
 	errNoKey   = errors.New("NOPERM No permissions to access a key")
+	errNoChan  = errors.New("NOPERM No permissions to access a channel")
 	errBadPass = errors.New("WRONGPASS invalid username-password pair or user is disabled.")
 )
 
@@ -279,7 +316,8 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	}
 	var name string
 	var cats []string
-	var keys [][]byte
+	var keys, channels [][]byte
+	pattern := false
 	switch {
 	case cmd != nil:
 		name, cats = cmd.name, cmd.acl
@@ -316,15 +354,23 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 		}
 		name, cats = spec.Name, spec.Categories
 		idx, kerr := spec.Keys(nil, args)
-		if c.user != nil && !c.user.allKeys {
-			switch {
-			case kerr != nil:
-				// Keys sluice cannot tell (SORT's BY and GET, a malformed
-				// line): only a user of every key may send it.
-				return errNoKey
-			case slices.Contains(cats, "scripting"):
-				return fmt.Errorf("NOPERM User %s may use some keys only: sluice cannot check the keys a script or function touches, so '%s' needs allkeys", c.user.name, name)
-			}
+		if c.user != nil && !c.user.allKeys && kerr != nil {
+			// Keys sluice cannot tell (SORT's BY and GET, a malformed
+			// line): only a user of every key may send it.
+			return errNoKey
+		}
+		if c.user != nil && (!c.user.allKeys || !c.user.allChannels) && slices.Contains(cats, "scripting") {
+			return fmt.Errorf("NOPERM User %s may use some keys or channels only: sluice cannot check the keys and channels a script or function touches, so '%s' needs allkeys and allchannels", c.user.name, name)
+		}
+		// The channels Redis 7 checks (its commands_with_channels);
+		// unsubscribing is never refused.
+		switch name {
+		case "publish", "spublish":
+			channels = args[1:2]
+		case "subscribe", "ssubscribe":
+			channels = args[1:]
+		case "psubscribe":
+			channels, pattern = args[1:], true
 		}
 		for _, i := range idx {
 			keys = append(keys, args[i])
@@ -342,6 +388,11 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	for _, k := range keys {
 		if !u.mayUse(k) {
 			return errNoKey
+		}
+	}
+	for _, ch := range channels {
+		if !u.mayUseChannel(ch, pattern) {
+			return errNoChan
 		}
 	}
 	return nil

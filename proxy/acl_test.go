@@ -27,7 +27,7 @@ func TestParseUsers(t *testing.T) {
 		"users alice on",
 		"user",
 		"user alice on >x\nuser alice on >y",
-		"user alice on &chan:*",
+		"user alice on &* &chan:*",
 		"user alice on %R~rate:*",
 		"user alice on #abc",
 		"user alice frobnicate",
@@ -147,7 +147,7 @@ func TestAuthMatrix(t *testing.T) {
 func TestAuthPassthrough(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	us := users(t, "user default off\nuser reader on >r ~cache:* +@read +@scripting +sort +multi +exec +set +subscribe", "")
+	us := users(t, "user default off\nuser reader on >r ~cache:* +@read +@scripting +sort +multi +exec +set +subscribe &ch", "")
 	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}))
 	for _, tc := range []struct {
 		args []string
@@ -163,7 +163,7 @@ func TestAuthPassthrough(t *testing.T) {
 		{[]string{"CONFIG", "GET", "maxmemory"}, "-NOPERM User reader has no permissions to run the 'config|get' command"},
 		{[]string{"SET", "{cache:1}x", "v"}, "-NOPERM No permissions to access a key"},
 		{[]string{"SORT", "cache:1", "BY", "secret:*"}, "-NOPERM No permissions to access a key"},
-		{[]string{"EVAL", "return redis.call('GET', 'secret:1')", "1", "cache:1"}, "-NOPERM User reader may use some keys only"},
+		{[]string{"EVAL", "return redis.call('GET', 'secret:1')", "1", "cache:1"}, "-NOPERM User reader may use some keys or channels only"},
 		{[]string{"MULTI"}, "+OK"},
 		{[]string{"SET", "cache:1", "v"}, "+QUEUED"},
 		{[]string{"DEL", "cache:1"}, "-NOPERM"},
@@ -279,4 +279,59 @@ func TestUnauthenticatedBounds(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Channels are checked as Redis 7 checks them: a user of the ACL file has
+// none unless given (acl-pubsub-default is resetchannels), PUBLISH and
+// SUBSCRIBE match &patterns as globs, PSUBSCRIBE only a pattern given
+// literally, and a script, whose PUBLISH sluice cannot see, needs
+// allchannels as it needs allkeys.
+func TestACLChannels(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us := users(t, strings.Join([]string{
+		"user default off",
+		"user plain on >p ~* +@all",
+		"user news on >n ~* +@all &news:* &exact",
+		"user every on >e ~* &* +@all",
+		"user reset on >r ~* allchannels resetchannels +@all",
+	}, "\n"), "")
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us})
+	const denied = "-NOPERM No permissions to access a channel\r\n"
+	for _, tc := range []struct {
+		user string
+		args []string
+		want string // a prefix of the reply
+	}{
+		{"plain", []string{"PUBLISH", "ch", "x"}, denied},
+		{"plain", []string{"SUBSCRIBE", "ch"}, denied},
+		{"plain", []string{"EVAL", "return 1", "0"}, "-NOPERM User plain may use some keys or channels only"},
+		{"reset", []string{"SPUBLISH", "ch", "x"}, denied},
+		{"news", []string{"PUBLISH", "news:1", "x"}, ":0"},
+		{"news", []string{"PUBLISH", "exact", "x"}, ":0"},
+		{"news", []string{"PUBLISH", "other", "x"}, denied},
+		{"news", []string{"SPUBLISH", "other", "x"}, denied},
+		{"news", []string{"SUBSCRIBE", "news:1", "other"}, denied},
+		{"news", []string{"SSUBSCRIBE", "other"}, denied},
+		{"news", []string{"PSUBSCRIBE", "news:1*"}, denied},
+		{"news", []string{"PSUBSCRIBE", "news:*"}, "*3\r\n$10\r\npsubscribe\r\n"},
+		{"every", []string{"PUBLISH", "anything", "x"}, ":0"},
+		{"every", []string{"EVAL", "return 1", "0"}, ":1"},
+	} {
+		conn := dialRaw(t, addr)
+		if got := conn.do("AUTH", tc.user, tc.user[:1]); got != "+OK\r\n" {
+			t.Fatalf("AUTH %s: %q", tc.user, got)
+		}
+		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
+		}
+	}
+	list := dialRaw(t, addr)
+	list.do("AUTH", "every", "e")
+	got := list.do("ACL", "LIST")
+	for _, want := range []string{" ~* resetchannels +@all\r\n", " ~* resetchannels &news:* &exact +@all\r\n", " ~* &* +@all\r\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ACL LIST: %q, want a user listed with %q", got, want)
+		}
+	}
 }
