@@ -321,6 +321,11 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	switch {
 	case cmd != nil:
 		name, cats = cmd.name, cmd.acl
+		if full := cmd.fullName(args); full != nil {
+			// A container's subcommand goes by its own name, as Redis
+			// grants and denies it (+command|count, -cluster|nodes).
+			name = *full
+		}
 		if cmd.name == "acl" && len(args) > 1 {
 			name = "acl|" + string(bytes.ToLower(args[1]))
 			if name != "acl|whoami" {

@@ -335,3 +335,33 @@ func TestACLChannels(t *testing.T) {
 		}
 	}
 }
+
+// A subcommand of sluice's own containers (COMMAND, CLUSTER, as CLIENT and
+// ACL) is granted or denied by its own name, as in Redis 7: +command|count
+// grants COMMAND COUNT alone, -cluster|nodes denies CLUSTER NODES alone.
+func TestACLOwnSubcommands(t *testing.T) {
+	us := users(t, "user default off\nuser sub on >s ~* -@all +command|count +cluster|info\nuser most on >m ~* &* +@all -command|docs -cluster|nodes", "")
+	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us})
+	for _, tc := range []struct {
+		user string
+		args []string
+		want string // a prefix of the reply
+	}{
+		{"sub", []string{"COMMAND", "COUNT"}, ":"},
+		{"sub", []string{"CLUSTER", "INFO"}, "$"},
+		{"sub", []string{"COMMAND", "DOCS", "get"}, "-NOPERM User sub has no permissions to run the 'command|docs' command\r\n"},
+		{"sub", []string{"CLUSTER", "NODES"}, "-NOPERM User sub has no permissions to run the 'cluster|nodes' command\r\n"},
+		{"most", []string{"COMMAND", "DOCS", "get"}, "-NOPERM User most has no permissions to run the 'command|docs' command\r\n"},
+		{"most", []string{"CLUSTER", "NODES"}, "-NOPERM User most has no permissions to run the 'cluster|nodes' command\r\n"},
+		{"most", []string{"COMMAND", "COUNT"}, ":"},
+		{"most", []string{"CLUSTER", "INFO"}, "$"},
+	} {
+		conn := dialRaw(t, addr)
+		if got := conn.do("AUTH", tc.user, tc.user[:1]); got != "+OK\r\n" {
+			t.Fatalf("AUTH %s: %q", tc.user, got)
+		}
+		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
+		}
+	}
+}
