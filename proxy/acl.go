@@ -318,6 +318,9 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	var cats []string
 	var keys, channels [][]byte
 	pattern := false
+	// unchecked refuses what sluice cannot check key by key, once the
+	// command itself is permitted: Redis checks the command first.
+	var unchecked error
 	switch {
 	case cmd != nil:
 		name, cats = cmd.name, cmd.acl
@@ -359,13 +362,14 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 		}
 		name, cats = spec.Name, spec.Categories
 		idx, kerr := spec.Keys(nil, args)
-		if c.user != nil && !c.user.allKeys && kerr != nil {
+		switch {
+		case c.user == nil:
+		case !c.user.allKeys && kerr != nil:
 			// Keys sluice cannot tell (SORT's BY and GET, a malformed
 			// line): only a user of every key may send it.
-			return errNoKey
-		}
-		if c.user != nil && (!c.user.allKeys || !c.user.allChannels) && slices.Contains(cats, "scripting") {
-			return fmt.Errorf("NOPERM User %s may use some keys or channels only: sluice cannot check the keys and channels a script or function touches, so '%s' needs allkeys and allchannels", c.user.name, name)
+			unchecked = errNoKey
+		case (!c.user.allKeys || !c.user.allChannels) && slices.Contains(cats, "scripting"):
+			unchecked = fmt.Errorf("NOPERM User %s may use some keys or channels only: sluice cannot check the keys and channels a script or function touches, so '%s' needs allkeys and allchannels", c.user.name, name)
 		}
 		// The channels Redis 7 checks (its commands_with_channels);
 		// unsubscribing is never refused.
@@ -389,6 +393,9 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	}
 	if !u.permits(name, cats) {
 		return fmt.Errorf("NOPERM User %s has no permissions to run the '%s' command", u.name, name)
+	}
+	if unchecked != nil {
+		return unchecked
 	}
 	for _, k := range keys {
 		if !u.mayUse(k) {

@@ -365,3 +365,26 @@ func TestACLOwnSubcommands(t *testing.T) {
 		}
 	}
 }
+
+// A command the user may not run is refused by name first, as Redis checks
+// the command before its keys, even when sluice could not have checked its
+// keys (SORT ... BY, a script).
+func TestACLCommandBeforeKeys(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us := users(t, "user default off\nuser k on >k ~cache:* -@all +get", "")
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}))
+	conn.do("AUTH", "k", "k")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SORT", "cache:1", "BY", "x*"}, "-NOPERM User k has no permissions to run the 'sort' command\r\n"},
+		{[]string{"EVAL", "return 1", "1", "cache:1"}, "-NOPERM User k has no permissions to run the 'eval' command\r\n"},
+		{[]string{"GET", "other"}, "-NOPERM No permissions to access a key\r\n"},
+	} {
+		if got := conn.do(tc.args...); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
