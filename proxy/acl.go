@@ -55,6 +55,12 @@ type aclRule struct {
 	category string // without '@'
 }
 
+// aclCategories are Redis 7's ACL categories (ACL CAT), and rate_limit,
+// Redis 8.8's for GCRA.
+var aclCategories = []string{"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
+	"hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection",
+	"transaction", "scripting", "rate_limit"}
+
 // allowAll is the user of a sluice that requires no authentication.
 var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, allChannels: true, all: true,
 	rules: []aclRule{{allow: true, all: true}}} // for ACL LIST: all alone is not listed
@@ -139,7 +145,13 @@ func (u *User) apply(r string) error {
 	case r == "nocommands", r == "-@all":
 		u.rules = append(u.rules, aclRule{all: true})
 	case strings.HasPrefix(r, "+@"), strings.HasPrefix(r, "-@"):
-		u.rules = append(u.rules, aclRule{allow: r[0] == '+', category: strings.ToLower(r[2:])})
+		cat := strings.ToLower(r[2:])
+		if !slices.Contains(aclCategories, cat) {
+			// As Redis refuses it: a misspelt -@dangerous would deny
+			// nothing.
+			return fmt.Errorf("%q: unknown ACL category", r)
+		}
+		u.rules = append(u.rules, aclRule{allow: r[0] == '+', category: cat})
 	case len(r) > 1 && (r[0] == '+' || r[0] == '-'):
 		u.rules = append(u.rules, aclRule{allow: r[0] == '+', name: strings.ToLower(r[1:])})
 	case r == "reset":

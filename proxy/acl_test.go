@@ -28,6 +28,9 @@ func TestParseUsers(t *testing.T) {
 		"user",
 		"user alice on >x\nuser alice on >y",
 		"user alice on &* &chan:*",
+		// A misspelt category: Redis refuses it, where ignoring it would
+		// grant what it was meant to deny.
+		"user alice on +@all -@dangerus",
 		"user alice on %R~rate:*",
 		"user alice on #abc",
 		"user alice frobnicate",
