@@ -433,7 +433,9 @@ func cmdAuth(s *Server, c *client, conn respConn, args [][]byte) {
 	name, pass := []byte("default"), args[1]
 	if len(args) == 3 {
 		name, pass = args[1], args[2]
-	} else if s.cfg.Users == nil || !s.cfg.Users.AuthRequired() {
+	} else if s.cfg.Users == nil || s.cfg.Users.byName["default"].nopass {
+		// As Redis: whether or not the default user is on, it has no
+		// password to give.
 		s.writeError(conn, errors.New("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"))
 		return
 	}

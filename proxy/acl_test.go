@@ -391,3 +391,17 @@ func TestACLCommandBeforeKeys(t *testing.T) {
 		}
 	}
 }
+
+// AUTH <password> for a default user that has no password is Redis's
+// configuration error, even when that user is off.
+func TestAuthOneArgumentNopassDefault(t *testing.T) {
+	us := users(t, "user default off nopass\nuser x on nopass ~* +@all", "")
+	c := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us}))
+	const want = "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"
+	if got := c.do("AUTH", "anything"); got != want {
+		t.Errorf("AUTH anything: %q, want %q", got, want)
+	}
+	if got := c.do("PING"); got != "-NOAUTH Authentication required.\r\n" {
+		t.Errorf("PING after: %q, want NOAUTH", got)
+	}
+}
