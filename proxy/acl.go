@@ -319,6 +319,11 @@ var (
 	errBadPass = errors.New("WRONGPASS invalid username-password pair or user is disabled.")
 )
 
+// runsCode are the commands that run a script or function, whose keys and
+// channels inside sluice cannot see; the rest of @scripting (SCRIPT EXISTS,
+// FUNCTION LIST, ...) touches none.
+var runsCode = map[string]bool{"eval": true, "evalsha": true, "eval_ro": true, "evalsha_ro": true, "fcall": true, "fcall_ro": true}
+
 // authorize checks that c may run args: it is authenticated, and its user
 // may run the command on its keys. cmd is sluice's own command, or nil for
 // one the cluster runs.
@@ -380,7 +385,7 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 			// Keys sluice cannot tell (SORT's BY and GET, a malformed
 			// line): only a user of every key may send it.
 			unchecked = errNoKey
-		case (!c.user.allKeys || !c.user.allChannels) && slices.Contains(cats, "scripting"):
+		case (!c.user.allKeys || !c.user.allChannels) && runsCode[name]:
 			unchecked = fmt.Errorf("NOPERM User %s may use some keys or channels only: sluice cannot check the keys and channels a script or function touches, so '%s' needs allkeys and allchannels", c.user.name, name)
 		}
 		// The channels Redis 7 checks (its commands_with_channels);

@@ -309,6 +309,9 @@ func TestACLChannels(t *testing.T) {
 		{"plain", []string{"PUBLISH", "ch", "x"}, denied},
 		{"plain", []string{"SUBSCRIBE", "ch"}, denied},
 		{"plain", []string{"EVAL", "return 1", "0"}, "-NOPERM User plain may use some keys or channels only"},
+		{"plain", []string{"FCALL_RO", "f", "0"}, "-NOPERM User plain may use some keys or channels only"},
+		// What runs no script touches only what it names.
+		{"plain", []string{"SCRIPT", "EXISTS", "0123456789012345678901234567890123456789"}, "*1\r\n:0\r\n"},
 		{"reset", []string{"SPUBLISH", "ch", "x"}, denied},
 		{"news", []string{"PUBLISH", "news:1", "x"}, ":0"},
 		{"news", []string{"PUBLISH", "exact", "x"}, ":0"},
