@@ -23,7 +23,7 @@ import (
 // could not enforce them.
 type Users struct {
 	byName map[string]*User
-	order  []string // as loaded, for ACL LIST
+	order  []string // by name, as ACL LIST gives them
 }
 
 // User is one ACL user.
@@ -103,8 +103,9 @@ func ParseUsers(text, requirepass string) (*Users, error) {
 		}
 		d.settle()
 		us.byName["default"] = d
-		us.order = append([]string{"default"}, us.order...)
+		us.order = append(us.order, "default")
 	}
+	slices.Sort(us.order) // Redis keeps its users in a radix tree
 	return us, nil
 }
 

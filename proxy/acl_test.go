@@ -408,3 +408,20 @@ func TestAuthOneArgumentNopassDefault(t *testing.T) {
 		t.Errorf("PING after: %q, want NOAUTH", got)
 	}
 }
+
+// ACL LIST lists users by name, as Redis 7 lists them (its users' radix
+// tree), whatever their order in the file.
+func TestACLListOrder(t *testing.T) {
+	us := users(t, "user zed on nopass ~* &* +@all\nuser carl on nopass ~* +@all\nuser alice on nopass ~* +@all", "")
+	c := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us}))
+	got := c.do("ACL", "LIST")
+	var names []string
+	for _, l := range strings.Split(got, "\r\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "user" {
+			names = append(names, f[1])
+		}
+	}
+	if want := "alice carl default zed"; strings.Join(names, " ") != want {
+		t.Errorf("ACL LIST: users %v, want %s", names, want)
+	}
+}
