@@ -168,7 +168,7 @@ func (u *User) apply(r string) error {
 		}
 		u.channels = append(u.channels, r[1:])
 	default:
-		return fmt.Errorf("%q: not a rule sluice knows (selectors are not enforced, so they are refused)", r)
+		return fmt.Errorf("%q: not a rule sluice knows (read or write only key patterns, %%R~ %%W~, and selectors are not enforced, so they are refused)", r)
 	}
 	return nil
 }
