@@ -293,10 +293,21 @@ func (u *User) line() string {
 	for _, ch := range u.channels {
 		b.WriteString(" &" + ch)
 	}
-	if len(u.rules) == 0 {
-		b.WriteString(" -@all")
+	// As Redis describes them: from +@all or -@all, the rules before the
+	// last of those left out, as they no longer decide anything.
+	rules := u.rules
+	last := -1
+	for i, r := range rules {
+		if r.all {
+			last = i
+		}
 	}
-	for _, r := range u.rules {
+	if last < 0 {
+		b.WriteString(" -@all")
+	} else {
+		rules = rules[last:]
+	}
+	for _, r := range rules {
 		sign := "-"
 		if r.allow {
 			sign = "+"

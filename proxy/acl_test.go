@@ -425,3 +425,21 @@ func TestACLListOrder(t *testing.T) {
 		t.Errorf("ACL LIST: users %v, want %s", names, want)
 	}
 }
+
+// ACL LIST describes commands as Redis 7 does: from +@all or -@all, the
+// rules before the last of those left out, as they no longer decide
+// anything.
+func TestACLListCommandRules(t *testing.T) {
+	us := users(t, "user a on nopass ~* +get +set\nuser b on nopass ~* nocommands +ping allcommands -get\nuser c on nopass ~* +@all -@dangerous", "")
+	c := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us}))
+	got := c.do("ACL", "LIST")
+	for _, want := range []string{
+		"user a on nopass ~* resetchannels -@all +get +set\r\n",
+		"user b on nopass ~* resetchannels +@all -get\r\n",
+		"user c on nopass ~* resetchannels +@all -@dangerous\r\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ACL LIST: %q, want %q", got, want)
+		}
+	}
+}
