@@ -214,8 +214,14 @@ func TestGCRARateLimitCategory(t *testing.T) {
 	}{
 		{[]string{"AUTH", "erin", "e"}, "+OK"},
 		{[]string{"GCRA", "k", "5", "10", "60"}, "*5\r\n:0\r\n"},
+		// sluice's own rate limiting commands are in the category too.
+		{[]string{"THROTTLE", "t", "5", "1", "1s"}, "*5\r\n:0\r\n"},
+		{[]string{"CL.THROTTLE", "c", "5", "1", "1"}, "*5\r\n:0\r\n"},
+		{[]string{"THROTTLE.RESET", "t"}, "-NOPERM User erin has no permissions to run the 'throttle.reset' command"},
 		{[]string{"AUTH", "frank", "f"}, "+OK"},
 		{[]string{"GCRA", "k", "5", "10", "60"}, "-NOPERM User frank has no permissions to run the 'gcra' command"},
+		{[]string{"THROTTLE", "t", "5", "1", "1s"}, "-NOPERM User frank has no permissions to run the 'throttle' command"},
+		{[]string{"CL.THROTTLE", "c", "5", "1", "1"}, "-NOPERM User frank has no permissions to run the 'cl.throttle' command"},
 	} {
 		if got := c.do(tc.args...); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%q: got %q, want %q...", tc.args, got, tc.want)

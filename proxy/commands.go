@@ -151,11 +151,11 @@ var commandCommand, infoCommand *command
 func init() {
 	table := []*command{
 		{name: "throttle", arity: -2, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseThrottle, reply: replyThrottle, counts: true, policies: true, acl: []string{"write", "fast"},
+			request: parseThrottle, reply: replyThrottle, counts: true, policies: true, acl: []string{"write", "fast", "rate_limit"},
 			args: throttleArgs, keyFlags: bucketKeyFlags, since: "1.0.0", complexity: "O(1)",
 			summary: "Takes cost tokens from key's bucket, under a limit given inline, a named policy, or the policy of the key's rule"},
 		{name: "cl.throttle", arity: -5, flags: []string{"write", "fast"}, firstKey: 1, lastKey: 1, step: 1,
-			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast"},
+			request: parseCellThrottle, reply: replyCellThrottle, counts: true, acl: []string{"write", "fast", "rate_limit"},
 			args: cellArgs, keyFlags: bucketKeyFlags, since: "1.0.0", complexity: "O(1)",
 			summary: "Rate limit via redis-cell's GCRA: takes quantity tokens from a bucket of max_burst+1, refilled count_per_period every period seconds"},
 		{name: "gcra", arity: -5, flags: []string{"write", "denyoom", "fast"}, firstKey: 1, lastKey: 1, step: 1,
