@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -109,6 +110,14 @@ type Node struct {
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when cmd has exited
 	paused atomic.Bool
+
+	mu sync.Mutex // guards views
+	// views is the client clustertest's own calls use (do), kept between
+	// calls: Do's fresh client per call costs a connection and a
+	// handshake, tens of ms under -race, and a cluster forming, or a test
+	// asking keys' primaries, makes hundreds of calls. Dropped when it
+	// fails and when the node is killed.
+	views rueidis.Client
 }
 
 // Require skips t when redis-server is missing and SLUICE_REQUIRE_REDIS is
@@ -159,12 +168,10 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Do sends one command to node n and returns its reply.
+// Do sends one command to node n, on a connection of its own, and
+// returns its reply.
 func (n *Node) Do(ctx context.Context, args ...string) rueidis.RedisResult {
-	opt := n.c.ClientOption()
-	opt.InitAddress, opt.ForceSingleClient, opt.DisableRetry = []string{n.Addr}, true, true
-	opt.Dialer = net.Dialer{Timeout: time.Second}
-	cl, err := rueidis.NewClient(opt)
+	cl, err := n.client()
 	if err != nil {
 		return rueidis.NewErrorResult(err)
 	}
@@ -172,11 +179,50 @@ func (n *Node) Do(ctx context.Context, args ...string) rueidis.RedisResult {
 	return cl.Do(ctx, cl.B().Arbitrary(args...).Build())
 }
 
+func (n *Node) client() (rueidis.Client, error) {
+	opt := n.c.ClientOption()
+	opt.InitAddress, opt.ForceSingleClient, opt.DisableRetry = []string{n.Addr}, true, true
+	opt.Dialer = net.Dialer{Timeout: time.Second}
+	return rueidis.NewClient(opt)
+}
+
+// do is Do on n's kept client (views), for clustertest's own calls: a
+// cluster forming polls its nodes, and tests ask a slot's primary often.
+func (n *Node) do(ctx context.Context, args ...string) rueidis.RedisResult {
+	n.mu.Lock()
+	cl := n.views
+	if cl == nil {
+		var err error
+		if cl, err = n.client(); err != nil {
+			n.mu.Unlock()
+			return rueidis.NewErrorResult(err)
+		}
+		n.views = cl
+	}
+	n.mu.Unlock()
+	res := cl.Do(ctx, cl.B().Arbitrary(args...).Build())
+	if _, redis := rueidis.IsRedisErr(res.Error()); res.Error() != nil && !redis {
+		n.dropView(cl)
+	}
+	return res
+}
+
+// dropView closes cl if it is still n's kept client (nil: whichever is).
+func (n *Node) dropView(cl rueidis.Client) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.views != nil && (cl == nil || n.views == cl) {
+		n.views.Close()
+		n.views = nil
+	}
+}
+
 // Kill stops n with SIGKILL, as a crash would, and waits for it to exit.
 func (n *Node) Kill() {
 	if n.cmd.Process.Signal(syscall.SIGKILL) == nil {
 		<-n.done
 	}
+	n.dropView(nil)
 }
 
 // Pause stops n with SIGSTOP: a hung node whose socket stays open.
@@ -241,6 +287,10 @@ func (c *Cluster) startNode(dir string, cfg Config) (*Node, error) {
 			"repl-diskless-sync-delay 0",
 			// Tests make a node slow on purpose with DEBUG SLEEP.
 			"enable-debug-command local",
+			// A blocking command's timeout is noticed at the server's next
+			// cron: up to 100 ms late at Redis's default hz 10, which
+			// tests of timeouts (BLPOP k 0.01) would wait on every time.
+			"hz 100",
 		}
 		if c.Certs != nil {
 			// The bus port is tls-port+10000 then, as freePort keeps free.
@@ -324,31 +374,31 @@ func (n *Node) waitUp(ctx context.Context) error {
 			return stop{fmt.Errorf("redis-server on %s exited: %s", n.Addr, lastLines(string(log), 5))}
 		default:
 		}
-		return n.Do(ctx, "PING").Error()
+		return n.do(ctx, "PING").Error()
 	})
 }
 
 func (c *Cluster) form(ctx context.Context, np, nr int) error {
 	for i, n := range c.Nodes {
-		id, err := n.Do(ctx, "CLUSTER", "MYID").ToString()
+		id, err := n.do(ctx, "CLUSTER", "MYID").ToString()
 		if err != nil {
 			return err
 		}
 		n.ID = id
 		// Distinct epochs up front avoid a round of epoch collisions.
-		if err := n.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)).Error(); err != nil {
+		if err := n.do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)).Error(); err != nil {
 			return err
 		}
 	}
 	for i := 0; i < np; i++ {
 		lo, hi := i*Slots/np, (i+1)*Slots/np-1
-		if err := c.Nodes[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)).Error(); err != nil {
+		if err := c.Nodes[i].do(ctx, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)).Error(); err != nil {
 			return err
 		}
 	}
 	host, port, _ := net.SplitHostPort(c.Nodes[0].Addr)
 	for _, n := range c.Nodes[1:] {
-		if err := n.Do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
+		if err := n.do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
 			return err
 		}
 	}
@@ -358,7 +408,7 @@ func (c *Cluster) form(ctx context.Context, np, nr int) error {
 	for j := 0; j < np*nr; j++ {
 		replica, primary := c.Nodes[np+j], c.Nodes[j%np]
 		if err := poll(ctx, func() error {
-			return replica.Do(ctx, "CLUSTER", "REPLICATE", primary.ID).Error()
+			return replica.do(ctx, "CLUSTER", "REPLICATE", primary.ID).Error()
 		}); err != nil {
 			return err
 		}
@@ -369,7 +419,7 @@ func (c *Cluster) form(ctx context.Context, np, nr int) error {
 // allKnown holds when every node knows every other one as connected.
 func (c *Cluster) allKnown(ctx context.Context) error {
 	for _, n := range c.Nodes {
-		out, err := n.Do(ctx, "CLUSTER", "NODES").ToString()
+		out, err := n.do(ctx, "CLUSTER", "NODES").ToString()
 		if err != nil {
 			return err
 		}
@@ -385,7 +435,7 @@ func (c *Cluster) allKnown(ctx context.Context) error {
 // has finished its first sync.
 func (c *Cluster) ready(ctx context.Context, replicas bool) error {
 	for _, n := range c.Nodes {
-		info, err := n.Do(ctx, "CLUSTER", "INFO").ToString()
+		info, err := n.do(ctx, "CLUSTER", "INFO").ToString()
 		if err != nil {
 			return err
 		}
@@ -395,7 +445,7 @@ func (c *Cluster) ready(ctx context.Context, replicas bool) error {
 		if !replicas {
 			continue
 		}
-		repl, err := n.Do(ctx, "INFO", "replication").ToString()
+		repl, err := n.do(ctx, "INFO", "replication").ToString()
 		if err != nil {
 			return err
 		}
@@ -438,15 +488,15 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node) error {
 		return err
 	}
 	sl := strconv.Itoa(slot)
-	if err := to.Do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", from.ID).Error(); err != nil {
+	if err := to.do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", from.ID).Error(); err != nil {
 		return fmt.Errorf("clustertest: importing slot %d: %w", slot, err)
 	}
-	if err := from.Do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", to.ID).Error(); err != nil {
+	if err := from.do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", to.ID).Error(); err != nil {
 		return fmt.Errorf("clustertest: migrating slot %d: %w", slot, err)
 	}
 	host, port, _ := net.SplitHostPort(to.Addr)
 	for range 10_000 { // 100 keys a round: bounded, far above any test's slot
-		keys, err := from.Do(ctx, "CLUSTER", "GETKEYSINSLOT", sl, "100").AsStrSlice()
+		keys, err := from.do(ctx, "CLUSTER", "GETKEYSINSLOT", sl, "100").AsStrSlice()
 		if err != nil {
 			return err
 		}
@@ -461,13 +511,13 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node) error {
 			args = append(args, "AUTH", c.Password)
 		}
 		args = append(append(args, "KEYS"), keys...)
-		if err := from.Do(ctx, args...).Error(); err != nil {
+		if err := from.do(ctx, args...).Error(); err != nil {
 			return fmt.Errorf("clustertest: migrating keys of slot %d: %w", slot, err)
 		}
 	}
 	// The new owner first, then the old one, as Redis's docs ask.
 	for _, n := range []*Node{to, from} {
-		if err := n.Do(ctx, "CLUSTER", "SETSLOT", sl, "NODE", to.ID).Error(); err != nil {
+		if err := n.do(ctx, "CLUSTER", "SETSLOT", sl, "NODE", to.ID).Error(); err != nil {
 			return fmt.Errorf("clustertest: assigning slot %d: %w", slot, err)
 		}
 	}
@@ -499,7 +549,7 @@ func (n *Node) exited() bool {
 
 // slotOwner is the address of slot's primary in n's view.
 func (n *Node) slotOwner(ctx context.Context, slot int) (string, error) {
-	shards, err := n.Do(ctx, "CLUSTER", "SLOTS").ToArray()
+	shards, err := n.do(ctx, "CLUSTER", "SLOTS").ToArray()
 	if err != nil {
 		return "", err
 	}
