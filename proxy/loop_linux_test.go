@@ -241,6 +241,7 @@ func TestIdleLoopLetsTheCollectorRun(t *testing.T) {
 // An idle client is closed with no other client to wake its loop up: the
 // loop's own timer finds it.
 func TestIdleTimeoutAlone(t *testing.T) {
+	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
 	eachLoops(t, func(t *testing.T, loops int) {
 		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, IdleTimeout: 500 * time.Millisecond})
 		conn, r := raw(t, addr)

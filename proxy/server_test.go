@@ -986,6 +986,7 @@ func TestMaxClientsAcrossListeners(t *testing.T) {
 // With an idle timeout, a client that sends nothing for that long is
 // closed; one that keeps sending is not. Both serving paths.
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
 	for _, loops := range []int{1, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, IdleTimeout: 700 * time.Millisecond})
 		idle, busy := dialRaw(t, addr), dialRaw(t, addr)
@@ -1117,6 +1118,7 @@ func TestOutputBufferLimit(t *testing.T) {
 // write that makes no progress is no interaction, as in Redis. Both
 // serving paths.
 func TestIdleTimeoutClosesAClientThatDoesNotRead(t *testing.T) {
+	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
 	for _, loops := range []int{1, -1} {
 		closedUnread(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, IdleTimeout: 500 * time.Millisecond})
 	}
@@ -1173,6 +1175,7 @@ func TestThrottleMaxKeyLen(t *testing.T) {
 // later, as Redis counts writes as interaction: one that waited longer
 // than --timeout for a reply is not closed right after it gets it.
 func TestIdleTimeoutCountsFromTheReply(t *testing.T) {
+	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
 	for _, loops := range []int{1, -1} {
 		// Idle 2 s since the reply, 1 s under --timeout for a loaded
 		// machine; 5.5 s since the command, so that counted from it the
