@@ -96,7 +96,7 @@ var clusterHelp = []string{
 }
 
 // cmdClusterMode answers CLUSTER as that one-node cluster.
-func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
+func cmdClusterMode(s *Server, c *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
 	arity, ok := clusterArity[sub]
 	switch {
@@ -141,7 +141,7 @@ func cmdClusterMode(s *Server, _ *client, conn respConn, args [][]byte) {
 		return
 	}
 
-	n, err := s.clusterNode()
+	n, err := s.clusterNode(c)
 	if err != nil {
 		s.writeError(conn, err)
 		return
@@ -253,14 +253,17 @@ func (n clusterNode) line() string {
 	return n.id + " " + addr + " myself,master - 0 0 " + clusterEpoch + " connected 0-" + strconv.Itoa(hashslot.Count-1) + "\n"
 }
 
-// clusterNode is where clients should send every slot's commands:
-// Config.Announce, else the address being served, with an unspecified IP
-// (0.0.0.0, [::]) given as 127.0.0.1. The handler cannot see which local
-// address a client reached, and a listener on every address is reachable
-// on IPv4 loopback (Go's [::] listens on IPv4 too); clients elsewhere need
-// Announce. go-redis's cluster client puts the host it was given in place
-// of a loopback node address, so it works from afar even so.
-func (s *Server) clusterNode() (clusterNode, error) {
+// clusterNode is where c should send every slot's commands:
+// Config.Announce, else the address c reached. Each listener is its own
+// way in: with --listen and --tls-listen both served, a TLS client must be
+// sent back to the TLS port and a plain one to the plain port, as a Redis
+// node with port and tls-port answers each client with its own kind's.
+// The address c reached also works when the listener is on every address
+// (0.0.0.0, [::]), from afar too. A client without a TCP address of its own
+// (a Unix socket) gets the first listener's, an unspecified IP given as
+// 127.0.0.1 (Go's [::] listens on IPv4 too). The node's ID is the same
+// whichever way a client came in: it is made from the first listener's.
+func (s *Server) clusterNode(c *client) (clusterNode, error) {
 	var n clusterNode
 	if s.cfg.Announce != "" {
 		host, port, err := net.SplitHostPort(s.cfg.Announce)
@@ -269,18 +272,22 @@ func (s *Server) clusterNode() (clusterNode, error) {
 			return n, fmt.Errorf("sluice: the announced address %q is not host:port", s.cfg.Announce)
 		}
 		n.host, n.port = host, p
-	} else {
-		a, ok := s.Addr().(*net.TCPAddr)
-		if !ok {
-			return n, errors.New("sluice: cluster clients need a TCP address and sluice is not serving one; announce one")
-		}
-		n.host, n.port = a.IP.String(), a.Port
-		if a.IP.IsUnspecified() {
-			n.host = "127.0.0.1"
-		}
+		n.hostname = net.ParseIP(n.host) == nil
+		n.id = nodeID(n.host, n.port, s.start.UnixNano())
+		return n, nil
 	}
-	n.hostname = net.ParseIP(n.host) == nil
+	a, ok := s.Addr().(*net.TCPAddr)
+	if !ok {
+		return n, errors.New("sluice: cluster clients need a TCP address and sluice is not serving one; announce one")
+	}
+	n.host, n.port = a.IP.String(), a.Port
+	if a.IP.IsUnspecified() {
+		n.host = "127.0.0.1"
+	}
 	n.id = nodeID(n.host, n.port, s.start.UnixNano())
+	if l, ok := c.local.(*net.TCPAddr); ok {
+		n.host, n.port = l.IP.String(), l.Port
+	}
 	return n, nil
 }
 

@@ -26,6 +26,7 @@ type goClient struct {
 
 func (s *Server) accept(conn redcon.Conn) bool {
 	c := &goClient{client: s.newClient(conn.RemoteAddr()), wake: make(chan struct{}, 1)}
+	c.local = conn.NetConn().LocalAddr()
 	c.conn, _ = conn.NetConn().(*framedConn)
 	if c.conn != nil {
 		c.conn.cl = &c.client

@@ -115,7 +115,7 @@ func (s *Server) acceptLoops(ln net.Listener) error {
 			s.reject(nc, 100*time.Millisecond)
 			continue
 		}
-		addr := nc.RemoteAddr().String()
+		addr, local := nc.RemoteAddr().String(), nc.LocalAddr()
 		fd, err := takeSocket(nc)
 		if err != nil {
 			s.stats.connected.Add(-1)
@@ -124,6 +124,7 @@ func (s *Server) acceptLoops(ln net.Listener) error {
 		}
 		c := &fdConn{client: s.newClient(addr), fd: fd, f: s.newFramer()}
 		c.client.fd = c
+		c.client.local = local
 		loops[i%len(loops)].add(c)
 	}
 }

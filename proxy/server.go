@@ -452,6 +452,9 @@ type client struct {
 	name string // CLIENT SETNAME
 	lib  string // CLIENT SETINFO LIB-NAME
 	ver  string // CLIENT SETINFO LIB-VER
+	// local is the address it reached (the listener's port, and which of
+	// the host's addresses): CLUSTER SLOTS and the like send it back there.
+	local net.Addr
 
 	q       []slot      // q[head:] are read and not yet replied to, in order
 	head    int         //

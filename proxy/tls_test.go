@@ -420,3 +420,54 @@ func TestTLSBlockedClientHangsUp(t *testing.T) {
 		t.Errorf("LLEN after the waiter left: %q, want :1", got)
 	}
 }
+
+// With --listen and --tls-listen both served, a cluster-mode client is
+// told the port of the listener it reached, as a Redis 7.0 node with
+// tls-port and port tells a TLS client its TLS port and a plain one its
+// plain port: a TLS cluster client must not be sent to the plain port.
+func TestClusterTLSListener(t *testing.T) {
+	certs := clustertest.NewCerts(t)
+	ctx := context.Background()
+	plain, secure := serveTLS(t, proxy.Config{Decider: router.NewMemory(0)}, serverTLS(t, certs, tls.RequireAndVerifyClientCert))
+	_, plainPort, _ := net.SplitHostPort(plain)
+	_, securePort, _ := net.SplitHostPort(secure)
+
+	for _, tt := range []struct {
+		name, port string
+		conn       *rawConn
+	}{
+		{"plain", plainPort, dialRaw(t, plain)},
+		{"tls", securePort, dialRawTLS(t, secure, certs.ClientTLS())},
+	} {
+		id := tt.conn.do("CLUSTER", "MYID")
+		if got, want := tt.conn.do("CLUSTER", "SLOTS"), "*1\r\n*3\r\n:0\r\n:16383\r\n*4\r\n$9\r\n127.0.0.1\r\n:"+tt.port+"\r\n"+id+"*0\r\n"; got != want {
+			t.Errorf("%s: CLUSTER SLOTS:\n got %q\nwant %q", tt.name, got, want)
+		}
+		if got, want := tt.conn.do("CLUSTER", "SHARDS"), "$4\r\nport\r\n:"+tt.port+"\r\n"; !strings.Contains(got, want) {
+			t.Errorf("%s: CLUSTER SHARDS: got %q, want it to hold %q", tt.name, got, want)
+		}
+		if got, want := tt.conn.do("CLUSTER", "NODES"), " 127.0.0.1:"+tt.port+"@0 myself,master "; !strings.Contains(got, want) {
+			t.Errorf("%s: CLUSTER NODES: got %q, want it to hold %q", tt.name, got, want)
+		}
+	}
+	if a, b := dialRaw(t, plain).do("CLUSTER", "MYID"), dialRawTLS(t, secure, certs.ClientTLS()).do("CLUSTER", "MYID"); a != b {
+		t.Errorf("CLUSTER MYID: %q on the plain listener, %q on TLS: one node has one ID", a, b)
+	}
+
+	tc := certs.ClientTLS()
+	tc.ServerName = "localhost"
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: []string{secure}, TLSConfig: tc, MaxRedirects: -1, DialTimeout: 2 * time.Second})
+	defer c.Close()
+	var seen []string
+	err := c.ForEachShard(ctx, func(ctx context.Context, shard *goredis.Client) error {
+		seen = append(seen, shard.Options().Addr)
+		return nil
+	})
+	if err != nil || len(seen) != 1 || seen[0] != secure {
+		t.Fatalf("go-redis shards over TLS: got %v, %v, want [%s]", seen, err, secure)
+	}
+	got, err := c.Do(ctx, "THROTTLE", "tls", 10, 1, "1s").Int64Slice()
+	if err != nil || !eq(got, []int64{0, 10, 9, -1, 1000}) {
+		t.Fatalf("THROTTLE over TLS through the cluster client: got %v, %v", got, err)
+	}
+}
