@@ -22,13 +22,24 @@ type fanOut struct {
 }
 
 var fanOuts = map[string]fanOut{
-	"dbsize":           {how: mergeSum},
-	"keys":             {how: mergeConcat},
-	"randomkey":        {how: mergeAnyValue},
-	"scan":             {how: mergeScan},
-	"script|load":      {how: mergeSame},
-	"script|exists":    {how: mergeAnd},
-	"script|flush":     {how: mergeSame, admin: true},
+	"dbsize":        {how: mergeSum},
+	"keys":          {how: mergeConcat},
+	"randomkey":     {how: mergeAnyValue},
+	"scan":          {how: mergeScan},
+	"script|load":   {how: mergeSame},
+	"script|exists": {how: mergeAnd},
+	"script|flush":  {how: mergeSame, admin: true},
+	// Functions, as Redis's request policies have them: a library loaded
+	// or deleted on every primary, since FCALL goes to any key's. FLUSH
+	// and RESTORE (whose FLUSH policy flushes first) may replace them all.
+	// Every primary holds what was loaded through sluice: any one lists
+	// and dumps it.
+	"function|load":    {how: mergeSame},
+	"function|delete":  {how: mergeSame},
+	"function|flush":   {how: mergeSame, admin: true},
+	"function|restore": {how: mergeSame, admin: true},
+	"function|list":    {how: mergeNone, one: true},
+	"function|dump":    {how: mergeNone, one: true},
 	"flushdb":          {how: mergeSame, admin: true},
 	"flushall":         {how: mergeSame, admin: true},
 	"config|set":       {how: mergeSame, admin: true},

@@ -1,0 +1,114 @@
+package proxy_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// Redis 7 functions through sluice, as a cluster client gets them from
+// the cluster: FUNCTION LOAD, DELETE, FLUSH and RESTORE go to every
+// primary (Redis's request_policy all_shards), LIST and DUMP are any
+// one's, and FCALL then runs for keys on each primary. A node that lost
+// a library answers its own error: functions are part of a node's data,
+// replicated and persisted, and sluice does not load them again.
+func TestPassthroughFunctions(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	admin := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, AllowAdmin: true}))
+	ctx := context.Background()
+	const lib = "#!lua name=fnlib\n" +
+		"redis.register_function('fnset', function(keys, args) return redis.call('SET', keys[1], args[1]) end)\n" +
+		"redis.register_function{function_name='fnget', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}\n" +
+		"redis.register_function('fnnone', function() return 'none' end)"
+	if got := conn.do("FUNCTION", "LOAD", lib); got != "$5\r\nfnlib\r\n" {
+		t.Fatalf("FUNCTION LOAD: %q, want the library's name", got)
+	}
+	libraries := func(n *clustertest.Node) string {
+		v, err := n.Do(ctx, "FUNCTION", "LIST").ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Repeat("x", len(v))
+	}
+	for _, n := range c.Nodes {
+		if got := libraries(n); got != "x" {
+			t.Errorf("%s holds %d libraries after FUNCTION LOAD, want 1", n.Addr, len(got))
+		}
+	}
+	// A key on each primary: FCALL and FCALL_RO run there.
+	var keys []string
+	for _, n := range c.Nodes {
+		keys = append(keys, keyWhere(t, c, "fn", "k", func(p *clustertest.Node, _ string) bool { return p.Addr == n.Addr }))
+	}
+	for _, k := range keys {
+		if got := conn.do("FCALL", "fnset", "1", k, "v-"+k); got != "+OK\r\n" {
+			t.Errorf("FCALL fnset 1 %s: %q", k, got)
+		}
+		if got, want := conn.do("FCALL_RO", "fnget", "1", k), "$"+strconv.Itoa(len("v-"+k))+"\r\nv-"+k+"\r\n"; got != want {
+			t.Errorf("FCALL_RO fnget 1 %s: %q, want %q", k, got, want)
+		}
+	}
+	if got := conn.do("FCALL", "fnnone", "0"); got != "$4\r\nnone\r\n" {
+		t.Errorf("FCALL fnnone 0: %q", got)
+	}
+	for _, cmd := range [][]string{
+		{"FUNCTION", "LOAD", lib},                 // exists already: the node's error
+		{"FUNCTION", "LOAD", "REPLACE", lib},      // the name
+		{"FUNCTION", "LIST", "LIBRARYNAME", "fn"}, // the same on every node
+		{"FCALL", "nosuchfn", "0"},
+		{"FUNCTION", "DELETE", "nosuchlib"},
+	} {
+		if got, want := conn.do(cmd...), direct(t, c, -1, cmd...); got != want {
+			t.Errorf("%q: %q, want the node's %q", cmd, got, want)
+		}
+	}
+	dump := conn.do("FUNCTION", "DUMP")
+	if want := direct(t, c, -1, "FUNCTION", "DUMP"); dump != want {
+		t.Fatalf("FUNCTION DUMP: %q, want the node's %q", dump, want)
+	}
+	payload := dump[strings.Index(dump, "\r\n")+2 : len(dump)-2]
+	// FLUSH and RESTORE may replace every library: administration.
+	for _, cmd := range [][]string{{"FUNCTION", "FLUSH"}, {"FUNCTION", "RESTORE", payload, "FLUSH"}} {
+		if got := conn.do(cmd...); !strings.HasPrefix(got, "-ERR sluice forwards '"+cmd[0]+" "+cmd[1]+"' only with --allow-admin") {
+			t.Errorf("%s %s without --allow-admin: %q", cmd[0], cmd[1], got)
+		}
+	}
+	if got := admin.do("FUNCTION", "FLUSH"); got != "+OK\r\n" {
+		t.Fatalf("FUNCTION FLUSH: %q", got)
+	}
+	for _, n := range c.Nodes {
+		if got := libraries(n); got != "" {
+			t.Errorf("%s holds %d libraries after FUNCTION FLUSH", n.Addr, len(got))
+		}
+	}
+	if got := admin.do("FUNCTION", "RESTORE", payload); got != "+OK\r\n" {
+		t.Fatalf("FUNCTION RESTORE: %q", got)
+	}
+	for _, k := range keys {
+		if got := conn.do("FCALL", "fnset", "1", k, "w"); got != "+OK\r\n" {
+			t.Errorf("FCALL fnset 1 %s after FUNCTION RESTORE: %q", k, got)
+		}
+	}
+	// A primary that lost the library answers its own error.
+	lost := primaryOf(t, c, keys[0])
+	if err := lost.Do(ctx, "FUNCTION", "FLUSH").Error(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := conn.do("FCALL", "fnset", "1", keys[0], "w"), direct(t, c, -1, "FCALL", "nosuchfn", "0"); got != want {
+		t.Errorf("FCALL on %s, whose primary lost the library: %q, want the node's %q", keys[0], got, want)
+	}
+	if got := conn.do("FUNCTION", "DELETE", "fnlib"); got != "+OK\r\n" && !strings.HasPrefix(got, "-ERR Library not found") {
+		t.Fatalf("FUNCTION DELETE: %q", got)
+	}
+	for _, n := range c.Nodes {
+		if got := libraries(n); got != "" {
+			t.Errorf("%s holds %d libraries after FUNCTION DELETE", n.Addr, len(got))
+		}
+	}
+}
