@@ -380,10 +380,11 @@ func refused(spec *cmdspec.Spec) error {
 
 // keyless reports whether a command without keys may go to any one
 // primary: a script or function that declares none, or a command any
-// node answers alike.
+// node answers alike (SCRIPT HELP and FUNCTION HELP: the same text).
 func keyless(spec *cmdspec.Spec) bool {
 	switch spec.Name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "time", "lolwut", "publish":
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "time", "lolwut", "publish",
+		"script|help", "function|help":
 		return true
 	}
 	return false

@@ -112,3 +112,20 @@ func TestPassthroughFunctions(t *testing.T) {
 		}
 	}
 }
+
+// SCRIPT HELP and FUNCTION HELP are the same text on every node: any
+// one answers, as a cluster client sends them to any node.
+func TestPassthroughScriptingHelp(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	for _, cmd := range [][]string{{"SCRIPT", "HELP"}, {"FUNCTION", "HELP"}} {
+		want := direct(t, c, -1, cmd...)
+		if !strings.HasPrefix(want, "*") {
+			t.Fatalf("%q on a node: %q", cmd, want)
+		}
+		if got := conn.do(cmd...); got != want {
+			t.Errorf("%q: %q, want the node's %q", cmd, got, want)
+		}
+	}
+}
