@@ -368,6 +368,12 @@ func refused(spec *cmdspec.Spec) error {
 	switch spec.Name {
 	case "wait", "waitaof":
 		return errors.New("sluice does not forward WAIT: it would wait on a connection shared by other clients")
+	case "script|kill", "function|kill":
+		return fmt.Errorf("sluice does not forward '%s': it would wait behind the busy script on a connection shared by other clients", spec.Name)
+	case "script|debug":
+		return errors.New("sluice does not forward 'script|debug': the debug mode would hold a connection shared by other clients")
+	case "function|stats":
+		return errors.New("sluice does not forward 'function|stats': a primary's answer would say nothing of the others")
 	}
 	switch {
 	case spec.Has("admin"):

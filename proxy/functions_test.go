@@ -128,4 +128,15 @@ func TestPassthroughScriptingHelp(t *testing.T) {
 			t.Errorf("%q: %q, want the node's %q", cmd, got, want)
 		}
 	}
+	// Refused, each for its own reason, not for a key it never has.
+	for _, tc := range []struct{ cmd, why string }{
+		{"SCRIPT KILL", "it would wait behind the busy script"},
+		{"FUNCTION KILL", "it would wait behind the busy script"},
+		{"SCRIPT DEBUG YES", "the debug mode would hold a connection"},
+		{"FUNCTION STATS", "a primary's answer would say nothing of the others"},
+	} {
+		if got := conn.do(strings.Fields(tc.cmd)...); !strings.HasPrefix(got, "-ERR sluice does not forward") || !strings.Contains(got, tc.why) {
+			t.Errorf("%s: %q, want it refused because %s", tc.cmd, got, tc.why)
+		}
+	}
 }
