@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,10 +101,8 @@ return out`
 		missing := fmt.Sprintf("{%s}missing", here[0])
 		calls := []lua.Call{{Key: here[0], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}, {Key: missing, Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}, {Key: here[1], Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}}
 		single(ctx, th, s.cl, calls[:1])
-		sl := strconv.Itoa(slot.Of(here[0]))
-		n0, n1 := s.c.Nodes[0], s.c.Nodes[1]
-		if err := errors.Join(n1.Do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", n0.ID).Error(),
-			n0.Do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", n1.ID).Error()); err != nil {
+		n1 := s.c.Nodes[1]
+		if _, err := s.c.StartMove(ctx, slot.Of(here[0]), n1); err != nil {
 			t.Fatal(err)
 		}
 		got, err := eval(0, "return {tostring(redis.pcall('EXISTS', ARGV[1])), redis.pcall('GET', ARGV[2]).err}", nil, here[0], missing)

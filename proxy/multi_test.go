@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,24 +55,13 @@ func TestTransactionDuringMigration(t *testing.T) {
 				t.Fatalf("SET %s: %q", kv[0], got)
 			}
 		}
-		s := strconv.Itoa(sl)
-		for _, cmd := range [][]string{
-			{"CLUSTER", "SETSLOT", s, "IMPORTING", from.ID},
-			{"CLUSTER", "SETSLOT", s, "MIGRATING", to.ID},
-		} {
-			node := to
-			if cmd[3] == "MIGRATING" {
-				node = from
-			}
-			if err := node.Do(ctx, cmd...).Error(); err != nil {
-				t.Fatalf("%q on %s: %v", cmd, node.Addr, err)
-			}
+		if _, err := c.StartMove(ctx, sl, to); err != nil {
+			t.Fatal(err)
 		}
-		host, port, _ := net.SplitHostPort(to.Addr)
 		migrate := func(key string) {
 			t.Helper()
-			if err := from.Do(ctx, "MIGRATE", host, port, key, "0", "5000").Error(); err != nil {
-				t.Fatalf("MIGRATE %s: %v", key, err)
+			if err := c.Migrate(ctx, from, to, key); err != nil {
+				t.Fatal(err)
 			}
 		}
 		migrate(k("moved"))

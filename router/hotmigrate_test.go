@@ -2,7 +2,6 @@ package router_test
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,15 +26,10 @@ func halfMove(t *testing.T, ctx context.Context, c *clustertest.Cluster, key str
 	if to == from {
 		to = c.Nodes[1]
 	}
-	s := strconv.Itoa(sl)
-	if err := to.Do(ctx, "CLUSTER", "SETSLOT", s, "IMPORTING", from.ID).Error(); err != nil {
+	if _, err := c.StartMove(ctx, sl, to); err != nil {
 		t.Fatal(err)
 	}
-	if err := from.Do(ctx, "CLUSTER", "SETSLOT", s, "MIGRATING", to.ID).Error(); err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(to.Addr)
-	if err := from.Do(ctx, "MIGRATE", host, port, key, "0", "5000").Error(); err != nil {
+	if err := c.Migrate(ctx, from, to, key); err != nil {
 		t.Fatal(err)
 	}
 	return func() {

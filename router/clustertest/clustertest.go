@@ -479,22 +479,52 @@ func (c *Cluster) Primary(ctx context.Context, slot int) (*Node, error) {
 	return nil, errors.New("clustertest: no node answers")
 }
 
+// StartMove begins moving slot to the primary to, as a resharding does,
+// and stops there: to is IMPORTING the slot and its owner, returned,
+// MIGRATING it. Keys moved with Migrate are then answered ASK by the
+// owner; MoveSlot ends the move. It does nothing when to owns the slot.
+func (c *Cluster) StartMove(ctx context.Context, slot int, to *Node) (from *Node, err error) {
+	from, err = c.Primary(ctx, slot)
+	if err != nil || from == to {
+		return from, err
+	}
+	sl := strconv.Itoa(slot)
+	if err := to.do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", from.ID).Error(); err != nil {
+		return nil, fmt.Errorf("clustertest: importing slot %d: %w", slot, err)
+	}
+	if err := from.do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", to.ID).Error(); err != nil {
+		return nil, fmt.Errorf("clustertest: migrating slot %d: %w", slot, err)
+	}
+	return from, nil
+}
+
+// Migrate moves keys (of one slot) from one primary to another, with the
+// cluster's credentials.
+func (c *Cluster) Migrate(ctx context.Context, from, to *Node, keys ...string) error {
+	host, port, _ := net.SplitHostPort(to.Addr)
+	args := []string{"MIGRATE", host, port, "", "0", "5000"}
+	switch {
+	case c.User != "":
+		args = append(args, "AUTH2", c.User, c.Password)
+	case c.Password != "":
+		args = append(args, "AUTH", c.Password)
+	}
+	args = append(append(args, "KEYS"), keys...)
+	if err := from.do(ctx, args...).Error(); err != nil {
+		return fmt.Errorf("clustertest: migrating %d keys to %s: %w", len(keys), to.Addr, err)
+	}
+	return nil
+}
+
 // MoveSlot migrates slot, with its keys, to the primary to, as a
 // resharding does (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE),
 // and waits until every live primary agrees on the new owner.
 func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node) error {
-	from, err := c.Primary(ctx, slot)
+	from, err := c.StartMove(ctx, slot, to)
 	if err != nil || from == to {
 		return err
 	}
 	sl := strconv.Itoa(slot)
-	if err := to.do(ctx, "CLUSTER", "SETSLOT", sl, "IMPORTING", from.ID).Error(); err != nil {
-		return fmt.Errorf("clustertest: importing slot %d: %w", slot, err)
-	}
-	if err := from.do(ctx, "CLUSTER", "SETSLOT", sl, "MIGRATING", to.ID).Error(); err != nil {
-		return fmt.Errorf("clustertest: migrating slot %d: %w", slot, err)
-	}
-	host, port, _ := net.SplitHostPort(to.Addr)
 	for range 10_000 { // 100 keys a round: bounded, far above any test's slot
 		keys, err := from.do(ctx, "CLUSTER", "GETKEYSINSLOT", sl, "100").AsStrSlice()
 		if err != nil {
@@ -503,16 +533,8 @@ func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Node) error {
 		if len(keys) == 0 {
 			break
 		}
-		args := []string{"MIGRATE", host, port, "", "0", "5000"}
-		switch {
-		case c.User != "":
-			args = append(args, "AUTH2", c.User, c.Password)
-		case c.Password != "":
-			args = append(args, "AUTH", c.Password)
-		}
-		args = append(append(args, "KEYS"), keys...)
-		if err := from.do(ctx, args...).Error(); err != nil {
-			return fmt.Errorf("clustertest: migrating keys of slot %d: %w", slot, err)
+		if err := c.Migrate(ctx, from, to, keys...); err != nil {
+			return err
 		}
 	}
 	// The new owner first, then the old one, as Redis's docs ask.
