@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"net"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,17 +18,11 @@ import (
 func TestMetricsAfterKnownTraffic(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A named policy's request is the same router.Request an inline limit
 	// makes, so the cluster decides it alike.
 	policies := mustPolicies(t, []proxy.Policy{{Name: "two", Capacity: 2, Refill: 1, Period: "1s"}}, []proxy.KeyRule{{"mk:p*", "two"}})
-	srv := proxy.New(proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", Policies: policies})
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	conn := dialRaw(t, ln.Addr().String())
+	srv, addr := serveServer(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", Policies: policies})
+	conn := dialRaw(t, addr)
 	conn.do("SET", "mk:1", "v")
 	conn.do("GET", "mk:1")
 	conn.do("GET", "mk:2")
@@ -54,9 +47,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	if got := conn.do("THROTTLE", "mk:p1"); !strings.HasPrefix(got, "*5\r\n:1\r\n:2\r\n") {
 		t.Errorf("a third call by a policy of 2: got %q, want limited", got)
 	}
-	rec := httptest.NewRecorder()
-	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	text := rec.Body.String()
+	text := scrape(t, srv)
 	for _, want := range []string{
 		`sluice_passthrough_commands_total{command="get"} 3`,
 		`sluice_passthrough_commands_total{command="set"} 2`,
@@ -95,13 +86,9 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 // a THROTTLE.RESET decides nothing, so it is not observed.
 func TestMetricsDurationCountsDecisionsOnly(t *testing.T) {
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
 		cfg.Decider, cfg.Backend = router.NewMemory(0), "embedded"
-		srv := serveOn(t, ln, cfg)
-		conn := dialRaw(t, ln.Addr().String())
+		srv, addr := serveServer(t, cfg)
+		conn := dialRaw(t, addr)
 		for _, args := range [][]string{
 			{"THROTTLE", "dc", "2", "1", "1s"},
 			{"THROTTLE.RESET", "dc"},
@@ -114,9 +101,7 @@ func TestMetricsDurationCountsDecisionsOnly(t *testing.T) {
 				t.Fatalf("%q: %q", args, got)
 			}
 		}
-		rec := httptest.NewRecorder()
-		srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		text := rec.Body.String()
+		text := scrape(t, srv)
 		for _, want := range []string{
 			`sluice_decisions_total{policy="inline",result="allowed",source="embedded"} 3`,
 			`sluice_decision_duration_seconds_count 3`,
@@ -138,12 +123,8 @@ func TestErrorRepliesCountTheNodes(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := serveOn(t, ln, cfg)
-		conn := dialRaw(t, ln.Addr().String())
+		srv, addr := serveServer(t, cfg)
+		conn := dialRaw(t, addr)
 		conn.do("SET", "er:"+t.Name(), "v")
 		conn.do("SET", "sluice:bk:"+t.Name(), "v") // not a bucket
 		for _, args := range [][]string{
@@ -159,13 +140,12 @@ func TestErrorRepliesCountTheNodes(t *testing.T) {
 		if info := conn.do("INFO", "stats"); !strings.Contains(info, "\r\ntotal_error_replies:4\r\n") {
 			t.Errorf("INFO stats: %q, want total_error_replies:4", info)
 		}
-		rec := httptest.NewRecorder()
-		srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		text := scrape(t, srv)
 		// The duration is observed for what sluice_decisions_total counts:
 		// not the THROTTLE answered an error.
 		for _, want := range []string{"\nsluice_error_replies_total 4\n", "\nsluice_decision_duration_seconds_count 0\n"} {
-			if !strings.Contains(rec.Body.String(), want) {
-				t.Errorf("metrics lack %q:\n%s", want, rec.Body.String())
+			if !strings.Contains(text, want) {
+				t.Errorf("metrics lack %q:\n%s", want, text)
 			}
 		}
 	})
@@ -175,22 +155,17 @@ func TestErrorRepliesCountTheNodes(t *testing.T) {
 // metric count it, as Redis counts it in total_error_replies.
 func TestPingArityErrorCounted(t *testing.T) {
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
 		cfg.Decider, cfg.Backend = router.NewMemory(0), "embedded"
-		srv := serveOn(t, ln, cfg)
-		conn := dialRaw(t, ln.Addr().String())
+		srv, addr := serveServer(t, cfg)
+		conn := dialRaw(t, addr)
 		if got := conn.do("PING", "a", "b"); got != "-ERR wrong number of arguments for 'ping' command\r\n" {
 			t.Fatalf("PING a b: %q", got)
 		}
 		if info := conn.do("INFO", "stats"); !strings.Contains(info, "\r\ntotal_error_replies:1\r\n") {
 			t.Errorf("INFO stats: %q, want total_error_replies:1", info)
 		}
-		rec := httptest.NewRecorder()
-		srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		if want := "\nsluice_error_replies_total 1\n"; !strings.Contains(rec.Body.String(), want) {
+		text := scrape(t, srv)
+		if want := "\nsluice_error_replies_total 1\n"; !strings.Contains(text, want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	})
@@ -205,12 +180,8 @@ func TestPingArityErrorCounted(t *testing.T) {
 func TestDecisionsOfAGoneClientCount(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := serveOn(t, ln, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", Loops: 1})
-	nc, err := net.Dial("tcp", ln.Addr().String())
+	srv, addr := serveServer(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", Loops: 1})
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +192,7 @@ func TestDecisionsOfAGoneClientCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	conn := dialRaw(t, ln.Addr().String())
+	conn := dialRaw(t, addr)
 	field := func(text, name string) int {
 		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `[: ](\d+)\r?$`).FindStringSubmatch(text)
 		if m == nil {
@@ -244,9 +215,7 @@ func TestDecisionsOfAGoneClientCount(t *testing.T) {
 			n == field(info, "throttle_allowed")+field(info, "throttle_limited")
 	})
 	decided := field(info, "decisions_cluster")
-	rec := httptest.NewRecorder()
-	srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	text := rec.Body.String()
+	text := scrape(t, srv)
 	sum := 0
 	for _, m := range regexp.MustCompile(`(?m)^sluice_decisions_total\{.*\} (\d+)$`).FindAllStringSubmatch(text, -1) {
 		n, _ := strconv.Atoi(m[1])
@@ -295,14 +264,8 @@ func TestOpenAndClosedRepliesAndCounts(t *testing.T) {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			r := router.NewCluster(router.ClusterConfig{Seeds: []string{"127.0.0.1:1"}, HotThreshold: -1, Fallback: tc.policy})
 			t.Cleanup(r.Close)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := proxy.New(proxy.Config{Decider: r, Backend: "cluster"})
-			go srv.Serve(ln)
-			t.Cleanup(func() { srv.Close() })
-			conn := dialRaw(t, ln.Addr().String())
+			srv, addr := serveServer(t, proxy.Config{Decider: r, Backend: "cluster"})
+			conn := dialRaw(t, addr)
 			for i, args := range [][]string{
 				{"THROTTLE", "k", "2", "1", "1s"}, {"THROTTLE", "k", "2", "1", "1s", "3"},
 				{"CL.THROTTLE", "k", "1", "1", "1"}, {"GCRA", "k", "1", "1", "1"},
@@ -315,9 +278,7 @@ func TestOpenAndClosedRepliesAndCounts(t *testing.T) {
 			if got := conn.do("THROTTLE.RESET", "k"); !strings.HasPrefix(got, "-ERR router: reset not applied to the cluster") {
 				t.Errorf("THROTTLE.RESET: got %q", got)
 			}
-			rec := httptest.NewRecorder()
-			srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-			text := conn.do("INFO", "ALL") + rec.Body.String()
+			text := conn.do("INFO", "ALL") + scrape(t, srv)
 			for _, want := range tc.counts {
 				if !strings.Contains(text, want+"\r\n") && !strings.Contains(text, want+"\n") {
 					t.Errorf("INFO and metrics lack %q", want)
