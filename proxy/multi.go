@@ -103,11 +103,17 @@ func watchSlot(args [][]byte) (int, error) {
 func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	t := c.multi
 	name := lowerName(args[0])
-	if specs := s.cfg.Forwarder.Commands(); cmd == nil && specs != nil {
+	specs := s.cfg.Forwarder.Commands()
+	var lookupErr error
+	if specs != nil {
+		var spec *cmdspec.Spec
+		spec, lookupErr = cmdspec.Lookup(specs, args)
 		// CLIENT LIST names what was last read, queued or not, as Redis.
-		if spec, err := cmdspec.Lookup(specs, args); err == nil {
+		switch {
+		case cmd != nil: // sluice's own, named already
+		case lookupErr == nil:
 			c.view.cmd.Store(&spec.Name)
-		} else if strings.HasPrefix(err.Error(), "ERR unknown") {
+		case strings.HasPrefix(lookupErr.Error(), "ERR unknown"):
 			c.view.cmd.Store(nil)
 		}
 	}
@@ -115,14 +121,12 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	case "exec", "discard", "multi", "watch":
 		// Their arity checked first, as Redis checks it: a refused one
 		// aborts the transaction, and EXEC's ends it.
-		if specs := s.cfg.Forwarder.Commands(); specs != nil {
-			if _, err := cmdspec.Lookup(specs, args); err != nil {
-				if name == "exec" {
-					return execRefused(c, err)
-				}
-				t.dirty = true
-				return err
+		if lookupErr != nil {
+			if name == "exec" {
+				return execRefused(c, lookupErr)
 			}
+			t.dirty = true
+			return lookupErr
 		}
 	}
 	switch name {
