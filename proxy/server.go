@@ -93,10 +93,10 @@ type Config struct {
 	// may be.
 	MaxKeyLen int
 	// Announce is the host:port sluice gives cluster-mode clients as the
-	// one node that owns every slot; "" means the address being served.
+	// one node that owns every slot; "" means the address each client reached.
 	Announce string
 	// Loops is how many event loops serve clients (Linux, TCP and Unix
-	// listeners); 0 means one per core (GOMAXPROCS). -1 serves each client
+	// listeners); 0 means one per two cores (GOMAXPROCS/2), at least one. -1 serves each client
 	// on its own goroutine instead, as redcon's server does.
 	Loops int
 }
