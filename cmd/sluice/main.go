@@ -132,7 +132,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	fs.DurationVar(&o.shutdown, "shutdown-timeout", 10*time.Second, "on SIGTERM or SIGINT, how long the commands already read may take to be answered before the rest are closed")
 	fs.IntVar(&o.idleTimeout, "timeout", 0, "close a client idle for this many `seconds`, as Redis's timeout (subscribers and clients waiting for a reply excepted); 0 never does")
 	fs.IntVar(&o.maxClients, "maxclients", 10000, "most clients connected at once; past it a new one is answered \"ERR max number of clients reached\" and closed")
-	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen without --requirepass or a default user with a password; no allows it")
+	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "yes refuses to start on a non-loopback --listen (or --tls-listen without required client certificates) without --requirepass or a default user with a password; no allows it")
 	fs.StringVar(&o.tls.listen, "tls-listen", "", "`address` to serve RESP over TLS on, beside --listen (an empty --listen serves TLS only); off when empty")
 	fs.StringVar(&o.tls.cert, "tls-cert-file", "", "`file` of the PEM certificate served on --tls-listen, and presented to the cluster with --cluster-tls")
 	fs.StringVar(&o.tls.key, "tls-key-file", "", "`file` of the PEM private key of --tls-cert-file")
