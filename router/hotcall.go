@@ -266,8 +266,14 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 		}
 		t, ok := h.st.seen.tokens(j, part, fill, now)
 		if !ok {
-			// Never seen here: as full as the one just asked.
-			out.Remaining += mulDiv(br.Remaining, part.Capacity, h.parts[h.sub].Capacity)
+			// Never seen here: as full as the one just asked was before
+			// this call took its cost, which the sibling did not pay (a
+			// fresh split of 10 in three, asked once, has 9 left, not 7).
+			before := br.Remaining
+			if !br.Limited {
+				before += cost
+			}
+			out.Remaining += mulDiv(before, part.Capacity, h.parts[h.sub].Capacity)
 			known = false
 			continue
 		}

@@ -166,7 +166,31 @@ func TestSplitArithmeticOfALargeSlowLimit(t *testing.T) {
 	}
 }
 
-// A sibling never seen here is estimated as full as the one just asked:
+// A sibling never seen here is estimated as full as the one just asked
+// was before the call: a fresh split reports what the whole bucket has
+// left, whichever sub-bucket the call went to and whatever its cost.
+func TestSplitEstimateOfAFreshSplit(t *testing.T) {
+	iv, err := bucket.Limit{Capacity: 10, Refill: 10, Period: 1_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk := newHotKey("k", false)
+	parts := hk.partsFor(&splitState{tags: []string{"a", "b", "c"}}, iv)
+	if len(parts) != 3 {
+		t.Fatalf("%d parts, want 3", len(parts))
+	}
+	for sub, part := range parts {
+		for cost := int64(1); cost <= part.Capacity; cost++ {
+			h := &hotCall{hk: hk, st: &splitState{seen: new(subSeen)}, parts: parts, sub: sub, prevSub: -1}
+			r := Request{Op: Take, Key: "k", Interval: iv, Cost: cost}
+			out, known := h.logical(bucket.Result{Remaining: part.Capacity - cost, RetryAfter: -1, ResetAfter: 1}, &r, time.Now().UnixMicro())
+			if known || out.Remaining != iv.Capacity-cost {
+				t.Errorf("sub-bucket %d, cost %d: remaining %d (known %v), want %d, estimated", sub, cost, out.Remaining, known, iv.Capacity-cost)
+			}
+		}
+	}
+}
+
 // remaining x capacity must not overflow for a large capacity in range
 // (3 x 10^12 tokens refilled at 10^6 a second).
 func TestSplitEstimateOfALargeCapacity(t *testing.T) {
@@ -182,7 +206,7 @@ func TestSplitEstimateOfALargeCapacity(t *testing.T) {
 	r := Request{Op: Take, Key: "big", Interval: iv, Cost: 1}
 	left := h.parts[0].Capacity - 1
 	out, known := h.logical(bucket.Result{Remaining: left, RetryAfter: -1, ResetAfter: 1}, &r, time.Now().UnixMicro())
-	if want := iv.Capacity - 3; known || out.Remaining < want-2 || out.Remaining > want+2 {
+	if want := iv.Capacity - 1; known || out.Remaining < want-2 || out.Remaining > want+2 {
 		t.Fatalf("remaining %d (known %v), want about %d, estimated", out.Remaining, known, want)
 	}
 }
