@@ -127,8 +127,9 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	}
 	s.answer(c)
 	// Writes block here, so replies never wait long: only the hard limit
-	// applies (a batch of replies past it).
-	if hard := s.cfg.OutputLimit.Hard; hard > 0 && int64(len(c.out.b)) > hard {
+	// applies (a batch of replies past it), and not to a subscriber, as
+	// on a loop (maxPushBacklog bounds it).
+	if hard := s.cfg.OutputLimit.Hard; hard > 0 && c.tunnel == nil && int64(len(c.out.b)) > hard {
 		logOutputLimit(s.log, c.addr, int64(len(c.out.b)))
 		c.out.b = c.out.b[:0]
 		conn.Close()

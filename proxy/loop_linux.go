@@ -866,9 +866,11 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 	} else {
 		c.delays = 0
 	}
-	if lim := l.s.cfg.OutputLimit; lim != (OutputLimit{}) {
+	if lim := l.s.cfg.OutputLimit; lim != (OutputLimit{}) && c.tunnel == nil {
 		// As Redis: what waits for the client, before the write, so a
-		// single reply past the hard limit closes it.
+		// single reply past the hard limit closes it. A subscriber is
+		// not of the normal class: its messages have their own bound
+		// (maxPushBacklog), as on a goroutine.
 		pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)
 		if lim.over(pending, &c.softOver, l.now) {
 			logOutputLimit(l.s.log, c.addr, pending)

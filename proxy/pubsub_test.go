@@ -273,3 +273,37 @@ func TestPassthroughRESP3PublishAfterSubscribe(t *testing.T) {
 		}
 	})
 }
+
+// --client-output-buffer-limit is the normal class's: a subscriber, which
+// Redis counts in the pubsub class, is bound by the 32 MiB of messages
+// only, so a message or a reply past the normal hard limit reaches one
+// that reads. Both serving paths.
+func TestPassthroughSubscriberPastTheNormalOutputLimit(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 64 << 10}}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		ch := "big:" + t.Name()
+		sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+		sub.do("HELLO", "3")
+		if got := sub.do("SUBSCRIBE", ch); !strings.HasPrefix(got, ">3\r\n$9\r\nsubscribe\r\n") {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		payload := strings.Repeat("x", 1<<20)
+		// Its count is the receiving node's subscribers only.
+		if got := pub.do("PUBLISH", ch, payload); !strings.HasPrefix(got, ":") {
+			t.Fatalf("PUBLISH: %q", got)
+		}
+		want := fmt.Sprintf(">3\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(ch), ch, len(payload), payload)
+		if got, err := reply.Read(sub.br, nil); err != nil || string(got) != want {
+			t.Fatalf("a message past the normal hard limit: %.80q, %v", got, err)
+		}
+		if got := pub.do("SET", ch, payload); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		sub.send([]string{"GET", ch})
+		if got, err := reply.Read(sub.br, nil); err != nil || string(got) != fmt.Sprintf("$%d\r\n%s\r\n", len(payload), payload) {
+			t.Fatalf("a reply past the normal hard limit: %.80q, %v", got, err)
+		}
+	})
+}
