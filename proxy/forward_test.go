@@ -763,6 +763,22 @@ func TestPassthroughBlockingInAPipeline(t *testing.T) {
 	}
 }
 
+// The replies written before a blocking command waits are under the hard
+// output limit too: a reply past it closes the client, which never
+// blocks. Both serving paths.
+func TestPassthroughBlockingAfterAReplyPastTheHardLimit(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 64 << 10}}, func(t *testing.T, cfg proxy.Config) {
+		conn := dialRaw(t, serveConfig(t, cfg))
+		conn.send([]string{"ECHO", strings.Repeat("x", 100<<10)}, []string{"BLPOP", "bh:" + t.Name(), "0.1"}, []string{"PING"})
+		conn.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if got, err := io.ReadAll(conn.br); len(got) > 0 || err != nil {
+			t.Errorf("%d bytes (%.40q...), %v; want the client closed unanswered", len(got), got, err)
+		}
+	})
+}
+
 // TestPassthroughBlockingBeforeTheClientsEnd sends blocking commands the
 // node can answer at once, and then ends its side of the connection (as
 // nc -N does): Redis runs what a client sent before its end, so the

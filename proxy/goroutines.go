@@ -19,6 +19,7 @@ import (
 type goClient struct {
 	client
 	r       round
+	cut     bool       // closed past the hard output limit: nothing more is written
 	mu      sync.Mutex // guards decided
 	decided [][]int    // results in, not yet delivered
 	wake    chan struct{}
@@ -125,14 +126,11 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		more = s.take(&c.client, &c.r, rest[0].Args)
 		rest = rest[1:]
 	}
+	if c.cut {
+		return
+	}
 	s.answer(c)
-	// Writes block here, so replies never wait long: only the hard limit
-	// applies (a batch of replies past it), and not to a subscriber, as
-	// on a loop (maxPushBacklog bounds it).
-	if hard := s.cfg.OutputLimit.Hard; hard > 0 && c.tunnel == nil && int64(len(c.out.b)) > hard {
-		logOutputLimit(s.log, c.addr, int64(len(c.out.b)))
-		c.out.b = c.out.b[:0]
-		conn.Close()
+	if s.pastHardLimit(conn, c) {
 		return
 	}
 	if c.push != nil {
@@ -192,6 +190,22 @@ func (s *Server) answer(c *goClient) {
 	c.drainFirst = false
 }
 
+// pastHardLimit closes c, dropping its replies, if they are past the hard
+// output limit. Writes block here, so replies never wait long: only the
+// hard limit applies (a batch of replies past it), and not to a
+// subscriber, as on a loop (maxPushBacklog bounds it).
+func (s *Server) pastHardLimit(conn redcon.Conn, c *goClient) bool {
+	hard := s.cfg.OutputLimit.Hard
+	if hard <= 0 || c.tunnel != nil || int64(len(c.out.b)) <= hard {
+		return false
+	}
+	logOutputLimit(s.log, c.addr, int64(len(c.out.b)))
+	c.out.b = c.out.b[:0]
+	c.cut = true
+	conn.Close()
+	return true
+}
+
 // serveBlocking answers the commands c sent before its blocking one,
 // writes their replies, as Redis does before the client blocks, then sends
 // the blocking command and waits for its reply: the rest of the pipeline
@@ -200,6 +214,9 @@ func (s *Server) answer(c *goClient) {
 // away during the wait).
 func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 	s.answer(c)
+	if s.pastHardLimit(conn, c) {
+		return false // as a loop closes it before the command waits
+	}
 	if c.push == nil {
 		// A subscriber's replies go out through its writer, with what
 		// its tunnel sent, once the pipeline is answered.
