@@ -175,12 +175,20 @@ func TestPingArityErrorCounted(t *testing.T) {
 // the bucket took its decisions, which the backend's decisions_cluster
 // and the duration histogram count, and so must throttle_allowed and
 // throttle_limited in INFO and sluice_decisions_total (they counted only
-// the replies rendered, a fifth of them). An event loop, where a client
-// can go while its round is at the cluster.
+// the replies rendered, a fifth of them). Both serving paths: on an
+// event loop a client can go while its round is at the cluster.
 func TestDecisionsOfAGoneClientCount(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := newForwarding(t, c)
-	srv, addr := serveServer(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", Loops: 1})
+	eachIOConfig(t, proxy.Config{Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		// A router each: INFO's decisions_cluster is the router's.
+		r := newForwarding(t, c)
+		cfg.Decider, cfg.Forwarder = r, r
+		testDecisionsOfAGoneClientCount(t, cfg)
+	})
+}
+
+func testDecisionsOfAGoneClientCount(t *testing.T, cfg proxy.Config) {
+	srv, addr := serveServer(t, cfg)
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +211,12 @@ func TestDecisionsOfAGoneClientCount(t *testing.T) {
 	}
 	var info string
 	infos := 0
+	// Once it is gone nothing more of it is read: a goroutine reads and
+	// answers its pipeline a part at a time until then.
+	waitUntil(t, "the server sees the client go", func() bool {
+		infos++
+		return strings.Contains(conn.do("INFO", "clients"), "connected_clients:1\r\n")
+	})
 	// Every THROTTLE read is decided (commands read, less the GET and
 	// these INFOs, are the cluster's decisions), and counted: the backend
 	// counts a decision when the shard answers, the loop when it takes the
