@@ -388,7 +388,9 @@ const framedReadSize = 16 << 10
 // keeping the largest until it next grows it, idle or not), but parses a
 // partial command again from its start on every read: so while a command
 // is unfinished a Read fills redcon's buffer before it returns, and a long
-// command is parsed a logarithmic number of times as that buffer doubles.
+// command is parsed a logarithmic number of times as that buffer doubles;
+// each parse counts to the arguments the command announced, so one that
+// announces far more than it sent is held back here (holding).
 //
 // On a framing error it hands redcon the well-framed bytes before it; at
 // the next read, once redcon has answered those, it answers the client
@@ -403,8 +405,15 @@ type framedConn struct {
 	out     []byte   // framed bytes for redcon; out[off:] are not yet handed on
 	off     int      //
 	lastEnd int      // where in out the last whole command ends, or 0
-	ferr    error    // the framing error to report once out is handed on
-	rerr    error    // the socket's error, likewise
+	// holding: the multibulk command that starts at holdAt in out is not
+	// handed on yet, as it announced many more arguments than it has
+	// bytes. redcon parses an unfinished command again at each read,
+	// counting to its announced arguments each time: it gets the command
+	// once that count costs no more than parsing the bytes that came.
+	holding bool
+	holdAt  int
+	ferr    error // the framing error to report once out is handed on
+	rerr    error // the socket's error, likewise
 	// rest is what the socket gave past a whole command, not yet framed:
 	// while the client has yet to authenticate, a command is framed only
 	// once the one before it ran (it may be AUTH, which lifts the bounds).
@@ -441,8 +450,12 @@ func (c *framedConn) Read(p []byte) (int, error) {
 	}
 	n, whole := 0, false
 	for n < len(p) {
-		if c.off < len(c.out) {
-			k := copy(p[n:], c.out[c.off:])
+		ready := len(c.out)
+		if c.holding {
+			ready = c.holdAt
+		}
+		if c.off < ready {
+			k := copy(p[n:], c.out[c.off:ready])
 			whole = whole || (c.lastEnd > c.off && c.lastEnd <= c.off+k)
 			c.off += k
 			n += k
@@ -451,10 +464,17 @@ func (c *framedConn) Read(p []byte) (int, error) {
 		if (n > 0 && whole) || c.ferr != nil || (c.rerr != nil && len(c.rest) == 0) {
 			break
 		}
-		c.out, c.off, c.lastEnd = c.out[:0], 0, 0
-		if cap(c.out) > 4*framedReadSize {
-			c.out = nil // an inline command's rewrite: do not keep it
+		switch {
+		case !c.holding:
+			c.out, c.off = c.out[:0], 0
+			if cap(c.out) > 4*framedReadSize {
+				c.out = nil // an inline command's rewrite: do not keep it
+			}
+		case c.holdAt > 0:
+			c.out = c.out[:copy(c.out, c.out[c.holdAt:])]
+			c.off, c.holdAt = 0, 0
 		}
+		c.lastEnd = 0
 		if len(c.rest) > 0 {
 			d := c.rest
 			c.rest = nil
@@ -551,6 +571,9 @@ func (c *framedConn) frame(d []byte) error {
 			if whole {
 				c.lastEnd = len(c.out)
 			}
+			if c.holding && (whole || c.f.nargs <= c.f.size) {
+				c.holding = false
+			}
 		}
 		d = d[k:]
 		if err != nil {
@@ -574,6 +597,9 @@ func (c *framedConn) release(whole bool) error {
 	}
 	switch {
 	case !whole:
+		if c.f.nargs > max(c.f.size, framedReadSize) {
+			c.holding, c.holdAt = true, len(c.out)
+		}
 		c.out = append(c.out, held...)
 		return nil
 	case held[0] == '*' || blank(held):

@@ -187,3 +187,33 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapInuse)
 }
+
+// A client that announces two billion arguments and sends a few MB of
+// them is read as fast as it sends, on both paths: redcon parses what it
+// holds of an unfinished command again at every read, counting to the
+// announced number each time, which once kept a goroutine's client
+// unread for seconds per read. A command of many arguments that ends is
+// answered.
+func TestAnnouncedArgumentsAreNotCounted(t *testing.T) {
+	eachLoops(t, func(t *testing.T, loops int) {
+		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops})
+		conn, _ := raw(t, addr)
+		b := []byte("*2147483647\r\n" + strings.Repeat("$1\r\na\r\n", 4<<20/7))
+		// 4 MB is past what the sockets hold: the write ends once the
+		// server read most of it. Generous for a loaded machine; it took
+		// over 3 s on the goroutine path before.
+		conn.SetWriteDeadline(time.Now().Add(3 * time.Second))
+		start := time.Now()
+		if _, err := conn.Write(b); err != nil {
+			t.Fatalf("4 MB of a command's arguments not read after %v: %v", time.Since(start), err)
+		}
+		many, r := raw(t, addr)
+		const n = 100_000
+		go io.WriteString(many, fmt.Sprintf("*%d\r\n$4\r\nECHO\r\n%sPING\r\n", n, strings.Repeat("$1\r\na\r\n", n-1)))
+		for _, want := range []string{"-ERR wrong number of arguments for 'echo' command\r\n", "+PONG\r\n"} {
+			if got, err := r.ReadString('\n'); got != want {
+				t.Fatalf("ECHO of %d arguments, then PING: %q, %v; want %q", n, got, err, want)
+			}
+		}
+	})
+}
