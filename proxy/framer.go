@@ -441,7 +441,14 @@ func (c *framedConn) Read(p []byte) (int, error) {
 	if !c.shaken {
 		c.shaken = true
 		if tc, ok := c.Conn.(*tls.Conn); ok {
-			tc.SetDeadline(time.Now().Add(handshakeTimeout))
+			// A client that says nothing is idle: --timeout, when it is
+			// shorter, bounds the handshake too, as it bounds a silent
+			// client on a loop.
+			d := handshakeTimeout
+			if c.idle > 0 {
+				d = min(d, c.idle)
+			}
+			tc.SetDeadline(time.Now().Add(d))
 			if err := tc.Handshake(); err != nil {
 				return 0, err
 			}

@@ -314,6 +314,25 @@ func TestTLSSilentClients(t *testing.T) {
 	}
 }
 
+// With --timeout shorter than the handshake bound, a client that connects
+// to the TLS port and says nothing is closed after --timeout, as one on
+// the plain port is.
+func TestTLSSilentClientsIdleTimeout(t *testing.T) {
+	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
+	certs := clustertest.NewCerts(t)
+	plain, secure := serveTLS(t, proxy.Config{Decider: router.NewMemory(0), IdleTimeout: 300 * time.Millisecond},
+		serverTLS(t, certs, tls.RequireAndVerifyClientCert))
+	for _, addr := range []string{plain, secure} {
+		silent, _ := raw(t, addr)
+		// The idle sweep looks once a second; the handshake bound is 10 s.
+		silent.SetReadDeadline(time.Now().Add(4 * time.Second))
+		start := time.Now()
+		if _, err := silent.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+			t.Errorf("%s: a silent client after %v: %v, want it closed by sluice", addr, time.Since(start), err)
+		}
+	}
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
