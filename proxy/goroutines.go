@@ -137,6 +137,11 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		c.push.flush(c.out.b)
 		// A subscriber is never idle, as in Redis.
 		if c.tunnel == nil {
+			// RESET left it without a tunnel: it is a normal client
+			// again, whose writes the idle timeout and the soft output
+			// limit bound (framedConn.Write), as on a loop.
+			c.push.stop()
+			c.push = nil
 			c.conn.idle = s.cfg.IdleTimeout
 		} else if c.conn.idle > 0 {
 			c.conn.idle = 0
@@ -289,6 +294,9 @@ type pushOut struct {
 	// it is sent, the errors its commands were answered, is written.
 	ended  bool
 	closed bool
+	// stopped: the client has no tunnel left, and its writer ends with
+	// the connection open.
+	stopped bool
 }
 
 // pushTo is the tunnel callbacks of goroutine client c, starting its
@@ -406,6 +414,15 @@ func (p *pushOut) end() {
 	p.cond.Broadcast()
 }
 
+// stop ends the writer once all is written (flush), and leaves the client
+// open: it has no tunnel left, so nothing more comes to write.
+func (p *pushOut) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopped = true
+	p.cond.Broadcast()
+}
+
 // close stops the writer, and closes the client; what is not written yet
 // is dropped.
 func (p *pushOut) close() {
@@ -428,6 +445,9 @@ func (p *pushOut) write() {
 	defer p.mu.Unlock()
 	for {
 		for len(p.out) == 0 && !p.closed {
+			if p.stopped {
+				return
+			}
 			if p.ended && !p.serving {
 				p.closeLocked()
 				return

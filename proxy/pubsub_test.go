@@ -307,3 +307,34 @@ func TestPassthroughSubscriberPastTheNormalOutputLimit(t *testing.T) {
 		}
 	})
 }
+
+// A client that subscribed and left with RESET is a normal client again on
+// both paths: one that then reads none of its replies is closed by the
+// soft output limit, as one that never subscribed is.
+func TestPassthroughResetSubscriberThatDoesNotRead(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Soft: 32 << 10, SoftFor: 200 * time.Millisecond}}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		conn := dialRaw(t, addr)
+		if got := conn.do("SUBSCRIBE", "rs:"+t.Name()); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		if got := conn.do("RESET"); got != "+RESET\r\n" {
+			t.Fatalf("RESET: %q", got)
+		}
+		var b []byte
+		mid := []byte(strings.Repeat("y", 40<<10))
+		for range 400 { // 16 MB of replies, past what loopback sockets hold
+			b = router.AppendCommand(b, [][]byte{[]byte("ECHO"), mid})
+		}
+		go func() {
+			conn.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			conn.c.Write(b) // ends when sluice stops reading it, or closes it
+		}()
+		poll := dialRaw(t, addr)
+		waitUntil(t, "the server closes the client that does not read", func() bool {
+			return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
+		})
+	})
+}
