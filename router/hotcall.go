@@ -220,7 +220,46 @@ func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 	out := d.res
 	out.RetryAfter -= gone
 	out.ResetAfter = max(out.ResetAfter-gone, 0)
+	if r.Cost > d.cost {
+		// d's wait is for its own cost: a larger one is there no sooner
+		// than a sub-bucket can hold it, and never when the bucket
+		// cannot.
+		if r.Cost > r.Interval.Capacity {
+			out.RetryAfter = -1
+		} else {
+			wait := st.wait(hk.partsFor(st, r.Interval), -1, -1, r, now)
+			if wait < 0 {
+				wait = st.lapseWait(r, out.Remaining, now)
+			}
+			out.RetryAfter = max(out.RetryAfter, wait)
+		}
+	}
 	return out, true
+}
+
+// wait is how long, in µs from now, until the soonest of st's sub-buckets
+// but skip and skip2 was seen to hold r's cost (at least 1); -1 when none
+// was seen that can ever hold it.
+func (st *splitState) wait(parts []bucket.Interval, skip, skip2 int, r *Request, now int64) int64 {
+	fill, out := fillTime(r.Interval), int64(-1)
+	for j, part := range parts {
+		at := st.seen.fullAt[j].Load()
+		if j == skip || j == skip2 || at == 0 || r.Cost > part.Capacity {
+			continue
+		}
+		wait := max(at-now-mulDiv(part.Capacity-r.Cost, fill, part.Capacity), 1)
+		if out < 0 || wait < out {
+			out = wait
+		}
+	}
+	return out
+}
+
+// lapseWait is how long, in µs from now, a call whose cost no sub-bucket
+// of st can hold, but the whole bucket can, waits: until the split lapses
+// and the next one leaves room for it.
+func (st *splitState) lapseWait(_ *Request, _, now int64) int64 {
+	return max(st.until/1000-now, 1)
 }
 
 // sibling is the sub-bucket other than h's most likely to have the cost,
@@ -278,20 +317,17 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 			continue
 		}
 		out.Remaining += t
-		at := h.st.seen.fullAt[j].Load()
-		out.ResetAfter = max(out.ResetAfter, at-now)
-		if out.Limited && cost <= part.Capacity {
-			// Until this sibling has cost tokens.
-			wait := at - now - mulDiv(part.Capacity-cost, fill, part.Capacity)
-			if wait := max(wait, 1); out.RetryAfter < 0 || wait < out.RetryAfter {
-				out.RetryAfter = wait
-			}
-		}
+		out.ResetAfter = max(out.ResetAfter, h.st.seen.fullAt[j].Load()-now)
 	}
-	if out.Limited && out.RetryAfter < 0 && cost <= r.Interval.Capacity {
-		// Too much for any sub-bucket, not for the bucket: possible once
-		// the split closes and the next one leaves room for it.
-		out.RetryAfter = max(h.st.until/1000-now, 1)
+	if out.Limited {
+		if wait := h.st.wait(h.parts, h.sub, h.prevSub, r, now); wait >= 0 && (out.RetryAfter < 0 || wait < out.RetryAfter) {
+			out.RetryAfter = wait
+		}
+		if out.RetryAfter < 0 && cost <= r.Interval.Capacity {
+			// Too much for any sub-bucket, not for the bucket: possible
+			// once the split closes and the next one leaves room for it.
+			out.RetryAfter = h.st.lapseWait(r, out.Remaining, now)
+		}
 	}
 	return out, known
 }

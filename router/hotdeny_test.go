@@ -1,0 +1,64 @@
+package router
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+)
+
+// An emptied split of 10 tokens in three (4, 3, 3), seen empty just now,
+// with a denial of cost 1 recorded from it.
+func emptiedSplit(t *testing.T) (*hotKey, *splitState, bucket.Interval) {
+	t.Helper()
+	iv, err := bucket.Limit{Capacity: 10, Refill: 10, Period: 1_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk := newHotKey("k", false)
+	st := &splitState{tags: []string{"a", "b", "c"}, gen: "1", until: time.Now().Add(time.Minute).UnixNano(), seen: new(subSeen)}
+	parts := hk.partsFor(st, iv)
+	if len(parts) != 3 || parts[0].Capacity != 4 {
+		t.Fatalf("parts %+v, want 4, 3, 3", parts)
+	}
+	now := time.Now().UnixMicro()
+	for j := range parts {
+		st.seen.fullAt[j].Store(now + fillTime(iv))
+	}
+	h := &hotCall{hk: hk, st: st, parts: parts, sub: 1, prevSub: -1}
+	r := Request{Op: Take, Key: "k", Interval: iv, Cost: 1}
+	out, known := h.logical(bucket.Result{Limited: true, RetryAfter: fillTime(iv) / 3, ResetAfter: fillTime(iv)}, &r, now)
+	if !known || !out.Limited {
+		t.Fatalf("the denial: %+v (known %v)", out, known)
+	}
+	hk.deny.Store(&denial{gen: st.gen, iv: iv, cost: 1, res: out, at: now})
+	return hk, st, iv
+}
+
+// A call costing more than the one last denied is denied here too, but
+// told its own wait: the cost-1 denial's retry_after would have it retry
+// before any sub-bucket could hold its cost, and be denied again.
+func TestDeniedHereRetryIsForTheCallsCost(t *testing.T) {
+	hk, st, iv := emptiedSplit(t)
+	fill := fillTime(iv)
+	for _, tc := range []struct {
+		cost        int64
+		least, most int64 // µs
+	}{
+		// The sub-bucket of 4 has 3 tokens at 3/4 of its fill time.
+		{3, fill*3/4 - 1000, fill},
+		{4, fill - 1000, fill},
+		// More than any sub-bucket holds: when the split lapses.
+		{5, time.Minute.Microseconds() - 1_000_000, time.Minute.Microseconds()},
+		// More than the bucket holds: never.
+		{11, -1, -1},
+	} {
+		out, ok := hk.denied(st, &Request{Op: Take, Key: "k", Interval: iv, Cost: tc.cost})
+		if !ok || !out.Limited {
+			t.Fatalf("cost %d: %+v (denied here %v), want denied here", tc.cost, out, ok)
+		}
+		if out.RetryAfter < tc.least || out.RetryAfter > tc.most {
+			t.Errorf("cost %d: retry after %d µs, want %d to %d", tc.cost, out.RetryAfter, tc.least, tc.most)
+		}
+	}
+}
