@@ -257,9 +257,14 @@ func (st *splitState) wait(parts []bucket.Interval, skip, skip2 int, r *Request,
 
 // lapseWait is how long, in µs from now, a call whose cost no sub-bucket
 // of st can hold, but the whole bucket can, waits: until the split lapses
-// and the next one leaves room for it.
-func (st *splitState) lapseWait(_ *Request, _, now int64) int64 {
-	return max(st.until/1000-now, 1)
+// (or past its end, while it is held) and the whole bucket, with remaining
+// tokens now, has the cost; the next split leaves room for it.
+func (st *splitState) lapseWait(r *Request, remaining, now int64) int64 {
+	wait := st.until/1000 - now
+	if short := r.Cost - remaining; short > 0 {
+		wait = max(wait, mulDiv(short, fillTime(r.Interval), r.Interval.Capacity)+1)
+	}
+	return max(wait, 1)
 }
 
 // sibling is the sub-bucket other than h's most likely to have the cost,

@@ -62,3 +62,21 @@ func TestDeniedHereRetryIsForTheCallsCost(t *testing.T) {
 		}
 	}
 }
+
+// A call too big for any sub-bucket waits for the split to lapse, and
+// also for the whole bucket to hold its cost: an emptied bucket of 10 a
+// second has 5 tokens in 500 ms, not when a split 100 ms from its end
+// lapses, nor 1 µs on while the split is held past its end.
+func TestTooBigForTheSplitWaitsForTheWholeBucket(t *testing.T) {
+	for _, left := range []time.Duration{100 * time.Millisecond, -time.Second} {
+		hk, st, iv := emptiedSplit(t)
+		st.until = time.Now().Add(left).UnixNano()
+		h := &hotCall{hk: hk, st: st, parts: hk.partsFor(st, iv), sub: 1, prevSub: -1}
+		r := Request{Op: Take, Key: "k", Interval: iv, Cost: 5}
+		now := time.Now().UnixMicro()
+		out, _ := h.logical(bucket.Result{Limited: true, RetryAfter: -1, ResetAfter: fillTime(iv)}, &r, now)
+		if want := fillTime(iv) / 2; !out.Limited || out.RetryAfter < want-1000 || out.RetryAfter > want+1000 {
+			t.Errorf("split ending in %v: %+v, want denied with retry after about %d µs", left, out, want)
+		}
+	}
+}
