@@ -343,10 +343,10 @@ func fillTime(iv bucket.Interval) int64 {
 	return (iv.Capacity*iv.U + iv.V - 1) / iv.V
 }
 
-// mulDiv is a*b/c, rounded down, for 0 <= a <= c, 0 <= b and 0 < c,
-// without overflow: tokens x a fill time can pass 2^63 for limits in
-// range (3 x 2^18 tokens at 50 an hour), while the quotient, at most b,
-// cannot.
+// mulDiv is a*b/c, rounded down, for 0 <= a, 0 <= b and 0 < c with a
+// quotient below 2^63 (as when a <= c), without overflow: tokens x a fill
+// time can pass 2^63 for limits in range (3 x 2^18 tokens at 50 an hour),
+// while the quotient, at most a fill time, cannot.
 func mulDiv(a, b, c int64) int64 {
 	hi, lo := bits.Mul64(uint64(a), uint64(b))
 	q, _ := bits.Div64(hi, lo, uint64(c))
@@ -536,7 +536,6 @@ func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
 // first k took their cost, each seeing the tokens the later ones then
 // took; the rest were denied with the state the batch left.
 func (g *group) spread(last bucket.Result, k int64) {
-	per := g.cost * g.iv.U / g.iv.V // µs of refill one call's cost is
 	for i, w := range g.ws {
 		later := k - 1 - int64(i)
 		if later < 0 {
@@ -546,7 +545,9 @@ func (g *group) spread(last bucket.Result, k int64) {
 		w.res = bucket.Result{
 			Remaining:  last.Remaining + later*g.cost,
 			RetryAfter: -1,
-			ResetAfter: max(last.ResetAfter-later*per, 0),
+			// The later calls' refill time taken whole, not as many
+			// times one call's rounded down: that drifts a µs a call.
+			ResetAfter: max(last.ResetAfter-mulDiv(later*g.cost, g.iv.U, g.iv.V), 0),
 		}
 	}
 }

@@ -27,6 +27,9 @@ func TestSpreadIsSequential(t *testing.T) {
 		{bucket.Limit{Capacity: 10, Refill: 3, Period: 1_000_000}, 10, 2, 5, 1_000_000, 1},
 		{bucket.Limit{Capacity: 7, Refill: 10, Period: 1_000_000}, 0, 3, 4, 0, 2},
 		{bucket.Limit{Capacity: 5, Refill: 1, Period: 1_000_000}, 1, 0, 3, 0, 3},
+		// One token is 333333.3 µs of refill: the reset of the first of 60
+		// calls is 59 such, not 59 times its µs rounded down.
+		{bucket.Limit{Capacity: 100, Refill: 3, Period: 1_000_000}, 0, 1, 60, 0, 60},
 	} {
 		iv, err := tc.lim.Interval()
 		if err != nil {
