@@ -333,6 +333,10 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 			// once the split closes and the next one leaves room for it.
 			out.RetryAfter = h.st.lapseWait(r, out.Remaining, now)
 		}
+		// As one bucket would say: a denied call had fewer than its cost
+		// (README: "fewer than the cost, nothing was taken"). The tokens
+		// beyond are spread over sub-buckets none of which holds it.
+		out.Remaining = min(out.Remaining, cost-1)
 	}
 	return out, known
 }

@@ -80,3 +80,21 @@ func TestTooBigForTheSplitWaitsForTheWholeBucket(t *testing.T) {
 		}
 	}
 }
+
+// A denied call is told fewer tokens than its cost, as one bucket would
+// tell it, even when the sub-buckets together hold more: 2 in each of
+// 4, 3 and 3 is 6, but no sub-bucket has 3 for it.
+func TestDeniedRemainingIsBelowTheCost(t *testing.T) {
+	hk, st, iv := emptiedSplit(t)
+	parts := hk.partsFor(st, iv)
+	fill := fillTime(iv)
+	now := time.Now().UnixMicro()
+	st.seen.fullAt[0].Store(now + fill/2)
+	st.seen.fullAt[2].Store(now + fill/3)
+	h := &hotCall{hk: hk, st: st, parts: parts, sub: 1, prevSub: -1}
+	r := Request{Op: Take, Key: "k", Interval: iv, Cost: 3}
+	out, _ := h.logical(bucket.Result{Limited: true, Remaining: 2, RetryAfter: fill / 3, ResetAfter: fill / 3}, &r, now)
+	if !out.Limited || out.Remaining != 2 {
+		t.Errorf("%+v, want denied with 2 left", out)
+	}
+}
