@@ -98,3 +98,22 @@ func TestDeniedRemainingIsBelowTheCost(t *testing.T) {
 		t.Errorf("%+v, want denied with 2 left", out)
 	}
 }
+
+// A call denied here is told the tokens of now, not those of the
+// denial it repeats: 400 ms after a cost-3 denial on an emptied split of
+// 10 a second, each sub-bucket has refilled a token.
+func TestDeniedHereCountsTheRefillSince(t *testing.T) {
+	hk, st, iv := emptiedSplit(t)
+	fill := fillTime(iv)
+	now := time.Now().UnixMicro()
+	at := now - 400_000
+	for j := range hk.partsFor(st, iv) {
+		st.seen.fullAt[j].Store(at + fill)
+	}
+	hk.deny.Store(&denial{gen: st.gen, iv: iv, cost: 3, at: at,
+		res: bucket.Result{Limited: true, Remaining: 0, RetryAfter: fill * 3 / 4, ResetAfter: fill}})
+	out, ok := hk.denied(st, &Request{Op: Take, Key: "k", Interval: iv, Cost: 3})
+	if !ok || !out.Limited || out.Remaining != 2 || out.ResetAfter > fill-400_000 {
+		t.Errorf("%+v (denied here %v), want denied with 2 left (3 between them) and reset within %d µs", out, ok, fill-400_000)
+	}
+}
