@@ -220,28 +220,27 @@ func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 	out := d.res
 	out.RetryAfter -= gone
 	out.ResetAfter = max(out.ResetAfter-gone, 0)
-	// The tokens the sub-buckets refilled since d, as last seen (every
-	// one was, for a denial to be kept), below the cost all the same.
+	// The sub-buckets as last seen (every one was, for a denial to be
+	// kept): refilled since d, and taken from by cheaper calls, which
+	// went on to the shards.
 	parts, fill := hk.partsFor(st, r.Interval), fillTime(r.Interval)
 	var have int64
 	for j, part := range parts {
 		t, _ := st.seen.tokens(j, part, fill, now)
 		have += t
+		out.ResetAfter = max(out.ResetAfter, st.seen.fullAt[j].Load()-now)
 	}
 	out.Remaining = min(have, r.Cost-1)
-	if r.Cost > d.cost {
-		// d's wait is for its own cost: a larger one is there no sooner
-		// than a sub-bucket can hold it, and never when the bucket
-		// cannot.
-		if r.Cost > r.Interval.Capacity {
-			out.RetryAfter = -1
-		} else {
-			wait := st.wait(parts, -1, -1, r, now)
-			if wait < 0 {
-				wait = st.lapseWait(r, have, now)
-			}
-			out.RetryAfter = max(out.RetryAfter, wait)
+	if r.Cost > r.Interval.Capacity {
+		out.RetryAfter = -1
+	} else {
+		// d's wait is for its own cost and the state it saw: a larger
+		// cost, or sub-buckets emptied since, wait longer.
+		wait := st.wait(parts, -1, -1, r, now)
+		if wait < 0 {
+			wait = st.lapseWait(r, have, now)
 		}
+		out.RetryAfter = max(out.RetryAfter, wait)
 	}
 	return out, true
 }

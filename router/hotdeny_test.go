@@ -117,3 +117,24 @@ func TestDeniedHereCountsTheRefillSince(t *testing.T) {
 		t.Errorf("%+v (denied here %v), want denied with 2 left (3 between them) and reset within %d µs", out, ok, fill-400_000)
 	}
 }
+
+// Calls cheaper than a denial go on taking from the sub-buckets, and a
+// call denied here after them is told the wait they left: a cost-3
+// denial 100 ms ago, then the sub-bucket of 4 emptied again by cost-1
+// calls, has its 3 tokens 750 ms from now, not 650.
+func TestDeniedHereWaitsForWhatCheaperCallsTook(t *testing.T) {
+	hk, st, iv := emptiedSplit(t)
+	fill := fillTime(iv)
+	now := time.Now().UnixMicro()
+	at := now - 100_000
+	for j := range hk.partsFor(st, iv) {
+		st.seen.fullAt[j].Store(at + fill)
+	}
+	hk.deny.Store(&denial{gen: st.gen, iv: iv, cost: 3, at: at,
+		res: bucket.Result{Limited: true, Remaining: 0, RetryAfter: fill * 3 / 4, ResetAfter: fill}})
+	st.seen.fullAt[0].Store(now + fill)
+	out, ok := hk.denied(st, &Request{Op: Take, Key: "k", Interval: iv, Cost: 3})
+	if want := fill*3/4 - 1000; !ok || !out.Limited || out.RetryAfter < want || out.ResetAfter < fill-1000 {
+		t.Errorf("%+v (denied here %v), want denied with retry after at least %d µs and reset after about %d", out, ok, want, fill)
+	}
+}
