@@ -435,9 +435,19 @@ type group struct {
 // sub-bucket on a healthy shard, siblings' retries on theirs; one Lua call
 // per group, each shard's pipelined, bounded by the backend timeout.
 func (c *Cluster) step(hk *hotKey, batch []*waiter) {
+	var alone []*waiter // decided without a script
+	var groups []*group
 	defer func() {
-		for _, w := range batch {
+		for _, w := range alone {
 			w.then()
+		}
+		// Group by group, in the order the shards ran them: the last
+		// answer stored of a sub-bucket is then its latest state, not
+		// that of an earlier group of another cost or limit.
+		for _, g := range groups {
+			for _, w := range g.ws {
+				w.then()
+			}
 		}
 	}()
 	cl, topo := c.client.Load(), c.topo.Load()
@@ -445,6 +455,7 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 		for _, w := range batch {
 			w.err = errShardDown
 		}
+		alone = batch
 		return
 	}
 	// The sub-bucket of this batch's free calls, one per split and number
@@ -454,7 +465,6 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 		n, sub int
 	}
 	var chosen []choice
-	var groups []*group
 	sent := time.Now().UnixNano()
 	for _, w := range batch {
 		w.sent = sent
@@ -474,6 +484,7 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 		key, owner, at, ok := w.st.place(hk, w.sub, topo)
 		if w.at = at; !ok {
 			w.err = errShardDown // no shard of the split is healthy: fallback
+			alone = append(alone, w)
 			continue
 		}
 		// Whatever reading of its split w holds: readings of one split
