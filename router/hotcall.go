@@ -48,6 +48,13 @@ type hotCall struct {
 func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result, then func(*hotCall)) bool {
 	hk.seeCost(r.Interval, r.Cost)
 	if st != nil {
+		if parts := hk.partsFor(st, r.Interval); r.Cost > parts[len(parts)-1].Capacity && r.Cost <= r.Interval.Capacity {
+			// The split is too fine for this call, whether it is denied
+			// here or by a step: renewing it from here closes it, and
+			// the next split leaves room for the cost.
+			hk.lastHot.Store(time.Now().UnixNano())
+			hk.detected.Store(true)
+		}
 		if out, ok := hk.denied(st, r); ok {
 			res[i] = Result{Result: out}
 			c.split.Add(1)
@@ -57,12 +64,6 @@ func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *
 	}
 	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1, then: then}
 	if h.follow(st, r) {
-		if last := h.parts[len(h.parts)-1]; r.Cost > last.Capacity && r.Cost <= r.Interval.Capacity {
-			// The split is too fine for this call: renewing it from here
-			// closes it, and the next split leaves room for the cost.
-			hk.lastHot.Store(time.Now().UnixNano())
-			hk.detected.Store(true)
-		}
 		if st.placeable(topo) {
 			c.send(h, -1, r)
 			return true

@@ -138,3 +138,20 @@ func TestDeniedHereWaitsForWhatCheaperCallsTook(t *testing.T) {
 		t.Errorf("%+v (denied here %v), want denied with retry after at least %d µs and reset after about %d", out, ok, want, fill)
 	}
 }
+
+// A call too big for the split's sub-buckets closes the split from here,
+// so that the next one has room for it when its denial says, even when
+// it is denied here without a step.
+func TestTooBigDeniedHereClosesTheSplit(t *testing.T) {
+	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}, Share: 1})
+	t.Cleanup(c.Close)
+	hk, st, iv := emptiedSplit(t)
+	reqs := []Request{{Op: Take, Key: "k", Interval: iv, Cost: 5}}
+	res := make([]Result, 1)
+	if c.startHot(0, &reqs[0], hk, st, &topology{}, reqs, res, nil) || !res[0].Limited {
+		t.Fatalf("%+v, want denied here", res[0])
+	}
+	if !hk.detected.Load() {
+		t.Error("the split was left as it is: the next one has no room for the call either")
+	}
+}
