@@ -31,8 +31,9 @@ type hotCall struct {
 	sub   int
 	w     *waiter
 	steps int
-	// A sibling's step carries the first sub-bucket's denial.
-	prev    *bucket.Result
+	// prevSub is the sub-bucket that denied the call before its sibling's
+	// step, or -1: its figures are counted, as of now, from what was seen
+	// of it then.
 	prevSub int
 	// then is called with the call once each of its steps is done, on the
 	// goroutine that ran the step: nothing waits for it.
@@ -161,13 +162,13 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		h.w.st.seen.placed[h.sub].Store(int32(h.w.at + 1))
 		if br.Limited && h.steps < maxHotSteps {
 			if j := h.sibling(r, now); j >= 0 {
-				h.prev, h.prevSub = &br, h.sub
+				h.prevSub = h.sub
 				c.send(h, j, r)
 				return true
 			}
 		}
 		out, known := h.logical(br, r, now)
-		if out.Limited && out.RetryAfter > 0 && known && r.Cost > 0 && h.prev == nil {
+		if out.Limited && out.RetryAfter > 0 && known && r.Cost > 0 && h.prevSub < 0 {
 			h.hk.deny.Store(&denial{gen: h.st.gen, iv: r.Interval, cost: r.Cost, res: out, at: sent})
 		}
 		res[h.req] = Result{Result: out}
@@ -237,7 +238,7 @@ func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 	} else {
 		// d's wait is for its own cost and the state it saw: a larger
 		// cost, or sub-buckets emptied since, wait longer.
-		wait := st.wait(parts, -1, -1, r, now)
+		wait := st.wait(parts, -1, r, now)
 		if wait < 0 {
 			wait = st.lapseWait(r, have, now)
 		}
@@ -247,13 +248,13 @@ func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 }
 
 // wait is how long, in µs from now, until the soonest of st's sub-buckets
-// but skip and skip2 was seen to hold r's cost (at least 1); -1 when none
-// was seen that can ever hold it.
-func (st *splitState) wait(parts []bucket.Interval, skip, skip2 int, r *Request, now int64) int64 {
+// but skip was seen to hold r's cost (at least 1); -1 when none was seen
+// that can ever hold it.
+func (st *splitState) wait(parts []bucket.Interval, skip int, r *Request, now int64) int64 {
 	fill, out := fillTime(r.Interval), int64(-1)
 	for j, part := range parts {
 		at := st.seen.fullAt[j].Load()
-		if j == skip || j == skip2 || at == 0 || r.Cost > part.Capacity {
+		if j == skip || at == 0 || r.Cost > part.Capacity {
 			continue
 		}
 		wait := max(at-now-mulDiv(part.Capacity-r.Cost, fill, part.Capacity), 1)
@@ -306,15 +307,8 @@ func (h *hotCall) sibling(r *Request, now int64) int {
 func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.Result, known bool) {
 	cost, fill := r.Cost, fillTime(r.Interval)
 	out, known = br, true
-	if h.prev != nil {
-		out.Remaining += h.prev.Remaining
-		out.ResetAfter = max(out.ResetAfter, h.prev.ResetAfter)
-		if out.Limited && h.prev.RetryAfter >= 0 && (out.RetryAfter < 0 || h.prev.RetryAfter < out.RetryAfter) {
-			out.RetryAfter = h.prev.RetryAfter
-		}
-	}
 	for j, part := range h.parts {
-		if j == h.sub || j == h.prevSub {
+		if j == h.sub {
 			continue
 		}
 		t, ok := h.st.seen.tokens(j, part, fill, now)
@@ -334,7 +328,7 @@ func (h *hotCall) logical(br bucket.Result, r *Request, now int64) (out bucket.R
 		out.ResetAfter = max(out.ResetAfter, h.st.seen.fullAt[j].Load()-now)
 	}
 	if out.Limited {
-		if wait := h.st.wait(h.parts, h.sub, h.prevSub, r, now); wait >= 0 && (out.RetryAfter < 0 || wait < out.RetryAfter) {
+		if wait := h.st.wait(h.parts, h.sub, r, now); wait >= 0 && (out.RetryAfter < 0 || wait < out.RetryAfter) {
 			out.RetryAfter = wait
 		}
 		if out.RetryAfter < 0 && cost <= r.Interval.Capacity {

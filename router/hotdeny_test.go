@@ -155,3 +155,22 @@ func TestTooBigDeniedHereClosesTheSplit(t *testing.T) {
 		t.Error("the split was left as it is: the next one has no room for the call either")
 	}
 }
+
+// A call denied by its sub-bucket and then by a sibling is told the first
+// one's figures as of now, not as of its own step, sent earlier (a round
+// trip and a queue before): emptied 5 ms ago, it is full in 995 ms.
+func TestSiblingRetryCountsTheFirstStepFromWhenItWasSent(t *testing.T) {
+	hk, st, iv := emptiedSplit(t)
+	fill := fillTime(iv)
+	now := time.Now().UnixMicro()
+	sent := now - 5_000
+	st.seen.fullAt[0].Store(sent + fill)
+	st.seen.fullAt[1].Store(now + fill/2)
+	st.seen.fullAt[2].Store(now + fill/2)
+	h := &hotCall{hk: hk, st: st, parts: hk.partsFor(st, iv), sub: 1, prevSub: 0}
+	r := Request{Op: Take, Key: "k", Interval: iv, Cost: 2}
+	out, _ := h.logical(bucket.Result{Limited: true, Remaining: 1, RetryAfter: fill / 6, ResetAfter: fill / 2}, &r, now)
+	if !out.Limited || out.ResetAfter > fill-5_000 {
+		t.Errorf("%+v, want denied with reset after %d µs", out, fill-5_000)
+	}
+}
