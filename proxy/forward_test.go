@@ -1779,3 +1779,62 @@ func TestPassthroughScanAcrossAFailover(t *testing.T) {
 		t.Errorf("SCAN across a failover saw %d keys of %d", len(seen), n)
 	}
 }
+
+// Instances behind one load balancer share the scripts loaded through
+// any of them: an EVALSHA through another instance than the one that saw
+// the script loaded, or run by EVAL, meeting a node that lost it (a
+// promoted replica, a restart), is replayed all the same. A SCRIPT FLUSH
+// through one instance is the others' too: an EVALSHA through another
+// answers NOSCRIPT, as through the one that flushed.
+func TestPassthroughScriptsSharedByInstances(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ra, rb := newForwarding(t, c), newForwarding(t, c)
+	a := dialRaw(t, serveConfig(t, proxy.Config{Decider: ra, Forwarder: ra, AllowAdmin: true}))
+	b := dialRaw(t, serveConfig(t, proxy.Config{Decider: rb, Forwarder: rb, AllowAdmin: true}))
+	keyOf := map[string]string{} // a key of each primary, by address
+	for i := 0; len(keyOf) < len(c.Nodes); i++ {
+		k := "shs:" + strconv.Itoa(i)
+		keyOf[primaryOf(t, c, k).Addr] = k
+	}
+	loaded := "return 'loaded ' .. KEYS[1]"
+	ran := "return 'ran ' .. KEYS[1]"
+	if got := a.do("SCRIPT", "LOAD", loaded); !strings.HasPrefix(got, "$40\r\n") {
+		t.Fatalf("SCRIPT LOAD through A: %q", got)
+	}
+	if got := a.do("EVAL", ran, "1", "shs:x"); !strings.HasPrefix(got, "$") {
+		t.Fatalf("EVAL through A: %q", got)
+	}
+	loseScripts := func() {
+		for _, n := range c.Nodes {
+			if err := n.Do(context.Background(), "SCRIPT", "FLUSH").Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	loseScripts()
+	for _, body := range []string{loaded, ran} {
+		sum := sha1.Sum([]byte(body))
+		sha := hex.EncodeToString(sum[:])
+		for _, k := range keyOf {
+			want := strings.Replace(body, "return '", "", 1)
+			want = strings.Replace(want, "' .. KEYS[1]", "", 1) + k
+			want = "$" + strconv.Itoa(len(want)) + "\r\n" + want + "\r\n"
+			if got := b.do("EVALSHA", sha, "1", k); got != want {
+				t.Errorf("EVALSHA through B on %s of %q, seen by A only, after the nodes lost it: %q, want %q", k, body, got, want)
+			}
+		}
+	}
+	// B has now replayed both: a flush through A must reach what B knows.
+	if got := a.do("SCRIPT", "FLUSH"); got != "+OK\r\n" {
+		t.Fatalf("SCRIPT FLUSH through A: %q", got)
+	}
+	for _, body := range []string{loaded, ran} {
+		sum := sha1.Sum([]byte(body))
+		sha := hex.EncodeToString(sum[:])
+		for _, k := range keyOf {
+			if got := b.do("EVALSHA", sha, "1", k); !strings.HasPrefix(got, "-NOSCRIPT") {
+				t.Errorf("EVALSHA through B on %s of %q after SCRIPT FLUSH through A: %q, want NOSCRIPT", k, body, got)
+			}
+		}
+	}
+}

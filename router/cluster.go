@@ -177,7 +177,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		forgotten: map[string]*shard{},
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
-		scripts:   scripts{bySHA: map[string]string{}, known: map[string]struct{}{}},
+		scripts:   scripts{known: map[string]struct{}{}},
 		done:      make(chan struct{}),
 	}
 	if c.log == nil {

@@ -7,9 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha1"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -634,11 +632,18 @@ func (f *forwarded) answer(r []byte) {
 		}
 	}
 	if bytes.HasPrefix(r, []byte("-NOSCRIPT")) && !f.replayed {
-		if cmd, ok := f.c.evalFor(f.cmd); ok {
+		if sha, ok := evalshaSHA(f.cmd); ok {
 			// A node that lost the script (a promoted replica, a restart,
-			// SCRIPT FLUSH): run it from its text, which sluice saw loaded.
-			f.cmd, f.replayed = cmd, true
-			f.c.sendTo(f.addr, f)
+			// SCRIPT FLUSH): run it from its text, if any sluice saw it
+			// loaded, or else answer the node's NOSCRIPT.
+			f.c.scriptText(sha, func(body string, ok bool) {
+				if !ok {
+					f.finish(r)
+					return
+				}
+				f.cmd, f.replayed = evalWith(f.cmd, body), true
+				f.c.sendTo(f.addr, f)
+			})
 			return
 		}
 	}
@@ -647,7 +652,7 @@ func (f *forwarded) answer(r []byte) {
 		// EVALSHA of it, sent where its keys are, may meet a primary
 		// that never ran it.
 		if body, ok := evalBody(f.cmd); ok {
-			f.c.RememberScript(body)
+			f.c.rememberRan(body)
 		}
 	}
 	f.finish(r)
@@ -676,82 +681,6 @@ func evalBody(cmd []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return body[:n], true
-}
-
-// maxScripts bounds the scripts sluice remembers for NOSCRIPT replay.
-const maxScripts = 10_000
-
-// scripts are the scripts sluice remembers for NOSCRIPT replay. A client
-// may EVAL the same script at every call (the article's client does):
-// one already known costs a read-locked map lookup, not a SHA1.
-type scripts struct {
-	mu    sync.RWMutex
-	bySHA map[string]string   // by lower-case hex SHA1
-	known map[string]struct{} // the same bodies, by body
-}
-
-// RememberScript keeps a script loaded through sluice (SCRIPT LOAD, or
-// run by EVAL), so that an EVALSHA of it that meets a node without it is
-// replayed as EVAL, as rueidis does for its own scripts.
-func (c *Cluster) RememberScript(body []byte) {
-	s := &c.scripts
-	s.mu.RLock()
-	_, ok := s.known[string(body)]
-	s.mu.RUnlock()
-	if ok {
-		return
-	}
-	sum := sha1.Sum(body)
-	sha := hex.EncodeToString(sum[:])
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.bySHA[sha]; ok || len(s.bySHA) >= maxScripts {
-		return
-	}
-	text := string(body)
-	s.bySHA[sha] = text
-	s.known[text] = struct{}{}
-}
-
-// ForgetScripts forgets every script RememberScript kept.
-func (c *Cluster) ForgetScripts() {
-	s := &c.scripts
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.bySHA)
-	clear(s.known)
-}
-
-// evalFor rewrites an EVALSHA (or EVALSHA_RO) of a remembered script,
-// encoded as AppendCommand encodes it, as the EVAL of its text.
-func (c *Cluster) evalFor(cmd []byte) ([]byte, bool) {
-	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
-	if !ok {
-		return nil, false
-	}
-	header := cmd[:len(cmd)-len(rest)]
-	var eval string
-	switch {
-	case len(rest) > 13 && bytes.EqualFold(rest[:13], []byte("$7\r\nEVALSHA\r\n")):
-		eval, rest = "EVAL", rest[13:]
-	case len(rest) > 17 && bytes.EqualFold(rest[:17], []byte("$10\r\nEVALSHA_RO\r\n")):
-		eval, rest = "EVAL_RO", rest[17:]
-	default:
-		return nil, false
-	}
-	if len(rest) < 47 || string(rest[:5]) != "$40\r\n" || string(rest[45:47]) != "\r\n" {
-		return nil, false
-	}
-	sha := strings.ToLower(string(rest[5:45]))
-	c.scripts.mu.RLock()
-	body, ok := c.scripts.bySHA[sha]
-	c.scripts.mu.RUnlock()
-	if !ok {
-		return nil, false
-	}
-	out := append(bytes.Clone(header), redcon.AppendBulkString(nil, eval)...)
-	out = redcon.AppendBulkString(out, body)
-	return append(out, rest[47:]...), true
 }
 
 var okReply = []byte("+OK\r\n")

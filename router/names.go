@@ -18,10 +18,11 @@ const KeyPrefix = "sluice:"
 const (
 	instancesKey = "sluice.instances"
 	probePrefix  = "sluice.probe:"
+	scriptsKey   = "sluice.scripts"
 )
 
 // IsInternal reports whether key, as stored in Redis, is one of sluice's
-// own: a bucket, a sub-bucket, the heartbeat or a probe. Commands passed
+// own: a bucket, a sub-bucket, the heartbeat, a probe or the scripts. Commands passed
 // through to the cluster must keep callers away from them.
 func IsInternal(key string) bool {
 	rest, ok := strings.CutPrefix(key, "sluice")

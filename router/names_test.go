@@ -13,6 +13,7 @@ func TestIsInternal(t *testing.T) {
 		KeyPrefix:           true,
 		sub:                 true,
 		instancesKey:        true,
+		scriptsKey:          true,
 		probePrefix + "{x}": true,
 		"sluice":            false,
 		"sluicex":           false,

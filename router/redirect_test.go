@@ -36,40 +36,39 @@ func TestRedirectAddr(t *testing.T) {
 	}
 }
 
-// A script a client EVALs at every call is remembered once: each call
-// after the first costs a lookup, no SHA1 and no allocation.
+// A script a client EVALs at every call is stored once: each call after
+// the first costs a lookup, no SHA1, no write and no allocation.
 func BenchmarkRememberScriptKnown(b *testing.B) {
 	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}})
 	defer c.Close()
 	body := []byte(strings.Repeat("local v = redis.call('GET', KEYS[1]) ", 16))
-	c.RememberScript(body)
+	c.rememberRan(body)
 	b.ReportAllocs()
 	for b.Loop() {
-		c.RememberScript(body)
+		c.rememberRan(body)
 	}
 }
 
-// A remembered script is found by its SHA1, whichever case the EVALSHA
-// wrote it in, and forgotten by ForgetScripts.
-func TestRememberedScriptReplays(t *testing.T) {
-	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}})
-	defer c.Close()
+// An EVALSHA's script is found by its SHA1, whichever case the EVALSHA
+// wrote it in, and the command replayed as the EVAL of its text.
+func TestEvalshaReplayedAsEval(t *testing.T) {
 	body := "return 1"
-	c.RememberScript([]byte(body))
-	c.RememberScript([]byte(body)) // known: the fast path
 	sum := sha1.Sum([]byte(body))
-	sha := strings.ToUpper(hex.EncodeToString(sum[:]))
-	cmd := []byte("*3\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha + "\r\n$1\r\n0\r\n")
-	got, ok := c.evalFor(cmd)
-	if want := "*3\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n$1\r\n0\r\n"; !ok || string(got) != want {
-		t.Fatalf("evalFor: %q, %v; want %q", got, ok, want)
+	sha := hex.EncodeToString(sum[:])
+	for _, tc := range []struct{ evalsha, eval string }{
+		{"$7\r\nEVALSHA\r\n", "$4\r\nEVAL\r\n"},
+		{"$10\r\nevalsha_ro\r\n", "$7\r\nEVAL_RO\r\n"},
+	} {
+		cmd := []byte("*3\r\n" + tc.evalsha + "$40\r\n" + strings.ToUpper(sha) + "\r\n$1\r\n0\r\n")
+		got, ok := evalshaSHA(cmd)
+		if !ok || got != sha {
+			t.Fatalf("evalshaSHA(%q): %q, %v; want %q", cmd, got, ok, sha)
+		}
+		if got, want := string(evalWith(cmd, body)), "*3\r\n"+tc.eval+"$8\r\nreturn 1\r\n$1\r\n0\r\n"; got != want {
+			t.Errorf("evalWith(%q): %q, want %q", cmd, got, want)
+		}
 	}
-	c.ForgetScripts()
-	if got, ok := c.evalFor(cmd); ok {
-		t.Fatalf("evalFor after ForgetScripts: %q, want nothing", got)
-	}
-	c.RememberScript([]byte(body))
-	if _, ok := c.evalFor(cmd); !ok {
-		t.Fatal("a script remembered again after ForgetScripts is not found")
+	if _, ok := evalshaSHA([]byte("*3\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n$1\r\n0\r\n")); ok {
+		t.Error("evalshaSHA read an EVAL")
 	}
 }
