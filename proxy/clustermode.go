@@ -273,7 +273,10 @@ func (s *Server) clusterNode(c *client) (clusterNode, error) {
 		}
 		n.host, n.port = host, p
 		n.hostname = net.ParseIP(n.host) == nil
-		n.id = nodeID(n.host, n.port, s.start.UnixNano())
+		// Every instance announcing this address (behind one load
+		// balancer) is this node to a client, which may key its nodes by
+		// ID: they give it one, and keep it across restarts, as Redis.
+		n.id = nodeID(n.host, n.port, 0)
 		return n, nil
 	}
 	a, ok := s.Addr().(*net.TCPAddr)
@@ -291,11 +294,13 @@ func (s *Server) clusterNode(c *client) (clusterNode, error) {
 	return n, nil
 }
 
-// nodeID is a Redis node ID (40 lowercase hex digits) that lasts as long
-// as the Server: Server has no field to keep a random one in, so it is
-// made from what the Server does keep. Its start time differs between
-// runs, as a fresh Redis node's ID does, and the address tells apart
-// instances started at the same instant.
+// nodeID is a Redis node ID (40 lowercase hex digits) made from the
+// node's address and, for an address that is the instance's own, its
+// start time (0 for an announced one): Server has no field to keep a
+// random one in, so it is made from what the Server does keep. The start
+// time tells apart instances that serve the same address on different
+// hosts (containers), and the address instances started at the same
+// instant.
 func nodeID(host string, port int, startNanos int64) string {
 	sum := sha1.Sum([]byte(net.JoinHostPort(host, strconv.Itoa(port)) + " " + strconv.FormatInt(startNanos, 10)))
 	return hex.EncodeToString(sum[:])

@@ -240,6 +240,23 @@ func TestClusterAnnouncedAddress(t *testing.T) {
 	}
 }
 
+// Instances behind one load balancer, announcing its address, are one
+// node to a cluster client, whichever of them answers its topology query:
+// the same ID at the same address, as a Redis node keeps its ID. A client
+// that keys nodes by ID (Lettuce) would otherwise see the node replaced at
+// each refresh that reaches another instance.
+func TestClusterAnnouncedNodeIsOneNodeAcrossInstances(t *testing.T) {
+	var addrs []string
+	for range 2 {
+		addrs = append(addrs, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Announce: "lb.example:6380"}))
+	}
+	for _, cmd := range [][]string{{"CLUSTER", "MYID"}, {"CLUSTER", "SLOTS"}, {"CLUSTER", "SHARDS"}, {"CLUSTER", "NODES"}} {
+		if a, b := fmt.Sprint(command(t, addrs[0], cmd...)), fmt.Sprint(command(t, addrs[1], cmd...)); a != b {
+			t.Errorf("%s: %s through one instance, %s through the other", cmd, a, b)
+		}
+	}
+}
+
 func TestClusterBadAnnounce(t *testing.T) {
 	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Announce: "sluice"})
 	want := respError(`ERR sluice: the announced address "sluice" is not host:port`)
