@@ -1838,3 +1838,20 @@ func TestPassthroughScriptsSharedByInstances(t *testing.T) {
 		}
 	}
 }
+
+// The scripts sluice replays are kept in a key any caller with access to
+// it may write: a text stored under another script's SHA1 is not run for
+// an EVALSHA of that script, which answers the node's NOSCRIPT.
+func TestPassthroughReplaysOnlyTheScriptNamed(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r}))
+	sum := sha1.Sum([]byte("return 'mine'"))
+	sha := hex.EncodeToString(sum[:])
+	if got := conn.do("HSET", "sluice.scripts", sha, "return 'not mine'"); got != ":1\r\n" {
+		t.Fatalf("HSET sluice.scripts: %q", got)
+	}
+	if got := conn.do("EVALSHA", sha, "0"); !strings.HasPrefix(got, "-NOSCRIPT") {
+		t.Errorf("EVALSHA of a script stored under another's SHA1: %q, want NOSCRIPT", got)
+	}
+}

@@ -186,8 +186,10 @@ func (c *Cluster) scriptsSent(ops []scriptOp, bodies []rueidis.RedisMessage, err
 	default:
 		for i, op := range ops {
 			if i < len(bodies) {
-				// A nil (no instance remembers it) is no string.
-				if body, err := bodies[i].ToString(); err == nil {
+				// A nil (no instance remembers it) is no string. The hash is
+				// a key any caller with access to it may write: a text that
+				// is not the script the EVALSHA named is not run for it.
+				if body, err := bodies[i].ToString(); err == nil && shaOf([]byte(body)) == op.sha {
 					op.found(body, true)
 					continue
 				}
