@@ -386,14 +386,14 @@ func refused(spec *cmdspec.Spec) error {
 
 // keyless reports whether a command without keys may go to any one
 // primary: a script or function that declares none, or a command any
-// node answers alike (SCRIPT HELP and FUNCTION HELP: the same text).
+// node answers alike (a container's HELP, OBJECT HELP or XINFO HELP: the
+// same text on every node, which clients and redis-cli ask for).
 func keyless(spec *cmdspec.Spec) bool {
 	switch spec.Name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "time", "lolwut", "publish",
-		"script|help", "function|help":
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "time", "lolwut", "publish":
 		return true
 	}
-	return false
+	return strings.HasSuffix(spec.Name, "|help")
 }
 
 // deliverPart takes the reply to part j of r's forwarded commands; the
