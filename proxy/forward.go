@@ -303,6 +303,10 @@ func routeKeys(spec *cmdspec.Spec, args [][]byte) (keys []int, bad bool, err err
 		// BY and GET patterns name no key of their own; the node refuses
 		// the ones Redis Cluster refuses.
 		return sortKeys(args, spec.Name == "sort"), false, nil
+	case errors.Is(err, cmdspec.ErrUnknownKeys) && spec.Name == "migrate":
+		// Its key specs are incomplete: KEYS may follow AUTH's password.
+		keys := migrateKeys(args)
+		return keys, len(keys) == 0, nil
 	case errors.Is(err, cmdspec.ErrBadKeys):
 		return nil, true, nil
 	}
@@ -334,6 +338,31 @@ func sortKeys(args [][]byte, store bool) []int {
 		keys = append(keys, dst)
 	}
 	return keys
+}
+
+// migrateKeys are MIGRATE's keys, found as Redis's migrateGetKeys finds
+// them: its fourth argument, or, from the seventh on, every argument after
+// a KEYS that is no password of AUTH or AUTH2. None when the fourth is not
+// empty then: the node refuses that line, whichever it is.
+func migrateKeys(args [][]byte) []int {
+	for i := 6; i < len(args); i++ {
+		switch {
+		case bytes.EqualFold(args[i], []byte("keys")):
+			if len(args[3]) > 0 {
+				return nil
+			}
+			keys := make([]int, 0, len(args)-i-1)
+			for k := i + 1; k < len(args); k++ {
+				keys = append(keys, k)
+			}
+			return keys
+		case bytes.EqualFold(args[i], []byte("auth")):
+			i++
+		case bytes.EqualFold(args[i], []byte("auth2")):
+			i += 2
+		}
+	}
+	return []int{3}
 }
 
 // splitBySlot adds to r.fwd one command per slot of keys, each with its

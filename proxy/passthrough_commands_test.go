@@ -187,6 +187,17 @@ var passthroughCommands = [][]string{
 	{"SORT_RO", "{%t}sl", "LIMIT", "0", "2"},
 	{"SORT", "{%t}sl", "BY", "nosort", "GET", "#"},
 	{"SORT", "{%t}sl", "BY", "w_*"},
+	// MIGRATE's key is its fourth argument, or those after KEYS when that
+	// one is empty; port 1 refuses the node at once.
+	{"MIGRATE", "127.0.0.1", "1", "%k", "0", "10"},
+	{"MIGRATE", "127.0.0.1", "1", "{%t}s1", "0", "10"},
+	{"MIGRATE", "127.0.0.1", "1", "{%t}s1", "0", "10", "COPY", "REPLACE", "AUTH", "keys"},
+	{"MIGRATE", "127.0.0.1", "1", "", "0", "10", "KEYS", "%k", "%j"},
+	{"MIGRATE", "127.0.0.1", "1", "", "0", "10", "KEYS", "{%t}k", "{%t}j"},
+	{"MIGRATE", "127.0.0.1", "1", "", "0", "10", "AUTH2", "keys", "keys", "KEYS", "{%t}s1"},
+	{"MIGRATE", "127.0.0.1", "1", "%k", "0", "10", "KEYS", "{%t}s1"},
+	{"MIGRATE", "127.0.0.1", "1", "{%t}s1", "x", "10"},
+	{"MIGRATE", "127.0.0.1", "1", "%k", "0"},
 	// Keyless commands any node answers alike, and help texts.
 	{"LOLWUT", "VERSION", "1"},
 	{"CONFIG", "HELP"},
