@@ -485,7 +485,10 @@ func cmdACL(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 	case sub == "whoami" || sub == "list":
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'acl|%s' command", sub))
+	case commands["acl"].subs[sub] == nil:
+		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try ACL HELP.", cut128(args[1])))
 	default:
-		s.writeError(conn, fmt.Errorf("sluice answers ACL WHOAMI and ACL LIST only ('%s'): its users are defined in --aclfile", truncate(args[1])))
+		s.writeError(conn, refusedWithArity("acl|"+sub, args,
+			fmt.Errorf("sluice answers ACL WHOAMI and ACL LIST only ('%s'): its users are defined in --aclfile", truncate(args[1]))))
 	}
 }

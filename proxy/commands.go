@@ -404,6 +404,26 @@ var clientRefused = map[string]string{
 	"KILL": "", "PAUSE": "", "UNPAUSE": "", "UNBLOCK": "",
 }
 
+// refusedArity are Redis 7's arities of the CLIENT and ACL subcommands
+// sluice refuses: a line Redis would refuse for its number of arguments
+// gets Redis's error, as a client checking its own call expects, before
+// sluice's refusal.
+var refusedArity = map[string]int{
+	"client|caching": 3, "client|getredir": 2, "client|kill": -3, "client|pause": -3,
+	"client|tracking": -3, "client|trackinginfo": 2, "client|unblock": -3, "client|unpause": 2,
+	"acl|cat": -2, "acl|deluser": -3, "acl|dryrun": -4, "acl|genpass": -2, "acl|getuser": 3,
+	"acl|help": 2, "acl|load": 2, "acl|log": -2, "acl|save": 2, "acl|setuser": -3, "acl|users": 2,
+}
+
+// refusedWithArity is sluice's refusal of a CLIENT or ACL subcommand,
+// or Redis's error for its number of arguments.
+func refusedWithArity(full string, args [][]byte, refusal error) error {
+	if n := refusedArity[full]; (n > 0 && len(args) != n) || len(args) < -n {
+		return fmt.Errorf("wrong number of arguments for '%s' command", full)
+	}
+	return refusal
+}
+
 const trackingShared = " (client-side caching): the nodes would track keys for sluice's connections, which its clients share"
 
 // clientHelp is CLIENT HELP for the subcommands sluice answers, in Redis
@@ -441,7 +461,8 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'client|%s' command", strings.ToLower(sub)))
 	}
 	if why, ok := clientRefused[sub]; ok {
-		s.writeError(conn, fmt.Errorf("sluice does not support CLIENT %s%s", sub, why))
+		s.writeError(conn, refusedWithArity("client|"+strings.ToLower(sub), args,
+			fmt.Errorf("sluice does not support CLIENT %s%s", sub, why)))
 		return
 	}
 	switch sub {

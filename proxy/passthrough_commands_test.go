@@ -284,6 +284,24 @@ var passthroughCommands = [][]string{
 	{"CLIENT", "REPLY", "on", "x"},
 	{"CLIENT", "REPLY", "on"},
 	{"CLIENT", "NO-EVICT"},
+	// Subcommands sluice refuses: a wrong number of arguments is Redis's
+	// error first, as is a subcommand Redis does not have.
+	{"CLIENT", "KILL"},
+	{"CLIENT", "PAUSE"},
+	{"CLIENT", "UNBLOCK"},
+	{"CLIENT", "TRACKING"},
+	{"CLIENT", "CACHING"},
+	{"CLIENT", "GETREDIR", "x"},
+	{"CLIENT", "UNPAUSE", "x"},
+	{"CLIENT", "TRACKINGINFO", "x"},
+	{"ACL", "NOSUCH"},
+	{"ACL", "GETUSER"},
+	{"ACL", "SETUSER"},
+	{"ACL", "DELUSER"},
+	{"ACL", "DRYRUN", "u"},
+	{"ACL", "LOAD", "x"},
+	{"ACL", "USERS", "x"},
+	{"ACL", "HELP", "x"},
 }
 
 // passthroughLoose are the commands whose replies carry times (idle
