@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
+	"github.com/sluice-rl/sluice/router/glob"
 )
 
 // With a cluster behind it, COMMAND answers from the cluster's own table,
@@ -56,13 +57,19 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 			}
 			return append(strconv.AppendInt([]byte{':'}, int64(n+len(own)), 10), '\r', '\n')
 		}
-	case sub == "list" && len(args) == 2:
+	case sub == "list" && (len(args) == 2 || (len(args) == 5 && bytes.EqualFold(args[2], []byte("filterby")))):
+		var mine []*command
+		for _, cmd := range own {
+			if len(args) == 2 || listedBy(cmd, args[3], args[4]) {
+				mine = append(mine, cmd)
+			}
+		}
 		post = func(p []byte) []byte {
 			var w replyBuf
-			for _, cmd := range own {
+			for _, cmd := range mine {
 				w.WriteBulkString(cmd.name)
 			}
-			return appendElements(p, len(own), w.b)
+			return appendElements(p, len(mine), w.b)
 		}
 	case sub == "info":
 		// The cluster answers for its names, sluice for its own, in the
@@ -117,6 +124,19 @@ func (s *Server) forwardCommand(c *client, r *round, args [][]byte) bool {
 	s.forwardOne(c, r, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
 	r.items[len(r.items)-1].post = post
 	return true
+}
+
+// listedBy reports whether COMMAND LIST FILTERBY lists cmd, one of
+// sluice's, as Redis lists its own: a PATTERN matched regardless of case,
+// an ACLCAT of its categories. No module has it.
+func listedBy(cmd *command, filter, arg []byte) bool {
+	switch lowerName(filter) {
+	case "pattern":
+		return glob.Match(cmd.name, string(bytes.ToLower(arg)))
+	case "aclcat":
+		return slices.Contains(cmd.acl, string(bytes.ToLower(arg)))
+	}
+	return false
 }
 
 func ownByName(own []*command, name []byte) *command {

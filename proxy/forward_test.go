@@ -1287,6 +1287,23 @@ func TestPassthroughCommandTable(t *testing.T) {
 		if got := conn.do("COMMAND", "GETKEYS", "SET", "a", "b"); got != "*1\r\n$1\r\na\r\n" {
 			t.Errorf("RESP3 %v: COMMAND GETKEYS SET a b: %q", resp3, got)
 		}
+		// COMMAND LIST FILTERBY lists sluice's commands as COMMAND LIST
+		// does, where they match; a pattern ignores case, as Redis's.
+		for _, tc := range []struct{ filter, want string }{
+			{"PATTERN THR*", "*2\r\n$8\r\nthrottle\r\n$14\r\nthrottle.reset\r\n"},
+			{"PATTERN gcr?", "*1\r\n$4\r\ngcra\r\n"},
+			{"PATTERN nosuch*", "*0\r\n"},
+			{"ACLCAT RATE_LIMIT", "*3\r\n$11\r\ncl.throttle\r\n$4\r\ngcra\r\n$8\r\nthrottle\r\n"},
+			{"MODULE nosuch", "*0\r\n"},
+		} {
+			args := append([]string{"COMMAND", "LIST", "FILTERBY"}, strings.Fields(tc.filter)...)
+			if got := conn.do(args...); got != tc.want {
+				t.Errorf("RESP3 %v: COMMAND LIST FILTERBY %s: %q, want %q", resp3, tc.filter, got, tc.want)
+			}
+		}
+		if got, want := conn.do("COMMAND", "LIST", "FILTERBY", "NOSUCH", "x"), directIn(t, c, resp3, 0, "COMMAND", "LIST", "FILTERBY", "NOSUCH", "x"); got != want {
+			t.Errorf("RESP3 %v: COMMAND LIST FILTERBY NOSUCH x: %q, the cluster %q", resp3, got, want)
+		}
 	}
 	// CLIENT LIST names a forwarded subcommand as Redis does.
 	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
