@@ -191,29 +191,31 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 // blocks reports whether a command may wait at its node: one of Redis's
 // "blocking" flag, but for XREAD and XREADGROUP only with BLOCK (without
 // it they answer at once, and must not take a blocking connection or
-// hold up their client's pipeline).
+// hold up their client's pipeline). Their options come in any order
+// before STREAMS (XREADGROUP BLOCK 0 GROUP g c STREAMS ...): they are read
+// as Redis's xreadCommand reads them, so that neither a group or consumer
+// named "block" nor a BLOCK before GROUP is mistaken.
 func blocks(spec *cmdspec.Spec, args [][]byte) bool {
 	if !spec.Has("blocking") {
 		return false
 	}
-	i := 1
-	switch spec.Name {
-	case "xreadgroup":
-		i = 4 // past GROUP group consumer
-	case "xread":
-	default:
+	if spec.Name != "xread" && spec.Name != "xreadgroup" {
 		return true
 	}
-	for i < len(args) {
-		switch a := string(args[i]); {
-		case strings.EqualFold(a, "block"):
+	group := spec.Name == "xreadgroup"
+	for i := 1; i < len(args); i++ {
+		more := len(args) - i - 1
+		switch a := args[i]; {
+		case bytes.EqualFold(a, []byte("block")) && more > 0:
 			return true
-		case strings.EqualFold(a, "streams"):
-			return false
-		case strings.EqualFold(a, "count"):
+		case bytes.EqualFold(a, []byte("count")) && more > 0:
+			i++
+		case bytes.EqualFold(a, []byte("group")) && more >= 2 && group:
 			i += 2
+		case bytes.EqualFold(a, []byte("noack")) && group:
 		default:
-			i++ // NOACK
+			// STREAMS, or an error the node answers at once.
+			return false
 		}
 	}
 	return false

@@ -638,6 +638,16 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	if got := d.do("XREAD", "BLOCK", "0", "STREAMS", "bl:{s}", "$"); !strings.Contains(got, "--max-blocking") {
 		t.Errorf("XREAD BLOCK while --max-blocking is full: %q", got)
 	}
+	// Redis takes XREADGROUP's options in any order before STREAMS: BLOCK
+	// before GROUP blocks, a consumer named "block" after NOACK does not.
+	d.do("XGROUP", "CREATE", "bl:{s}", "g", "$")
+	if got := d.do("XREADGROUP", "BLOCK", "0", "GROUP", "g", "c", "STREAMS", "bl:{s}", ">"); !strings.Contains(got, "--max-blocking") {
+		t.Errorf("XREADGROUP BLOCK 0 GROUP ... while --max-blocking is full: %q", got)
+	}
+	history := []string{"XREADGROUP", "NOACK", "GROUP", "block", "block", "STREAMS", "bl:{s}", "0"}
+	if got, want := d.do(history...), direct(t, c, slot.Of("bl:{s}"), history...); got != want {
+		t.Errorf("XREADGROUP NOACK GROUP block block while --max-blocking is full: %q, want %q", got, want)
+	}
 	// Clients that go away stop waiting at the node.
 	a.c.Close()
 	b.c.Close()
