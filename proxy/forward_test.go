@@ -103,92 +103,96 @@ func directIn(t *testing.T, c *clustertest.Cluster, resp3 bool, sl int, args ...
 	return conn.do(args...)
 }
 
+// eachPathAndProtocol runs f as a subtest for each serving path (event
+// loops, goroutines) and protocol (RESP2, RESP3).
+func eachPathAndProtocol(t *testing.T, f func(t *testing.T, loops int, resp3 bool)) {
+	for _, loops := range []int{0, -1} {
+		for _, resp3 := range []bool{false, true} {
+			name := map[int]string{0: "loops", -1: "goroutines"}[loops] + map[bool]string{false: "/RESP2", true: "/RESP3"}[resp3]
+			t.Run(name, func(t *testing.T) { f(t, loops, resp3) })
+		}
+	}
+}
+
 // TestPassthroughMatchesTheCluster sends ordinary commands through sluice
 // and the same commands straight to the primary that owns their keys: the
 // replies must be the same bytes.
 func TestPassthroughMatchesTheCluster(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	for _, tc := range []struct {
-		loops int
-		resp3 bool
-	}{{0, false}, {-1, false}, {0, true}, {-1, true}} {
-		loops, resp3 := tc.loops, tc.resp3
-		name := map[int]string{0: "loops", -1: "goroutines"}[loops] + map[bool]string{false: "/RESP2", true: "/RESP3"}[resp3]
-		t.Run(name, func(t *testing.T) {
-			addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
-			through := dialRaw(t, addr)
-			if resp3 {
-				if got := through.do("HELLO", "3"); !strings.HasPrefix(got, "%7\r\n") {
-					t.Fatalf("HELLO 3: %q, want a map", got)
-				}
+	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		through := dialRaw(t, addr)
+		if resp3 {
+			if got := through.do("HELLO", "3"); !strings.HasPrefix(got, "%7\r\n") {
+				t.Fatalf("HELLO 3: %q, want a map", got)
 			}
-			io := map[int]string{0: "l", -1: "g"}[loops] + map[bool]string{false: "2", true: "3"}[resp3]
-			// Each command runs twice, through sluice on keys of one prefix
-			// and straight to the cluster on keys of another, so that both
-			// see the same state; no reply names a key.
-			for _, cmd := range [][]string{
-				{"SET", "%a", "1"},
-				{"GET", "%a"},
-				{"GET", "%missing"},
-				{"INCR", "%n"},
-				{"INCRBY", "%n", "x"},
-				{"HSET", "%h", "f", "v", "g", "w"},
-				{"HGETALL", "%h"},
-				{"GET", "%h"},
-				{"RPUSH", "%l", "x", "y", "z"},
-				{"LRANGE", "%l", "0", "-1"},
-				{"LPOP", "%nolist"},
-				{"SADD", "%s", "m"},
-				{"SMEMBERS", "%s"},
-				{"ZADD", "%z", "1.5", "one", "2", "two"},
-				{"ZRANGE", "%z", "0", "-1", "WITHSCORES"},
-				{"ZSCORE", "%z", "one"},
-				{"EXPIRE", "%a", "100"},
-				{"TYPE", "%h"},
-				{"XADD", "%st", "1-1", "f", "v"},
-				{"XRANGE", "%st", "-", "+"},
-				{"EVAL", "return {ARGV[1], redis.call('GET', KEYS[1])}", "1", "%a", "v"},
-				{"EVAL", "return 7", "0"},
-				{"MSET", "{%t}x", "1", "{%t}y", "2"},
-				{"MGET", "{%t}x", "{%t}y"},
-				{"NOSUCHCOMMAND", "a"},
-				{"GET"},
-				{"OBJECT", "NOSUCH"},
-				{"OBJECT", "ENCODING", "%h"},
-				{"SET", "%a", "1", "EX", "-1"},
-				{"EVAL", "return 1", "3", "%a"},
-				{"ZUNIONSTORE", "%dst", "0", "%z"},
-				{"SORT", "%l", "ALPHA", "LIMIT", "0", "2"},
-				// SORT stores into its last STORE's key, the one Redis routes
-				// by; SORT_RO has no STORE, its key alone routes it.
-				{"SORT", "{%x}l", "STORE", "%other", "STORE", "{%x}dst"},
-				{"SORT", "{%x}l", "STORE", "store", "{%x}dst"},
-				{"SORT_RO", "{%x}l", "STORE", "%other"},
-				{"ZSCORE", "%z", "one"},
-				{"HRANDFIELD", "%nohash"},
-				{"MGET", "{%t}x", "{%t}none"},
-			} {
-				on := func(prefix string) ([]string, int) {
-					args, sl := make([]string, len(cmd)), -1
-					for i, a := range cmd {
-						args[i] = strings.ReplaceAll(a, "%", prefix)
-						if a != args[i] && sl < 0 {
-							sl = slot.Of(args[i])
-						}
+		}
+		io := map[int]string{0: "l", -1: "g"}[loops] + map[bool]string{false: "2", true: "3"}[resp3]
+		// Each command runs twice, through sluice on keys of one prefix
+		// and straight to the cluster on keys of another, so that both
+		// see the same state; no reply names a key.
+		for _, cmd := range [][]string{
+			{"SET", "%a", "1"},
+			{"GET", "%a"},
+			{"GET", "%missing"},
+			{"INCR", "%n"},
+			{"INCRBY", "%n", "x"},
+			{"HSET", "%h", "f", "v", "g", "w"},
+			{"HGETALL", "%h"},
+			{"GET", "%h"},
+			{"RPUSH", "%l", "x", "y", "z"},
+			{"LRANGE", "%l", "0", "-1"},
+			{"LPOP", "%nolist"},
+			{"SADD", "%s", "m"},
+			{"SMEMBERS", "%s"},
+			{"ZADD", "%z", "1.5", "one", "2", "two"},
+			{"ZRANGE", "%z", "0", "-1", "WITHSCORES"},
+			{"ZSCORE", "%z", "one"},
+			{"EXPIRE", "%a", "100"},
+			{"TYPE", "%h"},
+			{"XADD", "%st", "1-1", "f", "v"},
+			{"XRANGE", "%st", "-", "+"},
+			{"EVAL", "return {ARGV[1], redis.call('GET', KEYS[1])}", "1", "%a", "v"},
+			{"EVAL", "return 7", "0"},
+			{"MSET", "{%t}x", "1", "{%t}y", "2"},
+			{"MGET", "{%t}x", "{%t}y"},
+			{"NOSUCHCOMMAND", "a"},
+			{"GET"},
+			{"OBJECT", "NOSUCH"},
+			{"OBJECT", "ENCODING", "%h"},
+			{"SET", "%a", "1", "EX", "-1"},
+			{"EVAL", "return 1", "3", "%a"},
+			{"ZUNIONSTORE", "%dst", "0", "%z"},
+			{"SORT", "%l", "ALPHA", "LIMIT", "0", "2"},
+			// SORT stores into its last STORE's key, the one Redis routes
+			// by; SORT_RO has no STORE, its key alone routes it.
+			{"SORT", "{%x}l", "STORE", "%other", "STORE", "{%x}dst"},
+			{"SORT", "{%x}l", "STORE", "store", "{%x}dst"},
+			{"SORT_RO", "{%x}l", "STORE", "%other"},
+			{"ZSCORE", "%z", "one"},
+			{"HRANDFIELD", "%nohash"},
+			{"MGET", "{%t}x", "{%t}none"},
+		} {
+			on := func(prefix string) ([]string, int) {
+				args, sl := make([]string, len(cmd)), -1
+				for i, a := range cmd {
+					args[i] = strings.ReplaceAll(a, "%", prefix)
+					if a != args[i] && sl < 0 {
+						sl = slot.Of(args[i])
 					}
-					return args, sl
 				}
-				args, _ := on("pt:s" + io + ":")
-				got := through.do(args...)
-				args, sl := on("pt:d" + io + ":")
-				want := directIn(t, c, resp3, sl, args...)
-				if got != want {
-					t.Errorf("%q: through sluice %q, from the cluster %q", cmd, got, want)
-				}
+				return args, sl
 			}
-		})
-	}
+			args, _ := on("pt:s" + io + ":")
+			got := through.do(args...)
+			args, sl := on("pt:d" + io + ":")
+			want := directIn(t, c, resp3, sl, args...)
+			if got != want {
+				t.Errorf("%q: through sluice %q, from the cluster %q", cmd, got, want)
+			}
+		}
+	})
 }
 
 // TestPassthroughSplitsMultiKeyCommands checks the commands split per slot

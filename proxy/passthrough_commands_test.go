@@ -322,75 +322,68 @@ var integers = regexp.MustCompile(`:\d+\r\n`)
 func TestPassthroughCommandsMatchTheCluster(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	for _, tc := range []struct {
-		loops int
-		resp3 bool
-	}{{0, false}, {-1, false}, {0, true}, {-1, true}} {
-		loops, resp3 := tc.loops, tc.resp3
+	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
 		io := map[int]string{0: "l", -1: "g"}[loops] + map[bool]string{false: "2", true: "3"}[resp3]
-		name := map[int]string{0: "loops", -1: "goroutines"}[loops] + map[bool]string{false: "/RESP2", true: "/RESP3"}[resp3]
-		t.Run(name, func(t *testing.T) {
-			through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
-			nodes := map[string]*rawConn{} // by address, as a cluster client keeps them
-			node := func(sl int) *rawConn {
-				n, err := c.Primary(context.Background(), max(sl, 0))
-				if err != nil {
-					t.Fatal(err)
-				}
-				conn := nodes[n.Addr]
-				if conn == nil {
-					conn = dialRaw(t, n.Addr)
-					nodes[n.Addr] = conn
-					if resp3 {
-						conn.do("HELLO", "3")
-					}
-				}
-				return conn
+		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		nodes := map[string]*rawConn{} // by address, as a cluster client keeps them
+		node := func(sl int) *rawConn {
+			n, err := c.Primary(context.Background(), max(sl, 0))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if resp3 {
-				through.do("HELLO", "3")
-			}
-			// Both prefixes have the same length, so that a reply naming a
-			// key through sluice reads as the cluster's once its prefix is
-			// replaced.
-			mine, theirs := "pc:s"+io+":", "pc:d"+io+":"
-			on := func(cmd []string, prefix string) ([]string, int) {
-				args, sl := make([]string, len(cmd)), -1
-				for i, a := range cmd {
-					args[i] = strings.ReplaceAll(a, "%", prefix)
-					if a != args[i] && sl < 0 {
-						sl = slot.Of(args[i])
-					}
-				}
-				return args, sl
-			}
-			compare := func(cmd []string, loose bool) {
-				args, _ := on(cmd, mine)
-				got := strings.ReplaceAll(through.do(args...), mine, theirs)
-				args, sl := on(cmd, theirs)
-				want := node(sl).do(args...)
-				if loose {
-					got, want = integers.ReplaceAllString(got, ":N\r\n"), integers.ReplaceAllString(want, ":N\r\n")
-				}
-				if got != want {
-					t.Errorf("%q:\nthrough sluice   %q\nfrom the cluster %q", cmd, got, want)
+			conn := nodes[n.Addr]
+			if conn == nil {
+				conn = dialRaw(t, n.Addr)
+				nodes[n.Addr] = conn
+				if resp3 {
+					conn.do("HELLO", "3")
 				}
 			}
-			for _, cmd := range passthroughCommands {
-				compare(cmd, false)
+			return conn
+		}
+		if resp3 {
+			through.do("HELLO", "3")
+		}
+		// Both prefixes have the same length, so that a reply naming a
+		// key through sluice reads as the cluster's once its prefix is
+		// replaced.
+		mine, theirs := "pc:s"+io+":", "pc:d"+io+":"
+		on := func(cmd []string, prefix string) ([]string, int) {
+			args, sl := make([]string, len(cmd)), -1
+			for i, a := range cmd {
+				args[i] = strings.ReplaceAll(a, "%", prefix)
+				if a != args[i] && sl < 0 {
+					sl = slot.Of(args[i])
+				}
 			}
-			for _, cmd := range passthroughLoose {
-				compare(cmd, true)
+			return args, sl
+		}
+		compare := func(cmd []string, loose bool) {
+			args, _ := on(cmd, mine)
+			got := strings.ReplaceAll(through.do(args...), mine, theirs)
+			args, sl := on(cmd, theirs)
+			want := node(sl).do(args...)
+			if loose {
+				got, want = integers.ReplaceAllString(got, ":N\r\n"), integers.ReplaceAllString(want, ":N\r\n")
 			}
-			// RESTORE takes what DUMP gave, a payload any node takes.
-			compare([]string{"SET", "{%t}dv", "v"}, false)
-			compare([]string{"DUMP", "{%t}dv"}, false)
-			args, sl := on([]string{"DUMP", "{%t}dv"}, theirs)
-			dump := node(sl).do(args...)
-			_, payload, _ := strings.Cut(strings.TrimSuffix(dump, "\r\n"), "\r\n")
-			compare([]string{"RESTORE", "{%t}dv2", "0", payload}, false)
-			compare([]string{"RESTORE", "{%t}dv2", "0", payload}, false)
-			compare([]string{"GET", "{%t}dv2"}, false)
-		})
-	}
+			if got != want {
+				t.Errorf("%q:\nthrough sluice   %q\nfrom the cluster %q", cmd, got, want)
+			}
+		}
+		for _, cmd := range passthroughCommands {
+			compare(cmd, false)
+		}
+		for _, cmd := range passthroughLoose {
+			compare(cmd, true)
+		}
+		// RESTORE takes what DUMP gave, a payload any node takes.
+		compare([]string{"SET", "{%t}dv", "v"}, false)
+		compare([]string{"DUMP", "{%t}dv"}, false)
+		args, sl := on([]string{"DUMP", "{%t}dv"}, theirs)
+		dump := node(sl).do(args...)
+		_, payload, _ := strings.Cut(strings.TrimSuffix(dump, "\r\n"), "\r\n")
+		compare([]string{"RESTORE", "{%t}dv2", "0", payload}, false)
+		compare([]string{"RESTORE", "{%t}dv2", "0", payload}, false)
+		compare([]string{"GET", "{%t}dv2"}, false)
+	})
 }

@@ -99,19 +99,26 @@ func TestDeniedRemainingIsBelowTheCost(t *testing.T) {
 	}
 }
 
-// A call denied here is told the tokens of now, not those of the
-// denial it repeats: 400 ms after a cost-3 denial on an emptied split of
-// 10 a second, each sub-bucket has refilled a token.
-func TestDeniedHereCountsTheRefillSince(t *testing.T) {
-	hk, st, iv := emptiedSplit(t)
-	fill := fillTime(iv)
-	now := time.Now().UnixMicro()
-	at := now - 400_000
+// deniedAgo is emptiedSplit with a cost-3 denial ago µs before now, when
+// every sub-bucket was last seen empty; fill is the bucket's fill time.
+func deniedAgo(t *testing.T, ago int64) (hk *hotKey, st *splitState, iv bucket.Interval, fill, now int64) {
+	hk, st, iv = emptiedSplit(t)
+	fill = fillTime(iv)
+	now = time.Now().UnixMicro()
+	at := now - ago
 	for j := range hk.partsFor(st, iv) {
 		st.seen.fullAt[j].Store(at + fill)
 	}
 	hk.deny.Store(&denial{gen: st.gen, iv: iv, cost: 3, at: at,
 		res: bucket.Result{Limited: true, Remaining: 0, RetryAfter: fill * 3 / 4, ResetAfter: fill}})
+	return hk, st, iv, fill, now
+}
+
+// A call denied here is told the tokens of now, not those of the
+// denial it repeats: 400 ms after a cost-3 denial on an emptied split of
+// 10 a second, each sub-bucket has refilled a token.
+func TestDeniedHereCountsTheRefillSince(t *testing.T) {
+	hk, st, iv, fill, _ := deniedAgo(t, 400_000)
 	out, ok := hk.denied(st, &Request{Op: Take, Key: "k", Interval: iv, Cost: 3})
 	if !ok || !out.Limited || out.Remaining != 2 || out.ResetAfter > fill-400_000 {
 		t.Errorf("%+v (denied here %v), want denied with 2 left (3 between them) and reset within %d µs", out, ok, fill-400_000)
@@ -123,15 +130,7 @@ func TestDeniedHereCountsTheRefillSince(t *testing.T) {
 // denial 100 ms ago, then the sub-bucket of 4 emptied again by cost-1
 // calls, has its 3 tokens 750 ms from now, not 650.
 func TestDeniedHereWaitsForWhatCheaperCallsTook(t *testing.T) {
-	hk, st, iv := emptiedSplit(t)
-	fill := fillTime(iv)
-	now := time.Now().UnixMicro()
-	at := now - 100_000
-	for j := range hk.partsFor(st, iv) {
-		st.seen.fullAt[j].Store(at + fill)
-	}
-	hk.deny.Store(&denial{gen: st.gen, iv: iv, cost: 3, at: at,
-		res: bucket.Result{Limited: true, Remaining: 0, RetryAfter: fill * 3 / 4, ResetAfter: fill}})
+	hk, st, iv, fill, now := deniedAgo(t, 100_000)
 	st.seen.fullAt[0].Store(now + fill)
 	out, ok := hk.denied(st, &Request{Op: Take, Key: "k", Interval: iv, Cost: 3})
 	if want := fill*3/4 - 1000; !ok || !out.Limited || out.RetryAfter < want || out.ResetAfter < fill-1000 {
