@@ -155,7 +155,7 @@ func TestAnnouncedLengthIsNotAllocated(t *testing.T) {
 			conns[i], _ = raw(t, addr)
 			io.WriteString(conns[i], "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$500000000\r\n0123456789")
 		}
-		time.Sleep(200 * time.Millisecond) // for the server to read it
+		waitRead(t, conns...)
 		announced := heapInUse() - before
 		chunk := strings.Repeat("x", more)
 		for _, c := range conns {

@@ -232,12 +232,13 @@ func TestTunnelRepliesInOrderAcrossConnections(t *testing.T) {
 		t.Fatal("no node has the tunnel's channel")
 	}
 	var shardCh string
+	var shardNode *clustertest.Node
 	for i := 0; shardCh == ""; i++ {
 		ch := "ord:s" + strconv.Itoa(i)
 		if n, err := c.Primary(ctx, slot.Of(ch)); err != nil {
 			t.Fatal(err)
 		} else if n != home {
-			shardCh = ch
+			shardCh, shardNode = ch, n
 		}
 	}
 
@@ -258,7 +259,18 @@ func TestTunnelRepliesInOrderAcrossConnections(t *testing.T) {
 	defer resume()
 	send(t, tun, "SUBSCRIBE", "ord:p")
 	send(t, tun, "SSUBSCRIBE", shardCh)
-	time.Sleep(300 * time.Millisecond)
+	// The shard node has answered before the home node may.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		v, err := shardNode.Do(ctx, "PUBSUB", "SHARDNUMSUB", shardCh).ToArray()
+		if err == nil && len(v) == 2 {
+			if k, _ := v[1].AsInt64(); k == 1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shard node has not seen SSUBSCRIBE within 5s")
+		}
+	}
 	resume()
 	want := []tunnelData{
 		{data: conf("subscribe", "ord:p", 2), subscribed: true}, {answered: true},
