@@ -110,6 +110,7 @@ type Node struct {
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when cmd has exited
 	paused atomic.Bool
+	spare  bool // started as a spare: its directory is removed with it
 
 	mu sync.Mutex // guards views
 	// views is the client clustertest's own calls use (do), kept between
@@ -144,17 +145,40 @@ func New(t testing.TB, cfg Config) *Cluster {
 	t.Cleanup(c.close)
 	np, nr := cfg.primaries(), cfg.replicas()
 	root := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	// Spares go first, where they save most: a replica is not held back
+	// by the writable delay.
+	var warm []*Node
+	if cfg.spares() {
+		warm = spares.take(np * (1 + nr))
+	}
 	for i := 0; i < np*(1+nr); i++ {
-		n, err := c.startNode(filepath.Join(root, strconv.Itoa(i)), cfg)
+		var n *Node
+		var err error
+		if i < len(warm) {
+			if n, err = warm[i], c.adopt(ctx, warm[i], cfg); err != nil {
+				// A spare that died idle is replaced by a fresh node.
+				n.Kill()
+				os.RemoveAll(n.dir)
+			}
+		}
+		if n == nil || err != nil {
+			n, err = c.startNode(filepath.Join(root, strconv.Itoa(i)), cfg)
+		}
 		if err != nil {
 			t.Fatalf("clustertest: %v", err)
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
-	defer cancel()
+	if cfg.spares() {
+		spares.fill()
+	}
 	if err := c.form(ctx, np, nr); err != nil {
 		t.Fatalf("clustertest: forming the cluster: %v", err)
+	}
+	if err := c.settle(ctx, cfg); err != nil {
+		t.Fatalf("clustertest: %v", err)
 	}
 	return c
 }
@@ -249,6 +273,9 @@ func (c *Cluster) close() {
 	for _, n := range c.Nodes {
 		n.Resume() // a paused process does not act on SIGKILL until continued on some kernels
 		n.Kill()
+		if n.spare {
+			os.RemoveAll(n.dir)
+		}
 	}
 }
 
@@ -264,50 +291,7 @@ func (c *Cluster) startNode(dir string, cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		full := "yes"
-		if cfg.PartialCoverage {
-			full = "no"
-		}
-		lines := []string{
-			"port " + strconv.Itoa(port),
-			"bind 127.0.0.1",
-			"dir " + dir,
-			"logfile redis.log",
-			"save \"\"",
-			"appendonly no",
-			"cluster-enabled yes",
-			"cluster-config-file nodes.conf",
-			"cluster-node-timeout " + strconv.FormatInt(cfg.nodeTimeout().Milliseconds(), 10),
-			"cluster-require-full-coverage " + full,
-			// Let any replica take over whatever its link history, and never
-			// move replicas between primaries behind a test's back.
-			"cluster-replica-validity-factor 0",
-			"cluster-allow-replica-migration no",
-			"repl-diskless-sync yes",
-			"repl-diskless-sync-delay 0",
-			// Tests make a node slow on purpose with DEBUG SLEEP.
-			"enable-debug-command local",
-			// A blocking command's timeout is noticed at the server's next
-			// cron: up to 100 ms late at Redis's default hz 10, which
-			// tests of timeouts (BLPOP k 0.01) would wait on every time.
-			"hz 100",
-		}
-		if c.Certs != nil {
-			// The bus port is tls-port+10000 then, as freePort keeps free.
-			lines[0] = "port 0"
-			lines = append(lines, "tls-port "+strconv.Itoa(port),
-				"tls-cert-file "+c.Certs.CertFile, "tls-key-file "+c.Certs.KeyFile, "tls-ca-cert-file "+c.Certs.CAFile,
-				"tls-cluster yes", "tls-replication yes")
-		}
-		switch {
-		case cfg.User != "":
-			lines = append(lines, "user default off", "user "+cfg.User+" on >"+cfg.Password+" ~* &* +@all",
-				"masteruser "+cfg.User, "masterauth "+cfg.Password)
-		case cfg.Password != "":
-			lines = append(lines, "requirepass "+cfg.Password, "masterauth "+cfg.Password)
-		}
-		conf := strings.Join(lines, "\n") + "\n"
-		if err := os.WriteFile(filepath.Join(dir, "redis.conf"), []byte(conf), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "redis.conf"), c.conf(port, dir, cfg), 0o644); err != nil {
 			return nil, err
 		}
 		n := &Node{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, c: c}
@@ -324,6 +308,53 @@ func (c *Cluster) startNode(dir string, cfg Config) (*Node, error) {
 		lastErr = err
 	}
 	return nil, lastErr
+}
+
+// conf is the redis.conf of c's node on port, in dir, for cfg.
+func (c *Cluster) conf(port int, dir string, cfg Config) []byte {
+	full := "yes"
+	if cfg.PartialCoverage {
+		full = "no"
+	}
+	lines := []string{
+		"port " + strconv.Itoa(port),
+		"bind 127.0.0.1",
+		"dir " + dir,
+		"logfile redis.log",
+		"save \"\"",
+		"appendonly no",
+		"cluster-enabled yes",
+		"cluster-config-file nodes.conf",
+		"cluster-node-timeout " + strconv.FormatInt(cfg.nodeTimeout().Milliseconds(), 10),
+		"cluster-require-full-coverage " + full,
+		// Let any replica take over whatever its link history, and never
+		// move replicas between primaries behind a test's back.
+		"cluster-replica-validity-factor 0",
+		"cluster-allow-replica-migration no",
+		"repl-diskless-sync yes",
+		"repl-diskless-sync-delay 0",
+		// Tests make a node slow on purpose with DEBUG SLEEP.
+		"enable-debug-command local",
+		// A blocking command's timeout is noticed at the server's next
+		// cron: up to 100 ms late at Redis's default hz 10, which
+		// tests of timeouts (BLPOP k 0.01) would wait on every time.
+		"hz 100",
+	}
+	if c.Certs != nil {
+		// The bus port is tls-port+10000 then, as freePort keeps free.
+		lines[0] = "port 0"
+		lines = append(lines, "tls-port "+strconv.Itoa(port),
+			"tls-cert-file "+c.Certs.CertFile, "tls-key-file "+c.Certs.KeyFile, "tls-ca-cert-file "+c.Certs.CAFile,
+			"tls-cluster yes", "tls-replication yes")
+	}
+	switch {
+	case cfg.User != "":
+		lines = append(lines, "user default off", "user "+cfg.User+" on >"+cfg.Password+" ~* &* +@all",
+			"masteruser "+cfg.User, "masterauth "+cfg.Password)
+	case cfg.Password != "":
+		lines = append(lines, "requirepass "+cfg.Password, "masterauth "+cfg.Password)
+	}
+	return []byte(strings.Join(lines, "\n") + "\n")
 }
 
 // freePort finds a loopback port p such that p and its cluster bus port
@@ -344,6 +375,13 @@ func freePort() (int, error) {
 			continue
 		}
 		bus.Close()
+		handedOut.Lock()
+		taken := handedOut.ports[port] || handedOut.ports[port+10000]
+		handedOut.ports[port], handedOut.ports[port+10000] = true, true
+		handedOut.Unlock()
+		if taken {
+			continue
+		}
 		return port, nil
 	}
 	return 0, errors.New("no free port pair for a node and its cluster bus")
@@ -413,7 +451,7 @@ func (c *Cluster) form(ctx context.Context, np, nr int) error {
 			return err
 		}
 	}
-	return poll(ctx, func() error { return c.ready(ctx, nr > 0) })
+	return poll(ctx, func() error { return c.ready(ctx, np) })
 }
 
 // allKnown holds when every node knows every other one as connected.
@@ -431,9 +469,10 @@ func (c *Cluster) allKnown(ctx context.Context) error {
 	return nil
 }
 
-// ready holds when every node reports cluster_state:ok and every replica
-// has finished its first sync.
-func (c *Cluster) ready(ctx context.Context, replicas bool) error {
+// ready holds when every node reports cluster_state:ok, knows every
+// replica's primary (a primary that does not yet know its replica ignores
+// its CLUSTER FAILOVER), and every replica has finished its first sync.
+func (c *Cluster) ready(ctx context.Context, np int) error {
 	for _, n := range c.Nodes {
 		info, err := n.do(ctx, "CLUSTER", "INFO").ToString()
 		if err != nil {
@@ -442,8 +481,25 @@ func (c *Cluster) ready(ctx context.Context, replicas bool) error {
 		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))) {
 			return fmt.Errorf("%s: cluster not ok yet", n.Addr)
 		}
-		if !replicas {
+		if len(c.Nodes) == np {
 			continue
+		}
+		nodes, err := n.do(ctx, "CLUSTER", "NODES").ToString()
+		if err != nil {
+			return err
+		}
+		primaryOf := map[string]string{}
+		// RESP3's verbatim string keeps its format in front.
+		nodes = strings.TrimPrefix(nodes, "txt:")
+		for line := range strings.SplitSeq(strings.TrimSpace(nodes), "\n") {
+			if f := strings.Fields(line); len(f) > 3 {
+				primaryOf[f[0]] = f[3]
+			}
+		}
+		for j, r := range c.Nodes[np:] {
+			if primaryOf[r.ID] != c.Nodes[j%np].ID {
+				return fmt.Errorf("%s does not know %s as a replica yet", n.Addr, r.Addr)
+			}
 		}
 		repl, err := n.do(ctx, "INFO", "replication").ToString()
 		if err != nil {

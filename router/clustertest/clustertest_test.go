@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,5 +136,70 @@ func TestClusterTLSAndUser(t *testing.T) {
 	if cl, err := rueidis.NewClient(opt); err == nil {
 		cl.Close()
 		t.Fatal("a client without TLS was served")
+	}
+}
+
+// Every cluster has the settings its Config asks for, whether its nodes
+// were started for it or were spares started ahead (the second and later
+// clusters of a test binary), and keeps them across a Restart; its
+// primaries know their replicas, whose CLUSTER FAILOVER then succeeds.
+func TestEveryClusterHasItsSettings(t *testing.T) {
+	for i, cfg := range []clustertest.Config{
+		{},
+		{Replicas: -1, NodeTimeout: 7 * time.Second, PartialCoverage: true},
+		{Primaries: 2, NodeTimeout: 3 * time.Second},
+	} {
+		c := clustertest.New(t, cfg)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		timeout, full := "1000", "yes"
+		if cfg.NodeTimeout > 0 {
+			timeout = strconv.FormatInt(cfg.NodeTimeout.Milliseconds(), 10)
+		}
+		if cfg.PartialCoverage {
+			full = "no"
+		}
+		check := func(n *clustertest.Node, when string) {
+			t.Helper()
+			got, err := n.Do(ctx, "CONFIG", "GET", "cluster-node-timeout").AsStrMap()
+			if err != nil || got["cluster-node-timeout"] != timeout {
+				t.Fatalf("cluster %d %s: %s has cluster-node-timeout %v (%v), want %s", i, when, n.Addr, got, err, timeout)
+			}
+			got, err = n.Do(ctx, "CONFIG", "GET", "cluster-require-full-coverage").AsStrMap()
+			if err != nil || got["cluster-require-full-coverage"] != full {
+				t.Fatalf("cluster %d %s: %s has cluster-require-full-coverage %v (%v), want %s", i, when, n.Addr, got, err, full)
+			}
+		}
+		for _, n := range c.Nodes {
+			check(n, "once made")
+		}
+		if cfg.Replicas >= 0 {
+			failover(t, ctx, c.Nodes[len(c.Nodes)-1])
+		}
+		n := c.Nodes[0]
+		n.Kill()
+		if err := n.Restart(ctx); err != nil {
+			t.Fatalf("cluster %d: %v", i, err)
+		}
+		check(n, "after a restart")
+	}
+}
+
+// failover has replica take its primary's place, and waits until it has.
+func failover(t *testing.T, ctx context.Context, replica *clustertest.Node) {
+	t.Helper()
+	if err := replica.Do(ctx, "CLUSTER", "FAILOVER").Error(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		role, err := replica.Do(ctx, "ROLE").ToArray()
+		if err == nil && len(role) > 0 {
+			if r, _ := role[0].ToString(); r == "master" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica %s is not a primary 10s after CLUSTER FAILOVER", replica.Addr)
+		}
 	}
 }
