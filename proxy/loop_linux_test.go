@@ -75,22 +75,28 @@ func TestHeldDecisionDelaysOnlyItsClient(t *testing.T) {
 
 // A reply that waits for nothing is written once the loop has nothing
 // else to do, though a later command of its pipeline is still undecided
-// (a loop delays it only while busy: maxDelays).
+// (a loop delays it only while busy: maxDelays); on a goroutine, once
+// the rest has kept it waiting for earlyWrite. A shard that hangs delays
+// only the replies after its own.
 func TestReplyAheadOfAHeldDecisionIsWritten(t *testing.T) {
-	g := newGate(1)
 	// As many loops as Ps: they wait in epoll_wait as any syscall, which no
 	// preemption signal ends, so no pass comes that the test did not cause.
-	addr := serveConfig(t, proxy.Config{Decider: g, Loops: runtime.GOMAXPROCS(0)})
-	a, aR := raw(t, addr)
-	io.WriteString(a, "PING\r\nTHROTTLE k 9 1 1s\r\n")
-	<-g.held
-	a.SetDeadline(time.Now().Add(10 * time.Second)) // generous: it never comes if delayed for ever
-	if got := readLines(t, aR, 1); got != "+PONG" {
-		t.Fatalf("PING ahead of a held THROTTLE: %s", got)
-	}
-	g.open <- struct{}{}
-	if got := readLines(t, aR, 6); got != "*5 :0 :9 :8 :-1 :1000" {
-		t.Fatalf("THROTTLE: %s", got)
+	for _, loops := range []int{runtime.GOMAXPROCS(0), -1} {
+		t.Run(map[bool]string{true: "loops", false: "goroutines"}[loops > 0], func(t *testing.T) {
+			g := newGate(1)
+			addr := serveConfig(t, proxy.Config{Decider: g, Loops: loops})
+			a, aR := raw(t, addr)
+			io.WriteString(a, "PING\r\nTHROTTLE k 9 1 1s\r\n")
+			<-g.held
+			a.SetDeadline(time.Now().Add(10 * time.Second)) // generous: it never comes if delayed for ever
+			if got := readLines(t, aR, 1); got != "+PONG" {
+				t.Fatalf("PING ahead of a held THROTTLE: %s", got)
+			}
+			g.open <- struct{}{}
+			if got := readLines(t, aR, 6); got != "*5 :0 :9 :8 :-1 :1000" {
+				t.Fatalf("THROTTLE: %s", got)
+			}
+		})
 	}
 }
 
