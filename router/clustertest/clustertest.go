@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -358,23 +359,25 @@ func (c *Cluster) conf(port int, dir string, cfg Config) []byte {
 }
 
 // freePort finds a loopback port p such that p and its cluster bus port
-// p+10000 are both free.
+// p+10000 are both free, both below the kernel's ephemeral range where
+// there is room: a node a test killed keeps its port for Restart, which
+// the source port of any connection made meanwhile, drawn from that
+// range, could take.
 func freePort() (int, error) {
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
+	lo, hi := 10000, ephemeralLow()-10000
+	for range 100 {
+		port := lo + rand.IntN(max(hi-lo, 1))
+		if hi-lo < 1000 {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return 0, err
+			}
+			port = ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		if port+10000 > 65535 {
+		if port+10000 > 65535 || !free(port) || !free(port+10000) {
 			continue
 		}
-		bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
-		if err != nil {
-			continue
-		}
-		bus.Close()
 		handedOut.Lock()
 		taken := handedOut.ports[port] || handedOut.ports[port+10000]
 		handedOut.ports[port], handedOut.ports[port+10000] = true, true
@@ -385,6 +388,31 @@ func freePort() (int, error) {
 		return port, nil
 	}
 	return 0, errors.New("no free port pair for a node and its cluster bus")
+}
+
+// free reports whether a loopback port can be listened on.
+func free(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
+}
+
+// ephemeralLow is the first port of Linux's ephemeral range, or 0 where
+// it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[0])
+	return n
 }
 
 func (n *Node) spawn() error {
