@@ -98,7 +98,9 @@ func TestFollowedSplitHeldWithoutCalls(t *testing.T) {
 	const key = "quiet"
 	c, ctx := connectedCluster(t, ClusterConfig{Seeds: cc.Addrs(), HotThreshold: -1, Share: 1})
 	topo, cl := c.topo.Load(), *c.client.Load()
-	if _, err := lua.NewSplitter().Split(ctx, cl, KeyPrefix+key, topo.tags[:topo.split], 400*time.Millisecond, -1); err != nil {
+	// Long enough to outlast the setup below under -race on a loaded
+	// machine: the split must be live when the parent's shard goes down.
+	if _, err := lua.NewSplitter().Split(ctx, cl, KeyPrefix+key, topo.tags[:topo.split], 1500*time.Millisecond, -1); err != nil {
 		t.Fatal(err)
 	}
 	iv, err := bucket.Limit{Capacity: 30, Refill: 1, Period: 3600_000_000}.Interval()
@@ -114,10 +116,14 @@ func TestFollowedSplitHeldWithoutCalls(t *testing.T) {
 		t.Fatalf("a call on the split key: %+v, want a cluster decision", r)
 	}
 	hk := (*c.hot.keys.Load())[key]
-	if hk == nil || hk.live(time.Now().UnixNano()) == nil {
+	var st *splitState
+	if hk != nil {
+		st = hk.live(time.Now().UnixNano())
+	}
+	if st == nil {
 		t.Fatal("the split is not followed")
 	}
-	until := hk.split.Load().until
+	until := st.until
 	parent := topo.ownerOf(hk.parent)
 	for _, n := range cc.Nodes {
 		if n.Addr == parent.addr {
@@ -128,6 +134,9 @@ func TestFollowedSplitHeldWithoutCalls(t *testing.T) {
 		}
 	}
 	c.fault(parent, errors.New("test: the parent's shard is down"))
+	if time.Now().UnixNano() >= until {
+		t.Fatal("the split ran out before its parent's shard went down: the setup took longer than its TTL")
+	}
 	// Past the split's end and two rounds of the background (every 50ms).
 	for time.Now().UnixNano() < until+int64(150*time.Millisecond) {
 		time.Sleep(10 * time.Millisecond)

@@ -75,6 +75,14 @@ func (c Config) replicas() int {
 	return c.Replicas
 }
 
+// fullCoverage is cluster-require-full-coverage's value for c.
+func (c Config) fullCoverage() string {
+	if c.PartialCoverage {
+		return "no"
+	}
+	return "yes"
+}
+
 func (c Config) nodeTimeout() time.Duration {
 	if c.NodeTimeout <= 0 {
 		return time.Second
@@ -313,10 +321,6 @@ func (c *Cluster) startNode(dir string, cfg Config) (*Node, error) {
 
 // conf is the redis.conf of c's node on port, in dir, for cfg.
 func (c *Cluster) conf(port int, dir string, cfg Config) []byte {
-	full := "yes"
-	if cfg.PartialCoverage {
-		full = "no"
-	}
 	lines := []string{
 		"port " + strconv.Itoa(port),
 		"bind 127.0.0.1",
@@ -327,7 +331,7 @@ func (c *Cluster) conf(port int, dir string, cfg Config) []byte {
 		"cluster-enabled yes",
 		"cluster-config-file nodes.conf",
 		"cluster-node-timeout " + strconv.FormatInt(cfg.nodeTimeout().Milliseconds(), 10),
-		"cluster-require-full-coverage " + full,
+		"cluster-require-full-coverage " + cfg.fullCoverage(),
 		// Let any replica take over whatever its link history, and never
 		// move replicas between primaries behind a test's back.
 		"cluster-replica-validity-factor 0",

@@ -117,11 +117,7 @@ func (c *Cluster) adopt(ctx context.Context, n *Node, cfg Config) error {
 	if err := os.WriteFile(filepath.Join(n.dir, "redis.conf"), c.conf(p, n.dir, cfg), 0o644); err != nil {
 		return err
 	}
-	full := "yes"
-	if cfg.PartialCoverage {
-		full = "no"
-	}
-	return n.do(ctx, "CONFIG", "SET", "cluster-node-timeout", formingTimeout, "cluster-require-full-coverage", full).Error()
+	return n.do(ctx, "CONFIG", "SET", "cluster-node-timeout", formingTimeout, "cluster-require-full-coverage", cfg.fullCoverage()).Error()
 }
 
 // settle gives c's spares the node timeout of cfg, once c has formed.
