@@ -19,15 +19,19 @@ import (
 // cluster was made, which have waited out the delay by the time the next
 // one needs them. Forming a cluster of spares takes what its gossip takes.
 //
-// Only clusters without TLS or a password use them (the common shape);
-// the settings that differ between the others (node timeout, coverage)
-// are set when a spare is adopted, and written to its redis.conf for a
-// Restart. Spares that no test took die with the test binary (Pdeathsig);
+// Only clusters without replicas, TLS or a password use them (the common
+// shape); the settings that differ between the others (node timeout,
+// coverage) are set when a spare is adopted, and written to its
+// redis.conf for a Restart. Not replicas: after its first sync a primary
+// holds its writes back until the replica's first REPLCONF ACK, which
+// comes with the replica's once-a-second cron, so a test that killed a
+// primary just after New lost what it wrote (fresh nodes are still in
+// their 2 s delay meanwhile). Spares that no test took die with the test binary (Pdeathsig);
 // their directories are removed by the next test binary that makes
 // spares.
 var spares sparePool
 
-// spareCount is how many spares are kept: the largest common cluster.
+// spareCount is how many spares are kept: two of the common cluster.
 const spareCount = 6
 
 type sparePool struct {
@@ -39,7 +43,7 @@ type sparePool struct {
 
 // spares reports whether a cluster of cfg may be made of spares.
 func (cfg Config) spares() bool {
-	return !cfg.TLS && cfg.User == "" && cfg.Password == ""
+	return cfg.replicas() == 0 && !cfg.TLS && cfg.User == "" && cfg.Password == ""
 }
 
 // take hands out up to n spares, oldest first.
