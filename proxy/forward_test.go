@@ -174,19 +174,9 @@ func TestPassthroughMatchesTheCluster(t *testing.T) {
 			{"HRANDFIELD", "%nohash"},
 			{"MGET", "{%t}x", "{%t}none"},
 		} {
-			on := func(prefix string) ([]string, int) {
-				args, sl := make([]string, len(cmd)), -1
-				for i, a := range cmd {
-					args[i] = strings.ReplaceAll(a, "%", prefix)
-					if a != args[i] && sl < 0 {
-						sl = slot.Of(args[i])
-					}
-				}
-				return args, sl
-			}
-			args, _ := on("pt:s" + io + ":")
+			args, _ := withPrefix(cmd, "pt:s"+io+":")
 			got := through.do(args...)
-			args, sl := on("pt:d" + io + ":")
+			args, sl := withPrefix(cmd, "pt:d"+io+":")
 			want := directIn(t, c, resp3, sl, args...)
 			if got != want {
 				t.Errorf("%q: through sluice %q, from the cluster %q", cmd, got, want)
@@ -1885,4 +1875,17 @@ func TestPassthroughReplaysOnlyTheScriptNamed(t *testing.T) {
 	if got := conn.do("EVALSHA", sha, "0"); !strings.HasPrefix(got, "-NOSCRIPT") {
 		t.Errorf("EVALSHA of a script stored under another's SHA1: %q, want NOSCRIPT", got)
 	}
+}
+
+// withPrefix is cmd with every % replaced by prefix, and the slot of its
+// first argument that had one (-1: none).
+func withPrefix(cmd []string, prefix string) ([]string, int) {
+	args, sl := make([]string, len(cmd)), -1
+	for i, a := range cmd {
+		args[i] = strings.ReplaceAll(a, "%", prefix)
+		if a != args[i] && sl < 0 {
+			sl = slot.Of(args[i])
+		}
+	}
+	return args, sl
 }

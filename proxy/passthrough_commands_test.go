@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // passthroughCommands are commands whose keys sit where few do (after a
@@ -348,20 +347,10 @@ func TestPassthroughCommandsMatchTheCluster(t *testing.T) {
 		// key through sluice reads as the cluster's once its prefix is
 		// replaced.
 		mine, theirs := "pc:s"+io+":", "pc:d"+io+":"
-		on := func(cmd []string, prefix string) ([]string, int) {
-			args, sl := make([]string, len(cmd)), -1
-			for i, a := range cmd {
-				args[i] = strings.ReplaceAll(a, "%", prefix)
-				if a != args[i] && sl < 0 {
-					sl = slot.Of(args[i])
-				}
-			}
-			return args, sl
-		}
 		compare := func(cmd []string, loose bool) {
-			args, _ := on(cmd, mine)
+			args, _ := withPrefix(cmd, mine)
 			got := strings.ReplaceAll(through.do(args...), mine, theirs)
-			args, sl := on(cmd, theirs)
+			args, sl := withPrefix(cmd, theirs)
 			want := node(sl).do(args...)
 			if loose {
 				got, want = integers.ReplaceAllString(got, ":N\r\n"), integers.ReplaceAllString(want, ":N\r\n")
@@ -379,7 +368,7 @@ func TestPassthroughCommandsMatchTheCluster(t *testing.T) {
 		// RESTORE takes what DUMP gave, a payload any node takes.
 		compare([]string{"SET", "{%t}dv", "v"}, false)
 		compare([]string{"DUMP", "{%t}dv"}, false)
-		args, sl := on([]string{"DUMP", "{%t}dv"}, theirs)
+		args, sl := withPrefix([]string{"DUMP", "{%t}dv"}, theirs)
 		dump := node(sl).do(args...)
 		_, payload, _ := strings.Cut(strings.TrimSuffix(dump, "\r\n"), "\r\n")
 		compare([]string{"RESTORE", "{%t}dv2", "0", payload}, false)
