@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -501,10 +502,14 @@ func (c *Cluster) allKnown(ctx context.Context) error {
 	return nil
 }
 
-// ready holds when every node reports cluster_state:ok, knows every
-// replica's primary (a primary that does not yet know its replica ignores
-// its CLUSTER FAILOVER), and every replica has finished its first sync.
+// ready holds when every node reports cluster_state:ok, all agree on the
+// nodes, their addresses, roles and slots (a client that reads the slot
+// map from one node then finds every primary in it), every node knows
+// every replica's primary (a primary that does not yet know its replica
+// ignores its CLUSTER FAILOVER), and every replica has finished its
+// first sync.
 func (c *Cluster) ready(ctx context.Context, np int) error {
+	first := ""
 	for _, n := range c.Nodes {
 		info, err := n.do(ctx, "CLUSTER", "INFO").ToString()
 		if err != nil {
@@ -513,25 +518,40 @@ func (c *Cluster) ready(ctx context.Context, np int) error {
 		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))) {
 			return fmt.Errorf("%s: cluster not ok yet", n.Addr)
 		}
-		if len(c.Nodes) == np {
-			continue
-		}
 		nodes, err := n.do(ctx, "CLUSTER", "NODES").ToString()
 		if err != nil {
 			return err
 		}
-		primaryOf := map[string]string{}
 		// RESP3's verbatim string keeps its format in front.
 		nodes = strings.TrimPrefix(nodes, "txt:")
+		primaryOf := map[string]string{}
+		var view []string
 		for line := range strings.SplitSeq(strings.TrimSpace(nodes), "\n") {
-			if f := strings.Fields(line); len(f) > 3 {
-				primaryOf[f[0]] = f[3]
+			f := strings.Fields(line)
+			if len(f) < 8 {
+				return fmt.Errorf("%s: CLUSTER NODES line %q", n.Addr, line)
 			}
+			addr, _, _ := strings.Cut(f[1], "@")
+			role := "master"
+			if strings.Contains(f[2], "slave") {
+				role = "slave"
+			}
+			primaryOf[f[0]] = f[3]
+			view = append(view, strings.Join(append([]string{f[0], addr, role, f[3]}, f[8:]...), " "))
+		}
+		slices.Sort(view)
+		if v := strings.Join(view, "\n"); first == "" {
+			first = v
+		} else if v != first {
+			return fmt.Errorf("%s does not see the cluster as %s does yet", n.Addr, c.Nodes[0].Addr)
 		}
 		for j, r := range c.Nodes[np:] {
 			if primaryOf[r.ID] != c.Nodes[j%np].ID {
 				return fmt.Errorf("%s does not know %s as a replica yet", n.Addr, r.Addr)
 			}
+		}
+		if len(c.Nodes) == np {
+			continue
 		}
 		repl, err := n.do(ctx, "INFO", "replication").ToString()
 		if err != nil {
