@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sluice-rl/sluice/router"
 )
 
 // An event loop serves many clients from one goroutine, as Redis does: it
@@ -242,6 +244,7 @@ type loop struct {
 	rawWait    bool          // fewer loops than Ps: run may wait in a raw syscall
 	recent     [8]recentNode // the nodes named last, looked for first
 	nextRecent int
+	hot        router.HotCalls  // hot keys' calls on the pipes
 	nodeIDs    map[uint64]*node // the connected ones, by epoll id
 	dirtyNodes []*node          // sent on this pass
 	now        time.Time        // when this pass began

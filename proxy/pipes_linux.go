@@ -49,6 +49,9 @@ func (l *loop) BucketPipe(addr string) *router.Pipe {
 	return l.pipe(pipeKey{addr: addr, bucket: true})
 }
 
+// HotCalls is the loop's coalescer of hot keys' calls.
+func (l *loop) HotCalls() *router.HotCalls { return &l.hot }
+
 // pipe is asked for every command sent: a loop talks to a handful of
 // nodes, so the last few it named are looked for first, with compares of
 // addresses that are mostly the same string (the slot map's), before the

@@ -293,6 +293,7 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 	// hot is the round's calls on hot keys: reported together by the last
 	// to be decided; left holds one more while Submit still adds to it.
 	var hot *shardCalls
+	var hv *hotVia // where hot calls go: via's pipes, or the coalescer (nil)
 	var here []int
 	var kept []keptCall // on keys' own buckets, in order
 	for i := range reqs {
@@ -301,9 +302,12 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 			if hot == nil {
 				hot = &shardCalls{c: c, ctx: ctx, reqs: reqs, res: res, topo: topo, done: done}
 				hot.left.Store(1)
+				if via != nil {
+					hv = &hotVia{pipes: via, open: true}
+				}
 			}
 			hot.left.Add(1)
-			if c.startHot(i, r, hk, hk.inForce(topo, now), topo, reqs, res, hot.then) {
+			if c.startHot(i, r, hk, hk.inForce(topo, now), topo, reqs, res, hot.then, hv) {
 				hot.idx = append(hot.idx, i)
 			} else {
 				hot.left.Add(-1) // decided at once: never 0, Submit's share holds
@@ -369,6 +373,9 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 			continue
 		}
 		c.enqueue(g)
+	}
+	if hv != nil {
+		hv.close(c)
 	}
 	if hot != nil {
 		hot.release()
@@ -458,7 +465,7 @@ func (c *Cluster) settle(cl *call, br lua.Result, err error, reqs []Request, res
 	case errors.As(err, &se):
 		hk := c.hot.follow(r.Key, se.Split, sent)
 		if st := hk.live(sent); st != nil {
-			return c.startHot(i, r, hk, st, topo, reqs, res, then)
+			return c.startHot(i, r, hk, st, topo, reqs, res, then, nil)
 		}
 	case !c.failed(cl.owner, err):
 		res[i] = Result{Result: bucket.Result(br), Err: err}

@@ -38,6 +38,9 @@ type hotCall struct {
 	// then is called with the call once each of its steps is done, on the
 	// goroutine that ran the step: nothing waits for it.
 	then func(*hotCall)
+	// via, when not nil, sends the call's steps on an event loop's bucket
+	// pipes, on whose goroutine the call then runs; nil: the coalescer.
+	via *hotVia
 }
 
 // startHot queues request i on hk: on its sub-buckets when st is its
@@ -46,7 +49,7 @@ type hotCall struct {
 // called as its steps are done. It reports false when it decided the
 // request at once: denied from the key's last denial, or by fallback when
 // no shard for it is healthy.
-func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result, then func(*hotCall)) bool {
+func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *topology, reqs []Request, res []Result, then func(*hotCall), via *hotVia) bool {
 	hk.seeCost(r.Interval, r.Cost)
 	if st != nil {
 		if parts := hk.partsFor(st, r.Interval); r.Cost > parts[len(parts)-1].Capacity && r.Cost <= r.Interval.Capacity {
@@ -63,7 +66,7 @@ func (c *Cluster) startHot(i int, r *Request, hk *hotKey, st *splitState, topo *
 			return false
 		}
 	}
-	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1, then: then}
+	h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1, then: then, via: via}
 	if h.follow(st, r) {
 		if st.placeable(topo) {
 			c.send(h, -1, r)
@@ -120,7 +123,11 @@ func (h *hotCall) follow(st *splitState, r *Request) bool {
 // the key's next batch goes to.
 func (c *Cluster) send(h *hotCall, j int, r *Request) {
 	h.steps++
-	h.w = &waiter{st: h.st, parts: h.parts, cost: r.Cost, sub: j, then: func() { h.then(h) }}
+	h.w = &waiter{st: h.st, parts: h.parts, cost: r.Cost, sub: j, then: func() { h.then(h) }, h: h}
+	if v := h.via; v != nil {
+		v.send(c, h.hk, h.w)
+		return
+	}
 	c.submit(h.hk, h.w)
 }
 
@@ -383,6 +390,7 @@ type waiter struct {
 	then  func() // called once sub, sent, res and err are set
 	res   bucket.Result
 	err   error
+	h     *hotCall // whose step it is
 }
 
 // submit queues w; the first call on an idle key starts the goroutine
@@ -418,6 +426,7 @@ func (c *Cluster) flush(hk *hotKey) {
 // group is the waiters of one batch that share a sub-bucket, limit and
 // cost, in their order.
 type group struct {
+	vb    *viaBatch // on a loop's pipes; nil: the coalescer's
 	key   string
 	base  string
 	owner *shard
@@ -430,29 +439,44 @@ type group struct {
 // sub-bucket on a healthy shard, siblings' retries on theirs; one Lua call
 // per group, each shard's pipelined, bounded by the backend timeout.
 func (c *Cluster) step(hk *hotKey, batch []*waiter) {
-	var alone []*waiter // decided without a script
-	var groups []*group
-	defer func() {
-		for _, w := range alone {
-			w.then()
-		}
-		// Group by group, in the order the shards ran them: the last
-		// answer stored of a sub-bucket is then its latest state, not
-		// that of an earlier group of another cost or limit.
-		for _, g := range groups {
-			for _, w := range g.ws {
-				w.then()
-			}
-		}
-	}()
-	cl, topo := c.client.Load(), c.topo.Load()
+	cl := c.client.Load()
 	if cl == nil {
 		for _, w := range batch {
 			w.err = errShardDown
+			w.then()
 		}
-		alone = batch
 		return
 	}
+	groups, alone := c.groupHot(hk, batch, c.topo.Load())
+	perShard(groups, func(g **group) *shard { return (*g).owner }, func(owner *shard, idx []int) {
+		gs := make([]*group, len(idx))
+		for k, j := range idx {
+			gs[k] = groups[j]
+		}
+		c.stepShard(owner, gs, *cl)
+	})
+	thenAll(alone, groups)
+}
+
+// thenAll reports a batch's calls: those decided without a script, then
+// group by group, in the order the shards ran them, so that the last
+// answer stored of a sub-bucket is its latest state, not that of an
+// earlier group of another cost or limit.
+func thenAll(alone []*waiter, groups []*group) {
+	for _, w := range alone {
+		w.then()
+	}
+	for _, g := range groups {
+		for _, w := range g.ws {
+			w.then()
+		}
+	}
+}
+
+// groupHot places batch's calls: each on its sub-bucket (the calls free
+// to go anywhere on the next one, round-robin) and into the group of its
+// bucket, limit and cost; alone are those no shard can decide (fallback).
+func (c *Cluster) groupHot(hk *hotKey, batch []*waiter, topo *topology) (groups []*group, alone []*waiter) {
 	// The sub-bucket of this batch's free calls, one per split and number
 	// of parts (calls of other limits or costs may use fewer), round-robin.
 	type choice struct {
@@ -488,13 +512,7 @@ func (c *Cluster) step(hk *hotKey, batch []*waiter) {
 		base := hk.baseAt(w.st, w.sub, at, sent/1000)
 		groups = addTo(groups, w, key, base, owner, w.parts[w.sub])
 	}
-	perShard(groups, func(g **group) *shard { return (*g).owner }, func(owner *shard, idx []int) {
-		gs := make([]*group, len(idx))
-		for k, j := range idx {
-			gs[k] = groups[j]
-		}
-		c.stepShard(owner, gs, *cl)
-	})
+	return groups, alone
 }
 
 // addTo adds w to the group of its bucket, limit and cost.
@@ -520,8 +538,7 @@ func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
 	}
 	calls := make([]lua.Call, len(gs))
 	for i, g := range gs {
-		calls[i] = step(g.key, g.iv, g.cost)
-		calls[i].Base, calls[i].N = g.base, int64(len(g.ws))
+		calls[i] = g.call()
 	}
 	res, taken, errs := make([]lua.Result, len(calls)), make([]int64, len(calls)), make([]error, len(calls))
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeout)
@@ -539,15 +556,27 @@ func (c *Cluster) stepShard(owner *shard, gs []*group, client rueidis.Client) {
 	}
 	cancel()
 	for i, g := range gs {
-		if err := errs[i]; err != nil {
-			c.failed(owner, err)
-			for _, w := range g.ws {
-				w.err = err
-			}
-			continue
-		}
-		g.spread(bucket.Result(res[i]), taken[i])
+		c.store(g, res[i], taken[i], errs[i])
 	}
+}
+
+// call is g's Lua step: its calls decided at once, in order.
+func (g *group) call() lua.Call {
+	cl := step(g.key, g.iv, g.cost)
+	cl.Base, cl.N = g.base, int64(len(g.ws))
+	return cl
+}
+
+// store gives g's waiters their outcomes from its step's.
+func (c *Cluster) store(g *group, br lua.Result, taken int64, err error) {
+	if err != nil {
+		c.failed(g.owner, err)
+		for _, w := range g.ws {
+			w.err = err
+		}
+		return
+	}
+	g.spread(bucket.Result(br), taken)
 }
 
 // spread gives each waiter of g its own outcome from the batch's: the

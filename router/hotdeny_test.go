@@ -147,7 +147,7 @@ func TestTooBigDeniedHereClosesTheSplit(t *testing.T) {
 	hk, st, iv := emptiedSplit(t)
 	reqs := []Request{{Op: Take, Key: "k", Interval: iv, Cost: 5}}
 	res := make([]Result, 1)
-	if c.startHot(0, &reqs[0], hk, st, &topology{}, reqs, res, nil) || !res[0].Limited {
+	if c.startHot(0, &reqs[0], hk, st, &topology{}, reqs, res, nil, nil) || !res[0].Limited {
 		t.Fatalf("%+v, want denied here", res[0])
 	}
 	if !hk.detected.Load() {

@@ -27,6 +27,8 @@ type Pipes interface {
 	// steps, apart from forwarded commands, whose slowness (a long KEYS,
 	// say) must not make the shard look hung.
 	BucketPipe(addr string) *Pipe
+	// HotCalls is the loop's coalescer of hot keys' calls.
+	HotCalls() *HotCalls
 }
 
 // Pipe is the protocol of one pipelined connection to a node, without its

@@ -143,10 +143,14 @@ func FuzzPipeFeed(f *testing.F) {
 }
 
 // onePipe is an event loop's connections, all of them one pipe.
-type onePipe struct{ p *Pipe }
+type onePipe struct {
+	p  *Pipe
+	hc *HotCalls
+}
 
 func (o onePipe) Pipe(string, bool, bool) *Pipe { return o.p }
 func (o onePipe) BucketPipe(string) *Pipe       { return o.p }
+func (o onePipe) HotCalls() *HotCalls           { return o.hc }
 
 // forwardRound returns one loop's round of n GETs (50 clients pipelining
 // 16 make 800) forwarded on a pipe, its node's replies (reply each) fed
@@ -171,7 +175,7 @@ func forwardRound(n int, reply string) func() error {
 	return func() error {
 		clear(replies)
 		answered = 0
-		c.Forward(context.Background(), onePipe{p}, cmds, replies, done)
+		c.Forward(context.Background(), onePipe{p: p}, cmds, replies, done)
 		p.Wrote(len(p.Out()))
 		if err := p.Feed(copy(p.ReadBuf(len(stream)), stream)); err != nil {
 			return err
@@ -234,7 +238,7 @@ func TestBucketQueueKeepsNoFinishedCalls(t *testing.T) {
 	for i := range g.calls {
 		g.calls[i] = call{req: i, owner: sh, step: step(fmt.Sprintf("k%d", i), bucket.Interval{Capacity: 10, U: 1, V: 1}, 1)}
 	}
-	c.sendVia(onePipe{p}, g)
+	c.sendVia(onePipe{p: p}, g)
 	if len(p.bq) != 10 {
 		t.Fatalf("%d calls queued after the first sends, want 10", len(p.bq))
 	}

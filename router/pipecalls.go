@@ -34,8 +34,8 @@ func (c *Cluster) pump(p *Pipe, s *shard) {
 	for len(p.bq) > 0 && p.bInFlight < maxFlushes {
 		n := min(len(p.bq), maxPipeline)
 		b := &bucketCall{c: c, s: s, p: p, calls: slices.Clone(p.bq[:n]), sent: time.Now().UnixNano()}
-		for _, q := range b.calls {
-			p.steps = append(p.steps, q.g.calls[q.j].step)
+		for k := range b.calls {
+			p.steps = append(p.steps, b.calls[k].step())
 		}
 		// The vacated tail is cleared: it would keep finished rounds (their
 		// requests and results) alive for as long as the pipe lives.
@@ -84,7 +84,7 @@ func (b *bucketCall) answer(r []byte) {
 			again = append(again, k) // sent again, declared, where MOVED and ASK work
 			continue
 		}
-		b.settle(k, o.Result, o.Err)
+		b.settle(k, o.Result, o.Taken, o.Err)
 	}
 	if len(again) > 0 {
 		b.c.stale.Store(true) // the slot map is behind
@@ -101,12 +101,22 @@ func (b *bucketCall) again(idx []int) {
 			idx[k] = k
 		}
 	}
-	calls, groups := make([]call, len(idx)), make([]*shardCalls, len(idx))
-	for j, k := range idx {
-		q := b.calls[k]
-		calls[j], groups[j] = q.g.calls[q.j], q.g
+	var calls []call
+	var groups []*shardCalls
+	var hot []*group
+	for _, k := range idx {
+		if q := b.calls[k]; q.hot != nil {
+			hot = append(hot, q.hot)
+		} else {
+			calls, groups = append(calls, q.g.calls[q.j]), append(groups, q.g)
+		}
 	}
-	go b.c.flushCalls(b.s, calls, groups)
+	if len(hot) > 0 {
+		b.c.againHot(b.s, hot)
+	}
+	if len(calls) > 0 {
+		go b.c.flushCalls(b.s, calls, groups)
+	}
 }
 
 // lost settles the calls of a connection that failed or timed out, which
@@ -114,11 +124,16 @@ func (b *bucketCall) again(idx []int) {
 func (b *bucketCall) lost(err error) {
 	b.p.bInFlight--
 	for k := range b.calls {
-		b.settle(k, lua.Result{}, err)
+		b.settle(k, lua.Result{}, 0, err)
 	}
 }
 
-func (b *bucketCall) settle(k int, br lua.Result, err error) {
+func (b *bucketCall) settle(k int, br lua.Result, taken int64, err error) {
+	if hg := b.calls[k].hot; hg != nil {
+		b.c.store(hg, br, taken, err)
+		b.c.settleVia(hg)
+		return
+	}
 	g := b.calls[k].g
 	if !b.c.settle(&g.calls[b.calls[k].j], br, err, g.reqs, g.res, g.topo, b.sent, g.then) {
 		g.release()
@@ -131,6 +146,13 @@ func (p *Pipe) failQueued() {
 	bq := p.bq
 	p.bq = nil
 	for _, q := range bq {
+		if q.hot != nil {
+			for _, w := range q.hot.ws {
+				w.err = errShardDown
+			}
+			p.c.settleVia(q.hot)
+			continue
+		}
 		g := q.g
 		i := g.calls[q.j].req
 		g.c.fallback(g.reqs[i:i+1], g.res[i:i+1])

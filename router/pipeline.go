@@ -35,10 +35,19 @@ type shardQueue struct {
 	queue    []queued
 }
 
-// queued is one call of a round's group.
+// queued is one call of a round's group, or a hot key's step.
 type queued struct {
-	g *shardCalls
-	j int // into g.calls
+	g   *shardCalls
+	j   int    // into g.calls
+	hot *group // or this, on a loop's pipe
+}
+
+// step is q's Lua step.
+func (q *queued) step() lua.Call {
+	if q.hot != nil {
+		return q.hot.call()
+	}
+	return q.g.calls[q.j].step
 }
 
 // shardCalls are a round's calls on one shard (or on hot keys), and where
