@@ -573,13 +573,7 @@ func TestPassthroughTransactions(t *testing.T) {
 // goes away stops its wait at the node; --max-blocking bounds the waits.
 func TestPassthroughBlockingCommands(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, MaxBlocking: 2})
-	t.Cleanup(r.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, MaxBlocking: 2})
 	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})

@@ -19,13 +19,7 @@ import (
 func TestHotKeyOnEachServingPath(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{})
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
-		r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotKeys: []string{"hot:*"}})
-		t.Cleanup(r.Close)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.WaitConnected(ctx); err != nil {
-			t.Fatalf("router did not connect: %v", err)
-		}
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotKeys: []string{"hot:*"}})
 		cfg.Decider = r
 		cl := newGoRedis(t, serveConfig(t, cfg))
 		key := "hot:" + t.Name()

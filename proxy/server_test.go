@@ -83,7 +83,13 @@ func newClusterBackend(t *testing.T, cfg clustertest.Config) clusterBackend {
 // tests cover splitting).
 func newRouter(t testing.TB, c *clustertest.Cluster) *router.Cluster {
 	t.Helper()
-	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
+	return newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
+}
+
+// newRouterConfig is a cluster router of cfg that has read the slot map.
+func newRouterConfig(t testing.TB, cfg router.ClusterConfig) *router.Cluster {
+	t.Helper()
+	r := router.NewCluster(cfg)
 	t.Cleanup(r.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -132,13 +132,7 @@ func TestTLSClients(t *testing.T) {
 func tlsRouter(t *testing.T, c *clustertest.Cluster, cfg router.ClusterConfig) *router.Cluster {
 	t.Helper()
 	cfg.Seeds, cfg.Timeout, cfg.HotThreshold = c.Addrs(), time.Second, -1
-	r := router.NewCluster(cfg)
-	t.Cleanup(r.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.WaitConnected(ctx); err != nil {
-		t.Fatalf("router did not connect: %v", err)
-	}
+	r := newRouterConfig(t, cfg)
 	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
 	return r
 }
