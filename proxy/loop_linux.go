@@ -388,10 +388,12 @@ func (l *loop) run() {
 			l.takeDecided()
 			l.mu.Unlock()
 		}
-		l.flushNodes()
 		if len(l.nodeIDs) > 0 {
+			// Before the flush: a hung node's hot calls go on to a
+			// sibling's node, to be written in this pass.
 			l.overdue(time.Now())
 		}
+		l.flushNodes()
 		l.endRound()
 		l.closeLingering()
 		l.closeIdle()
@@ -607,6 +609,9 @@ func (l *loop) sleep() int {
 	}
 	if r := l.cur; r != nil && len(r.reqs)+len(r.fwd) > 0 {
 		return 0 // a blocking command's turn came, or its client resumed
+	}
+	if len(l.dirtyNodes) > 0 {
+		return 0 // sent on a node since the flush: no event would write it
 	}
 	l.idle = true
 	ms := -1

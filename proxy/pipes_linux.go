@@ -101,7 +101,10 @@ func (l *loop) flushNodes() {
 		return
 	}
 	now := time.Now()
-	for _, n := range l.dirtyNodes {
+	// By index: a node that fails here fails its calls, and a hot key's
+	// call goes on to a sibling's node, which joins the list.
+	for i := 0; i < len(l.dirtyNodes); i++ {
+		n := l.dirtyNodes[i]
 		n.dirty = false
 		switch {
 		case n.fd >= 0:

@@ -125,12 +125,17 @@ func (c *Cluster) stepVia(b *viaBatch, batch []*waiter) {
 	groups, alone := c.groupHot(b.hk, batch, c.topo.Load())
 	var pipes []*Pipe
 	var owners []*shard
-	var down []*group
+	var down, routed []*group
 	n := len(alone)
 	for _, g := range groups {
 		g.vb = b
-		if g.owner == nil || !g.owner.healthy.Load() {
-			// No slot map, or the shard failed since the call was placed.
+		switch {
+		case g.owner == nil:
+			// No slot map yet: the cluster client routes the step.
+			routed = append(routed, g)
+			continue
+		case !g.owner.healthy.Load():
+			// Failed since the call was placed.
 			for _, w := range g.ws {
 				w.err = errShardDown
 			}
@@ -147,6 +152,9 @@ func (c *Cluster) stepVia(b *viaBatch, batch []*waiter) {
 	for i, p := range pipes {
 		c.pump(p, owners[i])
 	}
+	if len(routed) > 0 {
+		c.againHot(nil, routed)
+	}
 	if n > 0 {
 		thenAll(alone, down)
 		c.settled(b, n)
@@ -160,9 +168,12 @@ func (c *Cluster) settleVia(g *group) {
 }
 
 // againHot decides hot groups a pipe could not (the node refused the
-// script call, or a sub-bucket's slot moved) on the goroutine path, which
-// loads the script and follows MOVED and ASK. Their calls go on there:
-// they no longer run on the loop's goroutine.
+// script call, or a sub-bucket's slot moved; owner nil: no slot map yet)
+// on the goroutine path, which loads the script and follows MOVED and
+// ASK. Their calls go on there: they no longer run on the loop's
+// goroutine, and the key's next batch on the loop does not wait for them,
+// as the calls after a refused one on a pipe do not (rare: a pipe loads
+// the script when it connects).
 func (c *Cluster) againHot(owner *shard, gs []*group) {
 	for _, g := range gs {
 		for _, w := range g.ws {
