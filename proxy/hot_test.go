@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
@@ -88,54 +86,4 @@ func waitSplit(t *testing.T, r *router.Cluster, key string) int {
 	}
 	t.Fatalf("%s was not split within 5 s", key)
 	return 0
-}
-
-// A hot key's call whose sub-bucket's primary hangs is decided by a
-// sibling, in the cluster, once the event loop finds the node overdue: the
-// sibling's step is sent while the loop drops the hung node.
-func TestHotCallOfAHungShardGoesOnToASibling(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
-	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: 150 * time.Millisecond, HotKeys: []string{"hot:*"}})
-	cl := goredis.NewClient(&goredis.Options{Addr: serveConfig(t, proxy.Config{Decider: r}), MaxRetries: -1, ReadTimeout: 5 * time.Second})
-	t.Cleanup(func() { cl.Close() })
-	key := "hot:hung"
-	limit := []any{"THROTTLE", key, 1000, 1000, "1h"}
-	throttle(t, cl, limit...)
-	if parts := waitSplit(t, r, key); parts != len(c.Nodes) {
-		t.Fatalf("split in %d, want one sub-bucket per primary (%d)", parts, len(c.Nodes))
-	}
-	// Batches go to the sub-buckets in turn: these connect the loop to
-	// every primary (a node that does not answer as it is dialled takes
-	// the dial's own timeout instead).
-	for range len(c.Nodes) + 1 {
-		throttle(t, cl, limit...)
-	}
-	parent := primaryOf(t, c, router.KeyPrefix+key)
-	victim := c.Nodes[0]
-	if victim == parent {
-		victim = c.Nodes[1]
-	}
-	if err := victim.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { victim.Resume() })
-	// One of these goes to the hung sub-bucket.
-	for i := range len(c.Nodes) + 1 {
-		v, err := cl.Do(context.Background(), limit...).Int64Slice()
-		if err != nil {
-			t.Fatalf("call %d with %s hung: %v", i, victim.Addr, err)
-		}
-		if v[0] != 0 {
-			t.Fatalf("call %d: %v, want allowed", i, v)
-		}
-	}
-	st := r.Stats().Cluster
-	for _, sh := range st.Shards {
-		if sh.Addr == victim.Addr && sh.Healthy {
-			t.Fatalf("%s hung and still healthy: no call went to it", victim.Addr)
-		}
-	}
-	if fb := st.Decisions[router.SourceLocal] + st.Decisions[router.SourceOpen] + st.Decisions[router.SourceClosed]; fb != 0 {
-		t.Fatalf("%d decisions by the fallback, want the hung sub-bucket's call decided by a sibling", fb)
-	}
 }
