@@ -251,7 +251,7 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	conn, br := c.idleConn(pool)
 	if conn == nil {
 		var err error
-		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10); err != nil {
+		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10, time.Now().Add(dialTimeout)); err != nil {
 			fail([]*forwarded{f}, addr, err)
 			return
 		}
@@ -439,11 +439,15 @@ var readonlyCmd = []byte("*1\r\n$8\r\nREADONLY\r\n")
 // hello3 switches a connection to RESP3.
 var hello3 = []byte("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
 
+// dialTimeout bounds connecting to a node and its handshake, but for a
+// loop's bucket connection (the backend timeout).
+const dialTimeout = time.Second
+
 // dial connects to a node: over TLS and authenticated when the cluster
 // asks for that (ClusterConfig.TLS, Username, Password), in RESP3 when
-// asked, and READONLY (to read from a replica) when asked.
-func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Reader, error) {
-	d := &net.Dialer{Timeout: time.Second}
+// asked, and READONLY (to read from a replica) when asked; by deadline.
+func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int, deadline time.Time) (net.Conn, *bufio.Reader, error) {
+	d := &net.Dialer{Deadline: deadline}
 	var conn net.Conn
 	var err error
 	if c.cfg.TLS != nil {
@@ -455,7 +459,7 @@ func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int) (net.Conn
 		return nil, nil, err
 	}
 	br := bufio.NewReaderSize(conn, bufSize)
-	conn.SetDeadline(time.Now().Add(time.Second))
+	conn.SetDeadline(deadline)
 	for _, step := range []struct {
 		on   bool
 		name string
@@ -937,7 +941,7 @@ func (b *backend) write() {
 		if b.conn == nil {
 			resp3 := b.resp3 // a pin's client may switch (Pin.Protocol)
 			b.mu.Unlock()
-			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10)
+			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10, time.Now().Add(dialTimeout))
 			b.mu.Lock()
 			if err != nil {
 				failed := b.queue

@@ -81,15 +81,22 @@ func (c *Cluster) NewBucketPipe(addr string) *Pipe {
 func (p *Pipe) Addr() string { return p.addr }
 
 // Dial connects to the node, in the pipe's protocol, from any goroutine;
-// the loop then owns the connection's socket.
+// the loop then owns the connection's socket. A bucket connection is made
+// within the backend timeout: its calls wait for it, and a node that
+// takes longer to answer is as hung as one that holds a call (its calls
+// fall back, and the shard is probed).
 func (p *Pipe) Dial() (net.Conn, error) {
-	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512)
+	deadline := time.Now().Add(dialTimeout)
+	if p.bucket {
+		deadline = time.Now().Add(p.timeout)
+	}
+	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512, deadline)
 	if err == nil && p.bucket {
 		// A script call refused NOSCRIPT is decided again on the goroutine
 		// path, while the calls sent after it are decided here: a key's
 		// later steps would be taken before its earlier ones. A node
 		// without the script (new, restarted) gets it before any call.
-		conn.SetDeadline(time.Now().Add(time.Second))
+		conn.SetDeadline(deadline)
 		var r []byte
 		if _, err = conn.Write(p.c.throttle.AppendLoad(nil)); err == nil {
 			r, err = reply.Read(br, nil)
