@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test ./router/reply -run '^$$' -fuzz FuzzRead -fuzztime 20s
 	$(GO) test ./router/command -run '^$$' -fuzz FuzzKeys -fuzztime 20s
 	$(GO) test ./router -run '^$$' -fuzz FuzzPipeFeed -fuzztime 20s
+	$(GO) test ./router -run '^$$' -fuzz FuzzHotCalls -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzReadMany -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzParseInt -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzServer -fuzztime 20s

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
 )
 
@@ -210,4 +211,113 @@ func TestHotCallsOfALostPipeFallBack(t *testing.T) {
 	if len(via.hc.keys) != 0 {
 		t.Fatalf("the loop still holds %d hot keys with nothing in flight", len(via.hc.keys))
 	}
+}
+
+// FuzzHotCalls drives a split hot key's calls on a loop's pipe through
+// random interleavings of rounds, answers (all taken, some, none, a
+// bucket's error), lost connections and a shard coming back: every call
+// is reported exactly once, and once nothing is in flight the loop holds
+// nothing of the key (a batch never settled would keep the key's later
+// calls from ever being sent).
+func FuzzHotCalls(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 5, 1, 9, 2, 3, 0, 1})
+	f.Add([]byte{4, 8, 5, 13, 2, 0, 4, 3, 1, 1, 6})
+	f.Add([]byte{0, 0, 0, 2, 3, 0, 5, 9, 13, 17})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			ops = ops[:64]
+		}
+		c, p, via, sh := hotPipe(t)
+		iv, err := bucket.Limit{Capacity: 10, Refill: 10, Period: 1_000_000}.Interval()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hk := c.hot.add("k", true)
+		hk.setSplit(lua.Split{Tags: []string{"a", "b", "c"}, Gen: "1", Base: "0", TTL: time.Minute}, time.Now().UnixNano())
+		var reported []int    // per request: times reported
+		var pending [][]int64 // written script calls: each bucket's n
+		submit := func(n, cost int) {
+			first := len(reported)
+			reported = append(reported, make([]int, n)...)
+			reqs := make([]Request, n)
+			for i := range reqs {
+				reqs[i] = Request{Op: Take, Key: "k", Interval: iv, Cost: int64(cost)}
+			}
+			res := make([]Result, n)
+			c.SubmitVia(context.Background(), via, reqs, res, func(idx []int) {
+				for _, i := range idx {
+					reported[first+i]++
+				}
+			})
+		}
+		collect := func() {
+			for _, call := range written(t, p) {
+				var ns []int64
+				for i := 0; i < len(call); {
+					if call[i+1] == "=" {
+						ns = append(ns, ns[len(ns)-1])
+						i += 2
+						continue
+					}
+					n, _ := strconv.ParseInt(call[i+6], 10, 64)
+					ns = append(ns, n)
+					i += 8
+				}
+				pending = append(pending, ns)
+			}
+		}
+		answer := func(how byte) {
+			ns := pending[0]
+			pending = pending[1:]
+			r := fmt.Appendf(nil, "*%d\r\n", 5*len(ns))
+			for k, n := range ns {
+				switch (int(how) + k) % 4 {
+				case 0: // all taken
+					r = fmt.Appendf(r, ":0\r\n:%d\r\n:-1\r\n:100000\r\n:%d\r\n", 3, n)
+				case 1: // none
+					r = fmt.Appendf(r, ":1\r\n:0\r\n:100000\r\n:400000\r\n:0\r\n")
+				case 2: // the first half
+					r = fmt.Appendf(r, ":1\r\n:0\r\n:100000\r\n:400000\r\n:%d\r\n", n/2)
+				default: // the bucket's own error
+					r = fmt.Appendf(r, ":3\r\n$9\r\nWRONGTYPE\r\n:0\r\n:0\r\n:0\r\n")
+				}
+			}
+			if err := p.Feed(copy(p.ReadBuf(len(r)), r)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, op := range ops {
+			switch op % 5 {
+			case 0, 4:
+				submit(int(op/5)%4+1, int(op/20)%3+1)
+			case 1:
+				if len(pending) > 0 {
+					answer(op / 5)
+				}
+			case 2:
+				p.Fail(errors.New("connection reset"))
+				pending = nil
+			case 3:
+				sh.healthy.Store(true)
+			}
+			collect()
+		}
+		// Everything still out is answered, and what that sends on too.
+		sh.healthy.Store(true)
+		for i := 0; len(pending) > 0; i++ {
+			if i > 100 {
+				t.Fatal("calls still going out after 100 answers")
+			}
+			answer(0)
+			collect()
+		}
+		for i, n := range reported {
+			if n != 1 {
+				t.Fatalf("request %d reported %d times, want once", i, n)
+			}
+		}
+		if len(via.hc.keys) != 0 {
+			t.Fatalf("the loop holds %d hot keys with nothing in flight", len(via.hc.keys))
+		}
+	})
 }
