@@ -173,6 +173,45 @@ func (u *User) apply(r string) error {
 	return nil
 }
 
+// UnknownCommands is the command names of users' rules (+name, -name,
+// +container|sub) that neither sluice nor the cluster, whose command
+// table is specs, has. Redis refuses such a rule when it loads the file;
+// sluice learns the cluster's commands only once the cluster answers, so
+// it reports them then: a misspelt -flushal denies nothing.
+func (us *Users) UnknownCommands(specs map[string]*cmdspec.Spec) []string {
+	var out []string
+	for _, name := range us.order {
+		for _, r := range us.byName[name].rules {
+			if r.name != "" && !slices.Contains(out, r.name) && !knownCommand(r.name, specs) {
+				out = append(out, r.name)
+			}
+		}
+	}
+	return out
+}
+
+// knownCommand reports whether sluice or the cluster has the command
+// name, or the subcommand of name "container|sub". A rule on the first
+// argument of a command with no subcommands (+select|0, which Redis 7
+// still takes) is the command's.
+func knownCommand(name string, specs map[string]*cmdspec.Spec) bool {
+	parent, sub, isSub := strings.Cut(name, "|")
+	if cmd := commands[parent]; cmd != nil {
+		if isSub && cmd.subs != nil && cmd.subs[sub] == nil {
+			// sluice's container may still forward the cluster's own
+			// subcommand (CLUSTER, COMMAND).
+			spec := specs[parent]
+			return spec != nil && spec.Subcommands[sub] != nil
+		}
+		return true
+	}
+	spec := specs[parent]
+	if spec == nil {
+		return false
+	}
+	return !isSub || spec.Subcommands == nil || spec.Subcommands[sub] != nil
+}
+
 // settle works out what needs no check per command.
 func (u *User) settle() {
 	u.all = u.on && u.allKeys && u.allChannels && len(u.rules) > 0 && u.rules[len(u.rules)-1].all && u.rules[len(u.rules)-1].allow

@@ -5,12 +5,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
 )
 
 func users(t *testing.T, text, requirepass string) *proxy.Users {
@@ -447,5 +449,29 @@ func TestACLListCommandRules(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("ACL LIST: %q, want %q", got, want)
 		}
+	}
+}
+
+// The rules that name a command neither sluice nor the cluster has are
+// reported (Redis refuses them at load): a misspelt deny denies nothing.
+// sluice's own commands and subcommands, the cluster's, and a rule on a
+// plain command's first argument (+select|0) are known.
+func TestUnknownACLCommands(t *testing.T) {
+	us := users(t, "user default on nopass ~* &* +@all -flushal -config|gett +config|get +throttle -acl|whoami +client|nosuch "+
+		"+select|0 +get -cluster|nodes -cluster|nosuch\nuser b on >x ~* -FLUSHAL +nosuch\n", "")
+	specs := map[string]*cmdspec.Spec{
+		"get":     {Name: "get"},
+		"select":  {Name: "select"},
+		"config":  {Name: "config", Subcommands: map[string]*cmdspec.Spec{"get": {Name: "config|get"}}},
+		"cluster": {Name: "cluster", Subcommands: map[string]*cmdspec.Spec{"nodes": {Name: "cluster|nodes"}}},
+	}
+	got := us.UnknownCommands(specs)
+	// By user, in name order (b, then default), each name once.
+	want := []string{"flushal", "nosuch", "config|gett", "client|nosuch", "cluster|nosuch"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("unknown commands %q, want %q", got, want)
+	}
+	if got := users(t, "user default on nopass ~* &* +@all -get\n", "").UnknownCommands(specs); len(got) != 0 {
+		t.Fatalf("unknown commands %q of a file whose commands are known", got)
 	}
 }

@@ -320,6 +320,26 @@ func loadUsers(o options) (*proxy.Users, error) {
 	return users, nil
 }
 
+// reportUnknownACL logs the ACL rules that name a command neither sluice
+// nor the cluster has, once the cluster's command table is read: Redis
+// refuses such a file at load, but sluice may start before the cluster
+// answers.
+func reportUnknownACL(ctx context.Context, log *zap.Logger, users *proxy.Users, c *router.Cluster) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for c.Commands() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	for _, name := range users.UnknownCommands(c.Commands()) {
+		log.Error("an ACL rule names a command neither sluice nor the cluster has: it allows or denies nothing (Redis refuses such a file)",
+			zap.String("command", name))
+	}
+}
+
 // loopback reports whether addr listens on a loopback address only.
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -475,6 +495,9 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lns...) }()
 	ready.Store(true)
+	if cluster, ok := forwarder.(*router.Cluster); ok && users != nil {
+		go reportUnknownACL(ctx, log, users, cluster)
+	}
 	for serving := true; serving; {
 		select {
 		case err = <-served:

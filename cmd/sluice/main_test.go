@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -352,6 +353,28 @@ func TestRequirePass(t *testing.T) {
 	}
 	t.Setenv("REDISCLI_AUTH", "s3cret") // redis-cli's AUTH, for every call below
 	checkFiveThenDenied(t, p.addr, "user:1")
+	stop(t, p)
+}
+
+// An ACL file whose rules name commands that neither sluice nor the
+// cluster has is reported once the cluster's command table is read, one
+// line per name (Redis refuses such a file at load; sluice may start
+// before the cluster answers).
+func TestUnknownACLCommandsLogged(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	acl := filepath.Join(t.TempDir(), "users.acl")
+	if err := os.WriteFile(acl, []byte("user default on nopass ~* &* +@all -flushal +config|get\nuser ops on >pw ~* -debugg\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, binary(t), nil, "--listen", "127.0.0.1:0", "--cluster", c.Addrs()[0], "--aclfile", acl)
+	var got []string
+	for len(got) < 2 {
+		line := p.next(t, "an ACL rule names a command neither sluice nor the cluster has: it allows or denies nothing (Redis refuses such a file)")
+		got = append(got, fmt.Sprint(line["command"]))
+	}
+	if want := []string{"flushal", "debugg"}; !slices.Equal(got, want) {
+		t.Fatalf("reported %q, want %q (by user, in name order)", got, want)
+	}
 	stop(t, p)
 }
 
