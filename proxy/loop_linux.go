@@ -388,7 +388,7 @@ func (l *loop) run() {
 			l.takeDecided()
 			l.mu.Unlock()
 		}
-		if len(l.nodeIDs) > 0 {
+		if len(l.nodes) > 0 {
 			// Before the flush: a hung node's hot calls go on to a
 			// sibling's node, to be written in this pass.
 			l.overdue(time.Now())

@@ -110,12 +110,16 @@ func (l *loop) flushNodes() {
 		case n.fd >= 0:
 			l.writeNode(n)
 			n.p.Sent(now)
-		case !n.dialing && len(n.p.Out()) > 0:
-			// Not stamped yet: a node's deadline runs from the write, and
-			// the dial has its own timeout (connecting is not the node
-			// holding a command).
-			n.dialing = true
-			go l.dial(n)
+		case len(n.p.Out()) > 0:
+			// Stamped now, as if written: a call's deadline runs while its
+			// connection is made, so a node that cannot be reached in time
+			// fails the calls waiting for it as one that held them would
+			// (overdue); the dial goes on, for the calls after.
+			n.p.Sent(now)
+			if !n.dialing {
+				n.dialing = true
+				go l.dial(n)
+			}
 		}
 	}
 	clear(l.dirtyNodes)
@@ -240,8 +244,13 @@ func (l *loop) lost(n *node, err error) {
 // pipe's timeout (hung): its commands are answered an error, its bucket
 // calls decided by the fallback.
 func (l *loop) overdue(now time.Time) {
-	for _, n := range l.nodeIDs {
+	for _, n := range l.nodes {
 		if d, ok := n.p.Deadline(); ok && now.After(d) {
+			if n.fd < 0 {
+				// Still connecting: its calls are failed, the dial goes on.
+				n.p.Fail(errNoReply)
+				continue
+			}
 			l.lost(n, errNoReply)
 		}
 	}
@@ -253,7 +262,7 @@ var errNoReply = errors.New("no reply within the timeout")
 // loop wakes up then to find it.
 func (l *loop) nextDeadline() (time.Time, bool) {
 	var first time.Time
-	for _, n := range l.nodeIDs {
+	for _, n := range l.nodes {
 		if d, ok := n.p.Deadline(); ok && (first.IsZero() || d.Before(first)) {
 			first = d
 		}

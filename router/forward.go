@@ -439,8 +439,7 @@ var readonlyCmd = []byte("*1\r\n$8\r\nREADONLY\r\n")
 // hello3 switches a connection to RESP3.
 var hello3 = []byte("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
 
-// dialTimeout bounds connecting to a node and its handshake, but for a
-// loop's bucket connection (the backend timeout).
+// dialTimeout bounds connecting to a node and its handshake.
 const dialTimeout = time.Second
 
 // dial connects to a node: over TLS and authenticated when the cluster

@@ -81,15 +81,13 @@ func (c *Cluster) NewBucketPipe(addr string) *Pipe {
 func (p *Pipe) Addr() string { return p.addr }
 
 // Dial connects to the node, in the pipe's protocol, from any goroutine;
-// the loop then owns the connection's socket. A bucket connection is made
-// within the backend timeout: its calls wait for it, and a node that
-// takes longer to answer is as hung as one that holds a call (its calls
-// fall back, and the shard is probed).
+// the loop then owns the connection's socket. Connecting takes several
+// round trips (the handshake, AUTH, SCRIPT LOAD), so it has its own bound,
+// not a call's: the calls that wait for it are bounded by the loop (their
+// deadline runs from when they were to be written), and the connection,
+// once made, serves the calls after.
 func (p *Pipe) Dial() (net.Conn, error) {
 	deadline := time.Now().Add(dialTimeout)
-	if p.bucket {
-		deadline = time.Now().Add(p.timeout)
-	}
 	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512, deadline)
 	if err == nil && p.bucket {
 		// A script call refused NOSCRIPT is decided again on the goroutine
