@@ -174,10 +174,13 @@ func (u *User) apply(r string) error {
 }
 
 // UnknownCommands is the command names of users' rules (+name, -name,
-// +container|sub) that neither sluice nor the cluster, whose command
-// table is specs, has. Redis refuses such a rule when it loads the file;
-// sluice learns the cluster's commands only once the cluster answers, so
-// it reports them then: a misspelt -flushal denies nothing.
+// +container|sub) that match no command sluice checks: a command neither
+// sluice nor the cluster, whose command table is specs, has, or a rule on
+// a plain command's first argument (+select|0, -debug|segfault), which
+// sluice does not enforce. Redis refuses the first kind, and the deny form
+// of the second, when it loads the file; sluice learns the cluster's
+// commands only once the cluster answers, so it reports them then: a
+// misspelt -flushal denies nothing.
 func (us *Users) UnknownCommands(specs map[string]*cmdspec.Spec) []string {
 	var out []string
 	for _, name := range us.order {
@@ -190,26 +193,16 @@ func (us *Users) UnknownCommands(specs map[string]*cmdspec.Spec) []string {
 	return out
 }
 
-// knownCommand reports whether sluice or the cluster has the command
-// name, or the subcommand of name "container|sub". A rule on the first
-// argument of a command with no subcommands (+select|0, which Redis 7
-// still takes) is the command's.
+// knownCommand reports whether name is a command, or "container|sub" a
+// subcommand, of sluice's (which answers its containers' subcommands
+// itself) or else of the cluster's.
 func knownCommand(name string, specs map[string]*cmdspec.Spec) bool {
 	parent, sub, isSub := strings.Cut(name, "|")
 	if cmd := commands[parent]; cmd != nil {
-		if isSub && cmd.subs != nil && cmd.subs[sub] == nil {
-			// sluice's container may still forward the cluster's own
-			// subcommand (CLUSTER, COMMAND).
-			spec := specs[parent]
-			return spec != nil && spec.Subcommands[sub] != nil
-		}
-		return true
+		return !isSub || cmd.subs[sub] != nil
 	}
 	spec := specs[parent]
-	if spec == nil {
-		return false
-	}
-	return !isSub || spec.Subcommands == nil || spec.Subcommands[sub] != nil
+	return spec != nil && (!isSub || spec.Subcommands[sub] != nil)
 }
 
 // settle works out what needs no check per command.

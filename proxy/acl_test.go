@@ -452,26 +452,30 @@ func TestACLListCommandRules(t *testing.T) {
 	}
 }
 
-// The rules that name a command neither sluice nor the cluster has are
-// reported (Redis refuses them at load): a misspelt deny denies nothing.
-// sluice's own commands and subcommands, the cluster's, and a rule on a
-// plain command's first argument (+select|0) are known.
+// The rules that match no command sluice checks are reported: a command
+// neither sluice nor the cluster has (Redis refuses them at load; a
+// misspelt deny denies nothing), and a rule on a plain command's first
+// argument (-select|9 Redis refuses, +select|0 it takes; sluice enforces
+// neither). sluice's own commands and subcommands and the cluster's are
+// known.
 func TestUnknownACLCommands(t *testing.T) {
 	us := users(t, "user default on nopass ~* &* +@all -flushal -config|gett +config|get +throttle -acl|whoami +client|nosuch "+
-		"+select|0 +get -cluster|nodes -cluster|nosuch\nuser b on >x ~* -FLUSHAL +nosuch\n", "")
+		"+select|0 +get -cluster|nodes -cluster|nosuch -debug|segfault\nuser b on >x ~* -FLUSHAL +nosuch\n", "")
 	specs := map[string]*cmdspec.Spec{
 		"get":     {Name: "get"},
 		"select":  {Name: "select"},
+		"debug":   {Name: "debug"},
 		"config":  {Name: "config", Subcommands: map[string]*cmdspec.Spec{"get": {Name: "config|get"}}},
-		"cluster": {Name: "cluster", Subcommands: map[string]*cmdspec.Spec{"nodes": {Name: "cluster|nodes"}}},
+		"cluster": {Name: "cluster", Subcommands: map[string]*cmdspec.Spec{"nodes": {Name: "cluster|nodes"}, "nosuch": {Name: "cluster|nosuch"}}},
 	}
 	got := us.UnknownCommands(specs)
-	// By user, in name order (b, then default), each name once.
-	want := []string{"flushal", "nosuch", "config|gett", "client|nosuch", "cluster|nosuch"}
+	// By user, in name order (b, then default), each name once; CLUSTER
+	// is sluice's, whose subcommands the cluster's do not add to.
+	want := []string{"flushal", "nosuch", "config|gett", "client|nosuch", "select|0", "cluster|nosuch", "debug|segfault"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unknown commands %q, want %q", got, want)
 	}
-	if got := users(t, "user default on nopass ~* &* +@all -get\n", "").UnknownCommands(specs); len(got) != 0 {
+	if got := users(t, "user default on nopass ~* &* +@all -get -config|get +client|list\n", "").UnknownCommands(specs); len(got) != 0 {
 		t.Fatalf("unknown commands %q of a file whose commands are known", got)
 	}
 }

@@ -320,10 +320,10 @@ func loadUsers(o options) (*proxy.Users, error) {
 	return users, nil
 }
 
-// reportUnknownACL logs the ACL rules that name a command neither sluice
-// nor the cluster has, once the cluster's command table is read: Redis
-// refuses such a file at load, but sluice may start before the cluster
-// answers.
+// reportUnknownACL logs the ACL rules that match no command sluice checks
+// (proxy.Users.UnknownCommands), once the cluster's command table is read:
+// Redis refuses most such rules at load, but sluice may start before the
+// cluster answers.
 func reportUnknownACL(ctx context.Context, log *zap.Logger, users *proxy.Users, c *router.Cluster) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -335,7 +335,7 @@ func reportUnknownACL(ctx context.Context, log *zap.Logger, users *proxy.Users, 
 		}
 	}
 	for _, name := range users.UnknownCommands(c.Commands()) {
-		log.Error("an ACL rule names a command neither sluice nor the cluster has: it allows or denies nothing (Redis refuses such a file)",
+		log.Error("an ACL rule matches no command sluice checks: it allows or denies nothing",
 			zap.String("command", name))
 	}
 }
