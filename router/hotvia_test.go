@@ -25,8 +25,10 @@ func hotPipe(t *testing.T) (*Cluster, *Pipe, onePipe, *shard) {
 	// an hour: the client stored below is not one it could use.
 	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}, HotKeys: []string{"k"}, Share: 1, ProbeInterval: 2 * time.Hour})
 	t.Cleanup(c.Close)
-	for c.connectErr.Load() == nil {
-		time.Sleep(time.Millisecond)
+	for end := time.Now().Add(10 * time.Second); c.connectErr.Load() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the router's first attempt to connect did not end in 10 s")
+		}
 	}
 	sh := &shard{addr: "127.0.0.1:1"}
 	sh.healthy.Store(true)
