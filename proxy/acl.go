@@ -55,11 +55,14 @@ type aclRule struct {
 	category string // without '@'
 }
 
-// aclCategories are Redis 7's ACL categories (ACL CAT), and rate_limit,
-// Redis 8.8's for GCRA.
+// aclCategories are Redis 7's ACL categories (ACL CAT); rate_limit, Redis
+// 8.8's for GCRA; and those of the modules Redis 8 ships (RediSearch,
+// RedisJSON, RedisTimeSeries, RedisBloom), whose commands a Redis 8
+// cluster reports in them: a file written for such a cluster loads.
 var aclCategories = []string{"keyspace", "read", "write", "set", "sortedset", "list", "hash", "string", "bitmap",
 	"hyperloglog", "geo", "stream", "pubsub", "admin", "fast", "slow", "blocking", "dangerous", "connection",
-	"transaction", "scripting", "rate_limit"}
+	"transaction", "scripting", "rate_limit",
+	"search", "json", "timeseries", "bloom", "cuckoo", "cms", "topk", "tdigest"}
 
 // allowAll is the user of a sluice that requires no authentication.
 var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, allChannels: true, all: true,

@@ -44,6 +44,12 @@ func TestParseUsers(t *testing.T) {
 	if _, err := proxy.ParseUsers("user default on >x +@all ~*", "y"); err == nil {
 		t.Error("a default user in the file and --requirepass: loaded, want an error")
 	}
+	// Redis 8's module categories load (a cluster of Redis 8 reports its
+	// module commands in them); a misspelt one does not.
+	users(t, "user ops on >x ~* +@read +@json -@search +@timeseries +@bloom +@cuckoo +@cms +@topk +@tdigest", "")
+	if _, err := proxy.ParseUsers("user ops on >x ~* +@jsn", ""); err == nil {
+		t.Error("+@jsn: loaded, want an error")
+	}
 	if us := users(t, "# a comment\n\nuser alice on >x ~* +@all", ""); us.AuthRequired() {
 		t.Error("a file without a default user: authentication required, want the nopass default user")
 	}
