@@ -28,7 +28,8 @@ func TestHotKeyOnEachServingPath(t *testing.T) {
 		if v := throttle(t, cl, limit...); v[0] != 0 {
 			t.Fatalf("the first call: %v, want allowed", v)
 		}
-		parts := waitSplit(t, r, key)
+		var parts int
+		waitUntil(t, "the declared hot key is split", func() bool { parts = subBuckets(r, key); return parts > 0 })
 		if parts < 2 {
 			t.Fatalf("split into %d sub-buckets, want one per primary", parts)
 		}
@@ -74,16 +75,13 @@ func TestHotKeyOnEachServingPath(t *testing.T) {
 	})
 }
 
-// waitSplit waits until r has split key and returns its sub-buckets.
-func waitSplit(t *testing.T, r *router.Cluster, key string) int {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		for _, h := range r.Stats().Cluster.Hot {
-			if h.Key == key && h.SubBuckets > 0 {
-				return h.SubBuckets
-			}
+// subBuckets is the sub-buckets of r's live split of key, 0 when r has
+// none.
+func subBuckets(r *router.Cluster, key string) int {
+	for _, h := range r.Stats().Cluster.Hot {
+		if h.Key == key {
+			return h.SubBuckets
 		}
 	}
-	t.Fatalf("%s was not split within 5 s", key)
 	return 0
 }

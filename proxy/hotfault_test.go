@@ -51,15 +51,9 @@ type hotSetup struct {
 func newHotSetup(t *testing.T) *hotSetup {
 	t.Helper()
 	c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
-	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: hotFaultTimeout, HotKeys: []string{"hot:*"}, ProbeInterval: 50 * time.Millisecond})
-	t.Cleanup(r.Close)
+	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: hotFaultTimeout, HotKeys: []string{"hot:*"}, ProbeInterval: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	if err := r.WaitConnected(wctx); err != nil {
-		t.Fatalf("router did not connect: %v", err)
-	}
 	h := &hotSetup{c: c, r: r, ctx: ctx, key: "hot:" + t.Name()}
 	// The event loops, three of them (Loops 0 is one per two CPUs, a
 	// single loop on a small machine): each loop holds its own batches of
@@ -76,18 +70,8 @@ func newHotSetup(t *testing.T) *hotSetup {
 	if v := throttle(t, h.cl, h.args...); v[0] != 0 {
 		t.Fatalf("the first call: %v, want allowed", v)
 	}
-	waitUntil(t, "the declared hot key is split", func() bool { return h.parts() >= 2 })
+	waitUntil(t, "the declared hot key is split", func() bool { return subBuckets(h.r, h.key) >= 2 })
 	return h
-}
-
-// parts is the key's live split's sub-buckets (0: not split).
-func (h *hotSetup) parts() int {
-	for _, k := range h.r.Stats().Cluster.Hot {
-		if k.Key == h.key {
-			return k.SubBuckets
-		}
-	}
-	return 0
 }
 
 // subBuckets reads the key's split marker from its parent bucket and

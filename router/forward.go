@@ -251,7 +251,7 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	conn, br := c.idleConn(pool)
 	if conn == nil {
 		var err error
-		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10, time.Now().Add(dialTimeout)); err != nil {
+		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10); err != nil {
 			fail([]*forwarded{f}, addr, err)
 			return
 		}
@@ -444,9 +444,9 @@ const dialTimeout = time.Second
 
 // dial connects to a node: over TLS and authenticated when the cluster
 // asks for that (ClusterConfig.TLS, Username, Password), in RESP3 when
-// asked, and READONLY (to read from a replica) when asked; by deadline.
-func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int, deadline time.Time) (net.Conn, *bufio.Reader, error) {
-	d := &net.Dialer{Deadline: deadline}
+// asked, and READONLY (to read from a replica) when asked.
+func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Reader, error) {
+	d := &net.Dialer{Timeout: dialTimeout}
 	var conn net.Conn
 	var err error
 	if c.cfg.TLS != nil {
@@ -458,7 +458,7 @@ func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int, deadline 
 		return nil, nil, err
 	}
 	br := bufio.NewReaderSize(conn, bufSize)
-	conn.SetDeadline(deadline)
+	conn.SetDeadline(time.Now().Add(dialTimeout))
 	for _, step := range []struct {
 		on   bool
 		name string
@@ -940,7 +940,7 @@ func (b *backend) write() {
 		if b.conn == nil {
 			resp3 := b.resp3 // a pin's client may switch (Pin.Protocol)
 			b.mu.Unlock()
-			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10, time.Now().Add(dialTimeout))
+			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10)
 			b.mu.Lock()
 			if err != nil {
 				failed := b.queue

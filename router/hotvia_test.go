@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"testing"
@@ -86,7 +87,7 @@ func readCommand(br *bufio.Reader) ([]string, error) {
 		}
 		size, _ := strconv.Atoi(h[1 : len(h)-2])
 		b := make([]byte, size+2)
-		if _, err := br.Read(b); err != nil {
+		if _, err := io.ReadFull(br, b); err != nil {
 			return nil, err
 		}
 		args[i] = string(b[:size])

@@ -87,14 +87,13 @@ func (p *Pipe) Addr() string { return p.addr }
 // deadline runs from when they were to be written), and the connection,
 // once made, serves the calls after.
 func (p *Pipe) Dial() (net.Conn, error) {
-	deadline := time.Now().Add(dialTimeout)
-	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512, deadline)
+	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512)
 	if err == nil && p.bucket {
 		// A script call refused NOSCRIPT is decided again on the goroutine
 		// path, while the calls sent after it are decided here: a key's
 		// later steps would be taken before its earlier ones. A node
 		// without the script (new, restarted) gets it before any call.
-		conn.SetDeadline(deadline)
+		conn.SetDeadline(time.Now().Add(dialTimeout))
 		var r []byte
 		if _, err = conn.Write(p.c.throttle.AppendLoad(nil)); err == nil {
 			r, err = reply.Read(br, nil)
