@@ -242,8 +242,11 @@ func TestPassthroughSplitsMultiKeyCommands(t *testing.T) {
 func TestPassthroughInAPipeline(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	for _, loops := range []int{0, -1} {
-		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+	// The loops with and without polling before they sleep (spinWait).
+	for _, cfg := range []proxy.Config{{Loops: 0}, {Loops: 0, BusyPoll: 200 * time.Microsecond}, {Loops: -1}} {
+		loops := fmt.Sprintf("%d, busy poll %v", cfg.Loops, cfg.BusyPoll)
+		cfg.Decider, cfg.Forwarder = r, r
+		addr := serveConfig(t, cfg)
 		conn := dialRaw(t, addr)
 		var cmds [][]string
 		var want []string
@@ -264,12 +267,12 @@ func TestPassthroughInAPipeline(t *testing.T) {
 			got := conn.read()
 			if w == "" {
 				if !strings.HasPrefix(got, "*5\r\n:0\r\n") {
-					t.Fatalf("loops %d, reply %d (%q): got %q, want THROTTLE's allowed reply", loops, i, cmds[i], got)
+					t.Fatalf("loops %s, reply %d (%q): got %q, want THROTTLE's allowed reply", loops, i, cmds[i], got)
 				}
 				continue
 			}
 			if got != w {
-				t.Fatalf("loops %d, reply %d (%q): got %q, want %q", loops, i, cmds[i], got, w)
+				t.Fatalf("loops %s, reply %d (%q): got %q, want %q", loops, i, cmds[i], got, w)
 			}
 		}
 	}

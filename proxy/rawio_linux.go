@@ -50,3 +50,6 @@ func pollWait(epfd int, events []syscall.EpollEvent, ms int) (int, error) {
 	}
 	return int(n), nil
 }
+
+// yield gives the thread's CPU to any other thread that may run on it.
+func yield() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }

@@ -99,6 +99,10 @@ type Config struct {
 	// listeners); 0 means one per two cores (GOMAXPROCS/2), at least one. -1 serves each client
 	// on its own goroutine instead, as redcon's server does.
 	Loops int
+	// BusyPoll is how long an event loop serving few busy clients polls
+	// for events before it sleeps (see spinWait); 0 never polls. Only a
+	// loop that has a CPU to itself (fewer loops than GOMAXPROCS) polls.
+	BusyPoll time.Duration
 }
 
 // Server is a sluice RESP server.

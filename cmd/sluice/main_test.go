@@ -268,7 +268,7 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}, {"--log-level", ""}, {"--log-level", "fatal"}, {"--nope"}, {"extra"},
 		{"--fallback", "maybe"}, {"--fallback-share", "2"}, {"--fallback-share", "none"}, {"--backend-timeout", "0s"},
 		{"--hot-split", "17"}, {"--hot-threshold", "-1"}, {"--hot-cooldown", "0s"},
-		{"--io-loops", "-2"}, {"--io-loops", "1025"}, {"--maxclients", "0"}, {"--timeout", "-1"}} {
+		{"--io-loops", "-2"}, {"--io-loops", "1025"}, {"--busy-poll", "2ms"}, {"--busy-poll", "-1us"}, {"--maxclients", "0"}, {"--timeout", "-1"}} {
 		out.Reset()
 		if code := run(args, noEnv, &out); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)

@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"testing"
+	"time"
+)
+
+// busyClients counts the clients that sent in the current window of a
+// millisecond and the one before, each client once a window, and forgets
+// a window with no pass in it.
+func TestBusyClientsCountsTheLastTwoWindows(t *testing.T) {
+	var b busyClients
+	cs := []*fdConn{{}, {}, {}}
+	at := func(us int) time.Time { return time.Unix(1000, 0).Add(time.Duration(us) * time.Microsecond) }
+	b.tick(at(0))
+	b.saw(cs[0])
+	b.saw(cs[0])
+	b.saw(cs[1])
+	if !b.few() {
+		t.Fatalf("two clients (one of them twice): not few (%+v)", b)
+	}
+	b.saw(cs[2])
+	if b.few() {
+		t.Fatalf("three clients in a window: few (%+v)", b)
+	}
+	b.tick(at(999)) // the same window
+	if b.few() || b.cur != 3 {
+		t.Fatalf("the window ended early (%+v)", b)
+	}
+	b.tick(at(1000))
+	b.saw(cs[0])
+	if b.few() {
+		t.Fatalf("the window before had three clients: few (%+v)", b)
+	}
+	b.tick(at(2000))
+	if !b.few() || b.prev != 1 {
+		t.Fatalf("one client in the window before, none now: not few (%+v)", b)
+	}
+	for _, c := range cs {
+		b.saw(c)
+	}
+	// No pass for two windows: the one before now had no command.
+	b.tick(at(4500))
+	if !b.few() || b.prev != 0 {
+		t.Fatalf("three clients 2.5 ms ago: not few (%+v)", b)
+	}
+}
