@@ -41,7 +41,34 @@ func TestBusyClientsCountsTheLastTwoWindows(t *testing.T) {
 	}
 	// No pass for two windows: the one before now had no command.
 	b.tick(at(4500))
+	b.saw(cs[0])
 	if !b.few() || b.prev != 0 {
-		t.Fatalf("three clients 2.5 ms ago: not few (%+v)", b)
+		t.Fatalf("three clients 2.5 ms ago, one now: not few (%+v)", b)
+	}
+}
+
+// A loop none of whose clients sent in the last two windows does not poll:
+// an idle loop is woken about every 10 ms (preemption, see run), and each
+// wake-up would otherwise cost it a spin of BusyPoll (an idle sluice's CPU
+// tripled at the default 200 µs).
+func TestBusyClientsNoneIsNotFew(t *testing.T) {
+	var b busyClients
+	at := func(us int) time.Time { return time.Unix(1000, 0).Add(time.Duration(us) * time.Microsecond) }
+	b.tick(at(0))
+	if b.few() {
+		t.Fatalf("no client yet: few (%+v)", b)
+	}
+	b.saw(&fdConn{})
+	b.tick(at(1000))
+	if !b.few() {
+		t.Fatalf("one client in the window before: not few (%+v)", b)
+	}
+	b.tick(at(2000))
+	if b.few() {
+		t.Fatalf("no client for two windows: few (%+v)", b)
+	}
+	b.tick(at(9000))
+	if b.few() {
+		t.Fatalf("no client for 7 ms: few (%+v)", b)
 	}
 }

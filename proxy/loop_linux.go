@@ -470,8 +470,14 @@ func (b *busyClients) saw(c *fdConn) {
 	}
 }
 
-// few reports whether at most busyFew clients sent in either window.
-func (b *busyClients) few() bool { return max(b.cur, b.prev) <= busyFew }
+// few reports whether at least one client and at most busyFew sent in
+// either window. A loop none of whose clients is busy does not poll: it is
+// woken about every 10 ms even when idle (preemption, see run), and a spin
+// at each of those wake-ups would cost an idle sluice CPU for nothing.
+func (b *busyClients) few() bool {
+	n := max(b.cur, b.prev)
+	return n > 0 && n <= busyFew
+}
 
 func (l *loop) isDraining() bool {
 	l.mu.Lock()
