@@ -423,6 +423,10 @@ func (l *loop) run() {
 // up while the loop works and it seldom sleeps; polling there only took
 // CPU from the servers (the hot-key row 1.22x -> 0.87x direct), so
 // busyClients turns it off.
+//
+// The wait after the spin is still ms, so a deadline (a node's timeout, a
+// lingering client) may be seen up to BusyPoll (at most 1 ms) later than
+// without polling, as epoll_wait's whole milliseconds already round it up.
 func (l *loop) spinWait(ms int) (int, error) {
 	end := time.Now().Add(l.s.cfg.BusyPoll)
 	for {
