@@ -69,6 +69,7 @@ type options struct {
 	// so that concurrent clients' commands share the next one.
 	flushDelay     time.Duration
 	busyPoll       time.Duration
+	busyPollSet    bool // by the command line, the environment or the file
 	backendTimeout time.Duration
 	forwardTimeout time.Duration
 	maxBlocking    int
@@ -202,6 +203,10 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	}
 	o.settings = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { o.settings[f.Name] = f.Value.String() })
+	// fs.Set marks the command line's and the file's; the environment's
+	// are set on the flag itself.
+	_, _, o.busyPollSet = env(fs.Lookup("busy-poll"))
+	fs.Visit(func(f *flag.Flag) { o.busyPollSet = o.busyPollSet || f.Name == "busy-poll" })
 	for _, name := range readAtStart {
 		// The file, not only its name: a password revoked in the ACL file
 		// or a certificate rotated in place needs a restart too, and a
@@ -478,8 +483,12 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		log.Error("cannot listen", zap.Error(err))
 		return 1
 	}
+	busyPoll, quota := busyPollUnder(o, os.DirFS("/"))
+	if busyPoll != o.busyPoll {
+		log.Info("busy polling is off by default under a CPU quota, which it would spend; --busy-poll sets it anyway", zap.Float64("cpu_quota_cores", quota))
+	}
 	srv := proxy.New(proxy.Config{Decider: decider, Forwarder: forwarder, Backend: backend, Version: buildVersion(),
-		Logger: log, Loops: o.loops, BusyPoll: o.busyPoll, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
+		Logger: log, Loops: o.loops, BusyPoll: busyPoll, Announce: o.announce, AllowAdmin: o.admin, Users: users, MaxClients: o.maxClients,
 		IdleTimeout: time.Duration(o.idleTimeout) * time.Second, OutputLimit: proxy.OutputLimit(o.outputLimit),
 		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit), MaxKeyLen: int(o.maxKeyLen), Policies: o.policies})
 	plain, secure := servedAddrs(o, lns)
