@@ -83,7 +83,10 @@ func (s *Server) infoServer(b *strings.Builder) {
 	fmt.Fprintf(b, "process_id:%d\r\n", os.Getpid())
 	fmt.Fprintf(b, "tcp_port:%s\r\n", port)
 	// 0: each client on its own goroutine.
-	fmt.Fprintf(b, "io_loops:%d\r\n", s.ioLoops())
+	loops, polling := s.ioLoops()
+	fmt.Fprintf(b, "io_loops:%d\r\n", loops)
+	// What the loops poll before they sleep: 0 when they do not.
+	fmt.Fprintf(b, "busy_poll_us:%d\r\n", polling.Microseconds())
 	fmt.Fprintf(b, "goroutines:%d\r\n", runtime.NumGoroutine())
 	fmt.Fprintf(b, "uptime_in_seconds:%d\r\n", int64(up.Seconds()))
 	fmt.Fprintf(b, "uptime_in_days:%d\r\n", int64(up.Hours()/24))

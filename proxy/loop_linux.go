@@ -89,6 +89,9 @@ func (s *Server) startLoops() error {
 	// See run: a loop may wait without telling the scheduler only while
 	// the other goroutines have a P of their own.
 	raw := len(s.loops) < runtime.GOMAXPROCS(0)
+	if raw {
+		s.polling = s.cfg.BusyPoll
+	}
 	for _, l := range s.loops {
 		l.rawWait = raw
 		go l.run()

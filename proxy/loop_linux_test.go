@@ -199,11 +199,27 @@ func TestSlowReaderDoesNotStallOthers(t *testing.T) {
 	}
 }
 
+// INFO says how many loops serve clients and how long they poll before
+// they sleep: BusyPoll when they have a P each to spare, else nothing.
 func TestInfoReportsLoops(t *testing.T) {
-	for loops, want := range map[int]string{3: "io_loops:3\r\n", -1: "io_loops:0\r\n"} {
-		c := newGoRedis(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops}))
-		if text, err := c.Info(context.Background(), "server").Result(); err != nil || !strings.Contains(text, want) {
-			t.Errorf("Loops %d: INFO server lacks %q: %q, %v", loops, want, text, err)
+	poll := "busy_poll_us:0\r\n"
+	if runtime.GOMAXPROCS(0) > 1 {
+		poll = "busy_poll_us:150\r\n"
+	}
+	for _, tt := range []struct {
+		loops int
+		want  []string
+	}{
+		{1, []string{"io_loops:1\r\n", poll}},
+		{runtime.GOMAXPROCS(0), []string{fmt.Sprintf("io_loops:%d\r\n", runtime.GOMAXPROCS(0)), "busy_poll_us:0\r\n"}},
+		{-1, []string{"io_loops:0\r\n", "busy_poll_us:0\r\n"}},
+	} {
+		c := newGoRedis(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: tt.loops, BusyPoll: 150 * time.Microsecond}))
+		text, err := c.Info(context.Background(), "server").Result()
+		for _, want := range tt.want {
+			if err != nil || !strings.Contains(text, want) {
+				t.Errorf("Loops %d: INFO server lacks %q: %q, %v", tt.loops, want, text, err)
+			}
 		}
 	}
 }

@@ -119,6 +119,9 @@ type Server struct {
 	rs     []*redcon.Server // those serving clients on goroutines
 	loops  []*loop          // when clients are served by event loops
 	closed bool
+	// polling is how long the loops poll before they sleep: BusyPoll if
+	// they may (see loop.spinWait), else 0.
+	polling time.Duration
 	// draining: Shutdown began; clients are answered what they sent and
 	// closed. Atomic: the goroutine path reads it after every pipeline.
 	draining atomic.Bool
@@ -326,11 +329,12 @@ func (s *Server) Addr() net.Addr {
 	return s.lns[0].Addr()
 }
 
-// ioLoops is how many event loops serve clients.
-func (s *Server) ioLoops() int {
+// ioLoops is how many event loops serve clients, and how long they poll
+// before they sleep.
+func (s *Server) ioLoops() (int, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.loops)
+	return len(s.loops), s.polling
 }
 
 // Close stops listening and closes every client connection.
