@@ -177,18 +177,18 @@ func (u *User) apply(r string) error {
 }
 
 // UnknownCommands is the command names of users' rules (+name, -name,
-// +container|sub) that match no command sluice checks: a command neither
-// sluice nor the cluster, whose command table is specs, has, or a rule on
-// a plain command's first argument (+select|0, -debug|segfault), which
-// sluice does not enforce. Redis refuses the first kind, and the deny form
-// of the second, when it loads the file; sluice learns the cluster's
-// commands only once the cluster answers, so it reports them then: a
-// misspelt -flushal denies nothing.
+// +container|sub, +command|first-arg) that match no command sluice
+// checks: a command neither sluice nor the cluster, whose command table is
+// specs, has, a subcommand no container has, or a deny rule on a plain
+// command's first argument (-debug|segfault). Redis refuses them when it
+// loads the file; sluice learns the cluster's commands only once the
+// cluster answers, so it reports them then: a misspelt -flushal denies
+// nothing.
 func (us *Users) UnknownCommands(specs map[string]*cmdspec.Spec) []string {
 	var out []string
 	for _, name := range us.order {
 		for _, r := range us.byName[name].rules {
-			if r.name != "" && !slices.Contains(out, r.name) && !knownCommand(r.name, specs) {
+			if r.name != "" && !slices.Contains(out, r.name) && !knownCommand(r, specs) {
 				out = append(out, r.name)
 			}
 		}
@@ -196,16 +196,17 @@ func (us *Users) UnknownCommands(specs map[string]*cmdspec.Spec) []string {
 	return out
 }
 
-// knownCommand reports whether name is a command, or "container|sub" a
+// knownCommand reports whether r names a command, or "container|sub" a
 // subcommand, of sluice's (which answers its containers' subcommands
-// itself) or else of the cluster's.
-func knownCommand(name string, specs map[string]*cmdspec.Spec) bool {
-	parent, sub, isSub := strings.Cut(name, "|")
+// itself) or else of the cluster's; or, allowing, "command|arg", the first
+// argument of one without subcommands.
+func knownCommand(r aclRule, specs map[string]*cmdspec.Spec) bool {
+	parent, sub, isSub := strings.Cut(r.name, "|")
 	if cmd := commands[parent]; cmd != nil {
-		return !isSub || cmd.subs[sub] != nil
+		return !isSub || cmd.subs[sub] != nil || r.allow && cmd.subs == nil
 	}
 	spec := specs[parent]
-	return spec != nil && (!isSub || spec.Subcommands[sub] != nil)
+	return spec != nil && (!isSub || spec.Subcommands[sub] != nil || r.allow && len(spec.Subcommands) == 0)
 }
 
 // settle works out what needs no check per command.
@@ -258,16 +259,27 @@ func (us *Users) authenticate(name, pass []byte) *User {
 }
 
 // permits reports whether u may run the command name (a subcommand as
-// "parent|sub") of categories cats.
-func (u *User) permits(name string, cats []string) bool {
+// "parent|sub") of categories cats, whose first argument is first when
+// it is a command without subcommands (nil otherwise).
+func (u *User) permits(name string, cats []string, first []byte) bool {
 	parent, _, _ := strings.Cut(name, "|")
 	allowed := false
 	for _, r := range u.rules {
-		if r.all || r.name == name || r.name == parent || (r.category != "" && slices.Contains(cats, r.category)) {
+		if r.all || r.name == name || r.name == parent || (r.category != "" && slices.Contains(cats, r.category)) ||
+			r.allow && first != nil && r.firstArg(name, first) {
 			allowed = r.allow
 		}
 	}
 	return allowed
+}
+
+// firstArg reports whether r, as "command|arg", allows the command name
+// with its first argument first: Redis 7 still takes such a rule on a
+// command without subcommands (+select|0), comparing the argument in any
+// case, and refuses its deny form.
+func (r aclRule) firstArg(name string, first []byte) bool {
+	cmd, arg, ok := strings.Cut(r.name, "|")
+	return ok && cmd == name && strings.EqualFold(arg, string(first))
 }
 
 // mayUse reports whether u may use key.
@@ -380,6 +392,7 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	}
 	var name string
 	var cats []string
+	var first []byte // of a command without subcommands
 	var keys, channels [][]byte
 	pattern := false
 	// unchecked refuses what sluice cannot check key by key, once the
@@ -392,6 +405,9 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 			// A container's subcommand goes by its own name, as Redis
 			// grants and denies it (+command|count, -cluster|nodes).
 			name = *full
+		}
+		if cmd.subs == nil && len(args) > 1 {
+			first = args[1]
 		}
 		if cmd.name == "acl" && len(args) > 1 {
 			name = "acl|" + string(bytes.ToLower(args[1]))
@@ -425,6 +441,9 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 			return nil // answered the error: it runs nothing
 		}
 		name, cats = spec.Name, spec.Categories
+		if len(spec.Subcommands) == 0 && !strings.Contains(name, "|") && len(args) > 1 {
+			first = args[1]
+		}
 		idx, kerr := spec.Keys(nil, args)
 		switch {
 		case c.user == nil:
@@ -455,7 +474,7 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	if u == nil {
 		return errNoAuth
 	}
-	if !u.permits(name, cats) {
+	if !u.permits(name, cats, first) {
 		return fmt.Errorf("NOPERM User %s has no permissions to run the '%s' command", u.name, name)
 	}
 	if unchecked != nil {

@@ -460,13 +460,13 @@ func TestACLListCommandRules(t *testing.T) {
 
 // The rules that match no command sluice checks are reported: a command
 // neither sluice nor the cluster has (Redis refuses them at load; a
-// misspelt deny denies nothing), and a rule on a plain command's first
-// argument (-select|9 Redis refuses, +select|0 it takes; sluice enforces
-// neither). sluice's own commands and subcommands and the cluster's are
-// known.
+// misspelt deny denies nothing), and the deny form of a rule on a plain
+// command's first argument (-select|9, which Redis refuses). Its allow
+// form (+select|0, +echo|hi) is enforced, and sluice's own commands and
+// subcommands and the cluster's are known.
 func TestUnknownACLCommands(t *testing.T) {
 	us := users(t, "user default on nopass ~* &* +@all -flushal -config|gett +config|get +throttle -acl|whoami +client|nosuch "+
-		"+select|0 +get -cluster|nodes -cluster|nosuch -debug|segfault\nuser b on >x ~* -FLUSHAL +nosuch\n", "")
+		"+select|0 -select|9 +echo|hi +get -cluster|nodes -cluster|nosuch -debug|segfault\nuser b on >x ~* -FLUSHAL +nosuch\n", "")
 	specs := map[string]*cmdspec.Spec{
 		"get":     {Name: "get"},
 		"select":  {Name: "select"},
@@ -477,11 +477,51 @@ func TestUnknownACLCommands(t *testing.T) {
 	got := us.UnknownCommands(specs)
 	// By user, in name order (b, then default), each name once; CLUSTER
 	// is sluice's, whose subcommands the cluster's do not add to.
-	want := []string{"flushal", "nosuch", "config|gett", "client|nosuch", "select|0", "cluster|nosuch", "debug|segfault"}
+	want := []string{"flushal", "nosuch", "config|gett", "client|nosuch", "select|9", "cluster|nosuch", "debug|segfault"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unknown commands %q, want %q", got, want)
 	}
 	if got := users(t, "user default on nopass ~* &* +@all -get -config|get +client|list\n", "").UnknownCommands(specs); len(got) != 0 {
 		t.Fatalf("unknown commands %q of a file whose commands are known", got)
+	}
+}
+
+// A rule on a command's first argument (+get|cache:1), which Redis 7 still
+// takes for a command without subcommands, allows that command with that
+// first argument only, in any case, and applies in order with the rest
+// (a later category may grant or deny the whole command): for sluice's own
+// commands and for those it forwards.
+func TestACLFirstArgument(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us := users(t, "user default off\n"+
+		"user f on >f ~* -@all +get|cache:1 +echo|Hi +get|cache:2 -get +get|cache:3\n"+
+		"user g on >g ~* -@all +get|cache:1 +@read\n"+
+		"user h on >h ~* +@all -@read +get|cache:1 -@all +echo|hi\n", "")
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us})
+	for _, tc := range []struct {
+		user string
+		args []string
+		want string // a prefix of the reply
+	}{
+		{"f", []string{"GET", "cache:3"}, "$-1"},
+		{"f", []string{"GET", "CACHE:3"}, "$-1"},
+		{"f", []string{"GET", "cache:1"}, "-NOPERM User f has no permissions to run the 'get' command"},
+		{"f", []string{"GET", "cache:4"}, "-NOPERM User f has no permissions to run the 'get' command"},
+		{"f", []string{"ECHO", "hI"}, "$2"},
+		{"f", []string{"ECHO", "bye"}, "-NOPERM User f has no permissions to run the 'echo' command"},
+		{"f", []string{"MGET", "cache:3"}, "-NOPERM User f has no permissions to run the 'mget' command"},
+		{"g", []string{"GET", "cache:9"}, "$-1"},
+		{"h", []string{"GET", "cache:1"}, "-NOPERM User h has no permissions to run the 'get' command"},
+		{"h", []string{"ECHO", "hi"}, "$2"},
+		{"h", []string{"PING"}, "-NOPERM User h has no permissions to run the 'ping' command"},
+	} {
+		conn := dialRaw(t, addr)
+		if got := conn.do("AUTH", tc.user, tc.user); got != "+OK\r\n" {
+			t.Fatalf("AUTH %s: %q", tc.user, got)
+		}
+		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
+		}
 	}
 }
