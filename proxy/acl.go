@@ -157,7 +157,9 @@ func (u *User) apply(r string) error {
 		}
 		u.rules = append(u.rules, aclRule{allow: r[0] == '+', category: cat})
 	case len(r) > 1 && (r[0] == '+' || r[0] == '-'):
-		u.rules = append(u.rules, aclRule{allow: r[0] == '+', name: strings.ToLower(r[1:])})
+		// In ASCII only, as Redis lowers it: a first argument's other bytes
+		// are kept (strings.ToLower would turn the Kelvin sign into k).
+		u.rules = append(u.rules, aclRule{allow: r[0] == '+', name: lowerASCII(r[1:])})
 	case r == "reset":
 		*u = User{name: u.name}
 	case r == "allchannels", r == "&*":
@@ -276,10 +278,36 @@ func (u *User) permits(name string, cats []string, first []byte) bool {
 // firstArg reports whether r, as "command|arg", allows the command name
 // with its first argument first: Redis 7 still takes such a rule on a
 // command without subcommands (+select|0), comparing the argument in any
-// case, and refuses its deny form.
+// case, ASCII's only (strcasecmp: no Unicode folding, which would take
+// "ſtats" for "stats"), and refuses its deny form.
 func (r aclRule) firstArg(name string, first []byte) bool {
 	cmd, arg, ok := strings.Cut(r.name, "|")
-	return ok && cmd == name && strings.EqualFold(arg, string(first))
+	if !ok || cmd != name || len(arg) != len(first) {
+		return false
+	}
+	for i := range len(arg) {
+		if lowerByte(arg[i]) != lowerByte(first[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerByte(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		c += 'a' - 'A'
+	}
+	return c
+}
+
+// lowerASCII is s with its ASCII letters in lower case, its other bytes
+// as they are.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lowerByte(c)
+	}
+	return string(b)
 }
 
 // mayUse reports whether u may use key.

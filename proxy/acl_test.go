@@ -497,7 +497,11 @@ func TestACLFirstArgument(t *testing.T) {
 	us := users(t, "user default off\n"+
 		"user f on >f ~* -@all +get|cache:1 +echo|Hi +get|cache:2 -get +get|cache:3\n"+
 		"user g on >g ~* -@all +get|cache:1 +@read\n"+
-		"user h on >h ~* +@all -@read +get|cache:1 -@all +echo|hi\n", "")
+		"user h on >h ~* +@all -@read +get|cache:1 -@all +echo|hi\n"+
+		// Redis folds case in ASCII only (strcasecmp): no Unicode folding
+		// (ſ is not s, the Kelvin sign not k), and bytes that are not
+		// UTF-8 are compared as they are.
+		"user s on >s ~* -@all +get|stats +echo|\u212aey +echo|caf\xe9\n", "")
 	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us})
 	for _, tc := range []struct {
 		user string
@@ -515,6 +519,12 @@ func TestACLFirstArgument(t *testing.T) {
 		{"h", []string{"GET", "cache:1"}, "-NOPERM User h has no permissions to run the 'get' command"},
 		{"h", []string{"ECHO", "hi"}, "$2"},
 		{"h", []string{"PING"}, "-NOPERM User h has no permissions to run the 'ping' command"},
+		{"s", []string{"GET", "STATS"}, "$-1"},
+		{"s", []string{"GET", "\u017ftats"}, "-NOPERM User s has no permissions to run the 'get' command"},
+		{"s", []string{"ECHO", "key"}, "-NOPERM User s has no permissions to run the 'echo' command"},
+		{"s", []string{"ECHO", "\u212aEY"}, "$5"},
+		{"s", []string{"ECHO", "CAF\xe9"}, "$4"},
+		{"s", []string{"ECHO", "caf\xff"}, "-NOPERM User s has no permissions to run the 'echo' command"},
 	} {
 		conn := dialRaw(t, addr)
 		if got := conn.do("AUTH", tc.user, tc.user); got != "+OK\r\n" {
