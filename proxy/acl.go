@@ -204,11 +204,14 @@ func (us *Users) UnknownCommands(specs map[string]*cmdspec.Spec) []string {
 // argument of one without subcommands.
 func knownCommand(r aclRule, specs map[string]*cmdspec.Spec) bool {
 	parent, sub, isSub := strings.Cut(r.name, "|")
+	// Redis refuses an empty first argument (+get|), and takes the last
+	// '|' as the split (+get|a|b names a command "get|a").
+	arg := r.allow && sub != "" && !strings.Contains(sub, "|")
 	if cmd := commands[parent]; cmd != nil {
-		return !isSub || cmd.subs[sub] != nil || r.allow && cmd.subs == nil
+		return !isSub || cmd.subs[sub] != nil || arg && cmd.subs == nil
 	}
 	spec := specs[parent]
-	return spec != nil && (!isSub || spec.Subcommands[sub] != nil || r.allow && len(spec.Subcommands) == 0)
+	return spec != nil && (!isSub || spec.Subcommands[sub] != nil || arg && len(spec.Subcommands) == 0)
 }
 
 // settle works out what needs no check per command.

@@ -466,7 +466,7 @@ func TestACLListCommandRules(t *testing.T) {
 // subcommands and the cluster's are known.
 func TestUnknownACLCommands(t *testing.T) {
 	us := users(t, "user default on nopass ~* &* +@all -flushal -config|gett +config|get +throttle -acl|whoami +client|nosuch "+
-		"+select|0 -select|9 +echo|hi +get -cluster|nodes -cluster|nosuch -debug|segfault\nuser b on >x ~* -FLUSHAL +nosuch\n", "")
+		"+select|0 -select|9 +echo|hi +get -cluster|nodes -cluster|nosuch -debug|segfault +get|a|b +select|\nuser b on >x ~* -FLUSHAL +nosuch\n", "")
 	specs := map[string]*cmdspec.Spec{
 		"get":     {Name: "get"},
 		"select":  {Name: "select"},
@@ -477,7 +477,7 @@ func TestUnknownACLCommands(t *testing.T) {
 	got := us.UnknownCommands(specs)
 	// By user, in name order (b, then default), each name once; CLUSTER
 	// is sluice's, whose subcommands the cluster's do not add to.
-	want := []string{"flushal", "nosuch", "config|gett", "client|nosuch", "select|9", "cluster|nosuch", "debug|segfault"}
+	want := []string{"flushal", "nosuch", "config|gett", "client|nosuch", "select|9", "cluster|nosuch", "debug|segfault", "get|a|b", "select|"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("unknown commands %q, want %q", got, want)
 	}
