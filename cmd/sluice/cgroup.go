@@ -74,12 +74,14 @@ func hasController(list, name string) bool {
 
 // eachLevel calls f for mount/p and for each directory above it up to
 // mount, those that exist. A path the mount does not show (a v1 cgroup of
-// the host's, seen from a container) leaves the mount's root; one outside
-// the mount (a cgroup namespace's "/..") is read as the root.
+// the host's, seen from a container) leaves the mount's root. One outside
+// the mount (a cgroup namespace's "/..": a process that entered the
+// namespace but not its cgroup) is not under the mount's limits, so
+// nothing is read, as Go's runtime reads nothing for it.
 func eachLevel(fsys fs.FS, mount, p string, f func(dir string)) {
 	dir := path.Join(mount, p)
-	if !strings.HasPrefix(dir, mount+"/") {
-		dir = mount
+	if dir != mount && !strings.HasPrefix(dir, mount+"/") {
+		return
 	}
 	for ; ; dir = path.Dir(dir) {
 		if st, err := fs.Stat(fsys, dir); err == nil && st.IsDir() {
