@@ -143,6 +143,12 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	if err != nil {
 		return err
 	}
+	if spec.Name == "publish" && len(args) == 3 {
+		// Any node serves it, but by its channel's slot: one publisher's
+		// messages to a channel, sent to different nodes, could reach a
+		// subscriber of a third out of order over the cluster bus.
+		keys = []int{1}
+	}
 	anyNode := keyless(spec) || bad
 	it := fwdItem{first: len(r.fwd)}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -336,5 +337,54 @@ func TestPassthroughResetSubscriberThatDoesNotRead(t *testing.T) {
 		waitUntil(t, "the server closes the client that does not read", func() bool {
 			return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
 		})
+	})
+}
+
+// One publisher's messages to a channel reach its subscribers in the
+// order published, as on one node, though the PUBLISHes pass through
+// sluice one by one (each answered before the next is sent) or
+// pipelined. Both serving paths, RESP2 and RESP3.
+func TestPassthroughPublishOrder(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		ch := "order:" + t.Name()
+		sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+		if resp3 {
+			sub.do("HELLO", "3")
+		}
+		if got := sub.do("SUBSCRIBE", ch); !strings.Contains(got, "subscribe") {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		const n = 300
+		for i := range n / 2 {
+			if got := pub.do("PUBLISH", ch, strconv.Itoa(i)); !strings.HasPrefix(got, ":") {
+				t.Fatalf("PUBLISH: %q", got)
+			}
+		}
+		var cmds [][]string
+		for i := n / 2; i < n; i++ {
+			cmds = append(cmds, []string{"PUBLISH", ch, strconv.Itoa(i)})
+		}
+		pub.send(cmds...)
+		for range cmds {
+			pub.read()
+		}
+		kind := "*3"
+		if resp3 {
+			kind = ">3"
+		}
+		var got []string
+		for i := range n {
+			m := sub.read()
+			want := fmt.Sprintf("%s\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n", kind, len(ch), ch, len(strconv.Itoa(i)), i)
+			if m != want {
+				got = append(got, fmt.Sprintf("#%d: %q", i, m))
+			}
+		}
+		if len(got) > 0 {
+			t.Fatalf("messages out of order (%d):\n%s", len(got), strings.Join(got[:min(len(got), 5)], "\n"))
+		}
 	})
 }
