@@ -237,10 +237,12 @@ func bulkNeed(b []byte) int {
 }
 
 // Fail answers every command waiting an error: the connection is lost
-// (closed by the loop), and none of them will get its reply now.
+// (closed by the loop), and none of them will get its reply now. Its
+// buffers go too: a loop keeps a pipe for every address it has named, and
+// nodes that move (a restarted pod's new address) would leave theirs held.
 func (p *Pipe) Fail(err error) {
 	lost := p.sent
-	p.sent, p.out, p.in, p.need = nil, p.out[:0], p.in[:0], 0
+	p.sent, p.out, p.in, p.need = nil, nil, nil, 0
 	fail(lost, p.addr, err)
 	p.failQueued()
 }

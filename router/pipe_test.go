@@ -248,3 +248,30 @@ func TestBucketQueueKeepsNoFinishedCalls(t *testing.T) {
 		}
 	}
 }
+
+// A lost connection's pipe holds no buffer: a big reply cut by the loss
+// and the commands it had queued are let go, and the pipe works again.
+func TestFailedPipeHoldsNoBuffer(t *testing.T) {
+	var got []string
+	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+	p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+	big := "$70000\r\n" + strings.Repeat("v", 40000)
+	if err := p.Feed(copy(p.ReadBuf(len(big)), big)); err != nil {
+		t.Fatal(err)
+	}
+	if cap(p.in) < 40000 || len(p.Out()) == 0 {
+		t.Fatalf("before: in %d, out %d bytes", cap(p.in), len(p.Out()))
+	}
+	p.Fail(fmt.Errorf("lost"))
+	if len(got) != 2 || !strings.HasPrefix(got[0], "-") {
+		t.Fatalf("answers %q, want two errors", got)
+	}
+	if cap(p.in) != 0 || cap(p.out) != 0 {
+		t.Fatalf("after Fail: in %d, out %d bytes held", cap(p.in), cap(p.out))
+	}
+	p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+	if err := p.Feed(copy(p.ReadBuf(7), "+PONG\r\n")); err != nil || got[2] != "+PONG\r\n" {
+		t.Fatalf("after: %q, %v", got, err)
+	}
+}
