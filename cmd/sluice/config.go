@@ -117,9 +117,9 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 			var err error
 			switch k.Value {
 			case "capacity":
-				err = v.Decode(&p.Capacity)
+				err = decodeInt(v, &p.Capacity)
 			case "refill":
-				err = v.Decode(&p.Refill)
+				err = decodeInt(v, &p.Refill)
 			case "period":
 				p.Period = v.Value // THROTTLE's syntax, which proxy checks
 			case "shadow":
@@ -151,6 +151,15 @@ func fileBool(v string) string {
 		return "false"
 	}
 	return v
+}
+
+// decodeInt reads an integer, as THROTTLE takes it: yaml.v3 would cut a
+// fraction (2.9) or an exponent (1e3) to an int64 without a word.
+func decodeInt(v *yaml.Node, out *int64) error {
+	if v.ShortTag() != "!!int" {
+		return fmt.Errorf("want an integer, not %q", v.Value)
+	}
+	return v.Decode(out)
 }
 
 func wantKind(n *yaml.Node, kind yaml.Kind, where, want string) error {

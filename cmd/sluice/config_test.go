@@ -297,3 +297,26 @@ func TestConfigBooleans(t *testing.T) {
 		t.Errorf("allow-admin: maybe: %v, want refused on line 2", err)
 	}
 }
+
+// A policy's capacity and refill are integers, as THROTTLE takes them: a
+// fraction is refused, not cut to the integer below it (yaml.v3 decodes
+// 2.9 into an int64 as 2).
+func TestPolicyLimitsAreIntegers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	for _, tt := range []struct{ text, want string }{
+		{"policies:\n  free: {capacity: 2.9, refill: 1, period: 1s}\n", `line 2: policy "free": capacity:`},
+		{"policies:\n  free: {capacity: 10, refill: 1.5, period: 1s}\n", `line 2: policy "free": refill:`},
+		{"policies:\n  free: {capacity: 1e3, refill: 1, period: 1s}\n", `line 2: policy "free": capacity:`},
+	} {
+		writeConfig(t, path, tt.text)
+		if _, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v; want an error with %q", tt.text, err, tt.want)
+		}
+	}
+	writeConfig(t, path, "policies:\n  free: {capacity: 1_000, refill: 0x10, period: 1s}\n")
+	if o, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err != nil {
+		t.Errorf("YAML integers: %v", err)
+	} else if n, _ := o.policies.Len(); n != 1 {
+		t.Errorf("YAML integers: %d policies, want 1", n)
+	}
+}
