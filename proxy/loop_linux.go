@@ -784,7 +784,14 @@ func (l *loop) deliver(d decision) {
 	}
 	r := d.r
 	if n := r.decisions(d.idx); n > 0 {
-		l.s.metrics.observe(r.start, l.now, n)
+		now := l.now
+		if !now.After(r.start) {
+			// Decided in the pass that read it (the embedded backend, a
+			// denial from the last one), whose clock has not moved: a
+			// latency of 0 would say nothing.
+			now = time.Now()
+		}
+		l.s.metrics.observe(r.start, now, n)
 	}
 	l.s.countLost(nil, r, d.idx)
 	if !r.deliver(d.idx, l.markFn) {

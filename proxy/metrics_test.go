@@ -304,3 +304,24 @@ func TestOpenAndClosedRepliesAndCounts(t *testing.T) {
 		})
 	}
 }
+
+// A decision made in the pass that read it (the embedded backend) is timed
+// too: its latency is not 0.
+func TestMetricsDurationOfAnEmbeddedDecision(t *testing.T) {
+	for _, loops := range []int{1, -1} {
+		srv, addr := serveServer(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops})
+		conn := dialRaw(t, addr)
+		for range 3 {
+			conn.do("THROTTLE", "md:k", "10", "1", "1s")
+		}
+		text := scrape(t, srv)
+		i := strings.Index(text, "\nsluice_decision_duration_seconds_sum ")
+		if i < 0 {
+			t.Fatalf("loops %d: no duration sum in %q", loops, text)
+		}
+		sum, err := strconv.ParseFloat(strings.Fields(text[i+1:])[1], 64)
+		if err != nil || !(sum > 0) || !strings.Contains(text, "\nsluice_decision_duration_seconds_count 3\n") {
+			t.Errorf("loops %d: sum %v (%v), want > 0 over 3 decisions", loops, sum, err)
+		}
+	}
+}
