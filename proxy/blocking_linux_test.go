@@ -5,8 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -50,4 +52,35 @@ func TestPassthroughBlockingOnAConnectionTheNodeClosed(t *testing.T) {
 			t.Errorf("loops %d: BLPOP after the node closed the idle connection: %q", loops, got)
 		}
 	}
+}
+
+// TestPassthroughBlockingSlotFreedBeforeTheReply runs blocking commands
+// one after the other, each answered at once, under --max-blocking 1:
+// each one's place must be free once its client has its reply, so the
+// next is never refused. Its place was let go only after the reply was
+// handed back, and a client quick to send the next one met the bound.
+func TestPassthroughBlockingSlotFreedBeforeTheReply(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, MaxBlocking: 1})
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		conn := dialRaw(t, serveConfig(t, cfg))
+		k := "{slotfreed}" + t.Name()
+		const n = 500
+		args := []string{"RPUSH", k}
+		for range n {
+			args = append(args, "x")
+		}
+		conn.do(args...)
+		cmds := make([][]string, n)
+		for i := range cmds {
+			cmds[i] = []string{"BLPOP", k, "0"}
+		}
+		conn.send(cmds...)
+		for i := range n {
+			if got := conn.read(); strings.Contains(got, "max-blocking") {
+				t.Fatalf("BLPOP %d, the one before it answered: %q", i, got)
+			}
+		}
+	})
 }

@@ -246,12 +246,12 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 		f.finish(errReply(fmt.Sprintf("ERR sluice: %d blocking commands are waiting already (--max-blocking)", c.maxBlocking())))
 		return
 	}
-	defer c.blocking.Add(-1)
 	pool := poolKey(addr, f.resp3, f.readonly)
 	conn, br := c.idleConn(pool)
 	if conn == nil {
 		var err error
 		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10); err != nil {
+			c.blocking.Add(-1)
 			fail([]*forwarded{f}, addr, err)
 			return
 		}
@@ -276,18 +276,23 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	// not gone yet, rather than an element lost.
 	sound := f.blocked.release() || !waits
 	switch {
-	case err != nil && !sound:
-		conn.Close()
-		f.blocked.end(f)
-		return
 	case err != nil:
 		conn.Close()
-		fail([]*forwarded{f}, addr, err)
-		return
 	case sound:
 		c.keepConn(pool, conn, br)
 	default:
 		conn.Close()
+	}
+	// Its place under --max-blocking is let go before it is answered (or
+	// redirected): its client, or the redirect, may send the next at once.
+	c.blocking.Add(-1)
+	switch {
+	case err != nil && !sound:
+		f.blocked.end(f)
+		return
+	case err != nil:
+		fail([]*forwarded{f}, addr, err)
+		return
 	}
 	if !waits {
 		if r = ranAtOnce(r, queued); r == nil {
