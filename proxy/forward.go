@@ -457,8 +457,12 @@ func (r *round) deliverPart(j int, mark func(*client)) {
 // merged is the reply Redis would have given the whole command: the first
 // error of a part, else the parts' replies combined.
 func (it *fwdItem) merged(parts [][]byte) []byte {
-	if it.how == mergeNone {
+	switch it.how {
+	case mergeNone:
 		return parts[0]
+	case mergeKeyspace:
+		// INFO is never an error: the keyspace of those that answered.
+		return it.keyspace(parts)
 	}
 	for _, p := range parts {
 		if len(p) > 0 && p[0] == '-' {
@@ -499,8 +503,6 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		return parts[0]
 	case mergeScan:
 		return it.scanReply(parts[0])
-	case mergeKeyspace:
-		return it.keyspace(parts)
 	}
 	var elems [][]byte
 	for _, p := range parts {

@@ -1886,3 +1886,39 @@ func withPrefix(cmd []string, prefix string) ([]string, int) {
 	}
 	return args, sl
 }
+
+// INFO asks every primary for its keyspace, but a primary that cannot
+// answer does not make it an error: Redis's INFO never is one, and
+// ioredis's ready check sends INFO at every connection, which it drops
+// when INFO fails, so no ioredis client could connect while a primary is
+// down, not even for THROTTLE, whose fallback is for that case. The
+// keyspace sums the primaries that answered.
+func TestPassthroughInfoWithAPrimaryDown(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
+	r := newForwarding(t, c)
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r})
+	conn := dialRaw(t, addr)
+	for i := range 30 {
+		if got := conn.do("SET", "idown:"+strconv.Itoa(i), "v"); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+	}
+	primaryOf(t, c, "idown:0").Kill()
+	for _, resp3 := range []bool{false, true} {
+		conn := dialRaw(t, addr)
+		prefix := "$"
+		if resp3 {
+			conn.do("HELLO", "3")
+			prefix = "=" // a verbatim string
+		}
+		for _, cmd := range [][]string{{"INFO"}, {"INFO", "keyspace"}, {"INFO", "all"}} {
+			got := conn.do(cmd...)
+			if !strings.HasPrefix(got, prefix) || !strings.Contains(got, "# Keyspace\r\ndb0:keys=") {
+				t.Errorf("RESP3 %v: %q with a primary down: %.120q, want the keyspace of the others", resp3, cmd, got)
+			}
+			if cmd[len(cmd)-1] != "keyspace" && !strings.Contains(got, "# Server\r\n") {
+				t.Errorf("RESP3 %v: %q with a primary down: %.120q, want sluice's sections", resp3, cmd, got)
+			}
+		}
+	}
+}

@@ -263,7 +263,10 @@ func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 }
 
 // keyspace sums the primaries' INFO keyspace replies into one section
-// after sluice's own text, in the client's protocol.
+// after sluice's own text, in the client's protocol. A primary that
+// answered an error (down, hung) is left out, as Redis's INFO is never an
+// error: ioredis's ready check sends INFO at each connection, and drops
+// one where it fails.
 func (it *fwdItem) keyspace(parts [][]byte) []byte {
 	type db struct {
 		keys, expires int64
@@ -272,6 +275,9 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 	dbs := map[string]*db{}
 	var names []string
 	for _, p := range parts {
+		if len(p) > 0 && p[0] == '-' {
+			continue
+		}
 		_, body, ok := strings.Cut(string(p), "\r\n")
 		if !ok {
 			return unexpected(p)
