@@ -23,7 +23,6 @@ import (
 
 	"github.com/sluice-rl/sluice/router/command"
 	"github.com/sluice-rl/sluice/router/reply"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Forward is an ordinary command for the cluster: its whole RESP encoding
@@ -403,8 +402,19 @@ func (c *Cluster) addrOf(t *topology, sl int) string {
 	}
 	if sl == AnySlot {
 		// Spread keyless commands over the primaries by time: they are
-		// rare, and any primary answers them alike.
-		sl = int(time.Now().UnixNano() % slot.Count)
+		// rare, and any primary answers them alike, so one known to be
+		// unhealthy is passed over while another is not.
+		n := len(t.primaries)
+		if n == 0 {
+			return ""
+		}
+		first := int(time.Now().UnixNano() % int64(n))
+		for i := range n {
+			if s := t.primaries[(first+i)%n]; s.healthy.Load() {
+				return s.addr
+			}
+		}
+		return t.primaries[first].addr
 	}
 	if s := t.owners[sl]; s != nil {
 		return s.addr

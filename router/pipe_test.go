@@ -275,3 +275,31 @@ func TestFailedPipeHoldsNoBuffer(t *testing.T) {
 		t.Fatalf("after: %q, %v", got, err)
 	}
 }
+
+// A keyless command goes to a primary not known to be unhealthy while
+// there is one; with none healthy, to one of them all the same.
+func TestKeylessCommandsPassOverAnUnhealthyPrimary(t *testing.T) {
+	c := &Cluster{}
+	topo := &topology{}
+	for _, addr := range []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"} {
+		s := &shard{addr: addr}
+		s.healthy.Store(addr != "127.0.0.1:2")
+		topo.primaries = append(topo.primaries, s)
+	}
+	seen := map[string]int{}
+	for range 2000 {
+		seen[c.addrOf(topo, AnySlot)]++
+	}
+	if seen["127.0.0.1:2"] > 0 || seen["127.0.0.1:1"]+seen["127.0.0.1:3"] != 2000 {
+		t.Fatalf("picked %v: the unhealthy primary, or none", seen)
+	}
+	for _, s := range topo.primaries {
+		s.healthy.Store(false)
+	}
+	if addr := c.addrOf(topo, AnySlot); addr == "" {
+		t.Fatal("no primary when none is healthy")
+	}
+	if addr := c.addrOf(&topology{}, AnySlot); addr != "" {
+		t.Fatalf("%q with no primary known", addr)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +41,8 @@ type topology struct {
 	// replicas are each primary's replicas, by address, for forwarded
 	// reads with ClusterConfig.ReadFromReplicas.
 	replicas map[string][]string
+	// primaries are the shards, by address: keyless commands go to one.
+	primaries []*shard
 }
 
 // shard is one primary's slot ranges and health.
@@ -293,6 +296,10 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			c.forgotten[addr] = s
 		}
 	}
+	for s := range owning {
+		t.primaries = append(t.primaries, s)
+	}
+	slices.SortFunc(t.primaries, func(a, b *shard) int { return strings.Compare(a.addr, b.addr) })
 	t.tags = splitTags(&t.owners, c.tags, c.byLength, MaxSplit)
 	t.split = c.cfg.HotSplit
 	if t.split <= 0 {
