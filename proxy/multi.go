@@ -21,7 +21,11 @@ import (
 // router follows a block's MOVED and ASK (a slot moving), and aborts a
 // watched one whose keys left the pinned connection's node (router.Pin).
 type txn struct {
-	slot  int    // of its keys; router.AnySlot while none
+	slot int // of its keys; router.AnySlot while none
+	// pub is the slot of its first PUBLISH's channel (router.AnySlot if
+	// none): where a transaction without keys goes, as a PUBLISH outside
+	// one does, so that one publisher's messages arrive in order.
+	pub   int
 	cmds  []byte // the queued commands, encoded
 	n     int    // how many
 	dirty bool   // a command was refused: EXEC answers EXECABORT
@@ -49,7 +53,7 @@ var (
 func (s *Server) transaction(c *client, r *round, name string, args [][]byte) (bool, error) {
 	switch name {
 	case "multi":
-		c.multi = &txn{slot: router.AnySlot}
+		c.multi = &txn{slot: router.AnySlot, pub: router.AnySlot}
 		c.published()
 		s.replyNow(c, "+OK\r\n")
 	case "exec":
@@ -147,7 +151,12 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 			return nil
 		}
 		block := append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
-		s.forwardOne(c, r, router.Forward{Slot: t.slot, Cmd: block, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil})
+		sl := t.slot
+		if sl == router.AnySlot && c.pin == nil {
+			// Not while watching: keyless, it runs on the watch's node.
+			sl = t.pub
+		}
+		s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: block, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil})
 		if c.pin != nil {
 			c.unpinned()
 		}
@@ -232,6 +241,9 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 		return "", err
 	}
 	if len(keys) == 0 {
+		if spec.Name == "publish" && len(args) == 3 && t.pub == router.AnySlot {
+			t.pub = hashslot.Of(string(args[1]))
+		}
 		return spec.Name, nil
 	}
 	sl := hashslot.Of(string(args[keys[0]]))

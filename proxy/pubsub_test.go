@@ -388,3 +388,53 @@ func TestPassthroughPublishOrder(t *testing.T) {
 		}
 	})
 }
+
+// A transaction of PUBLISHes alone (no key to route it by) goes to the
+// primary of its channel's slot, as a PUBLISH outside one does: one
+// publisher's transactions, sent to different nodes, could reach a
+// subscriber of a third out of order over the cluster bus. Both serving
+// paths, RESP2 and RESP3.
+func TestPassthroughPublishInTransactionOrder(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		ch := "txorder:" + t.Name()
+		sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+		if resp3 {
+			sub.do("HELLO", "3")
+		}
+		if got := sub.do("SUBSCRIBE", ch); !strings.Contains(got, "subscribe") {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		const n = 300
+		var cmds [][]string
+		for i := range n {
+			cmds = append(cmds, []string{"MULTI"}, []string{"PUBLISH", ch, strconv.Itoa(i)}, []string{"EXEC"})
+			if i%2 == 0 {
+				// Half one by one, half pipelined with the next.
+				continue
+			}
+			pub.send(cmds...)
+			for range cmds {
+				pub.read()
+			}
+			cmds = nil
+		}
+		kind := "*3"
+		if resp3 {
+			kind = ">3"
+		}
+		var got []string
+		for i := range n {
+			m := sub.read()
+			want := fmt.Sprintf("%s\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n", kind, len(ch), ch, len(strconv.Itoa(i)), i)
+			if m != want {
+				got = append(got, fmt.Sprintf("#%d: %q", i, m))
+			}
+		}
+		if len(got) > 0 {
+			t.Fatalf("messages out of order (%d):\n%s", len(got), strings.Join(got[:min(len(got), 5)], "\n"))
+		}
+	})
+}
