@@ -343,98 +343,73 @@ func TestPassthroughResetSubscriberThatDoesNotRead(t *testing.T) {
 // One publisher's messages to a channel reach its subscribers in the
 // order published, as on one node, though the PUBLISHes pass through
 // sluice one by one (each answered before the next is sent) or
-// pipelined. Both serving paths, RESP2 and RESP3.
+// pipelined, alone or each in a transaction (which, with no key to route
+// it by, goes where its PUBLISH would). A PUBLISH sent to any primary
+// reached a subscriber of a third out of order over the cluster bus. Both
+// serving paths, RESP2 and RESP3.
 func TestPassthroughPublishOrder(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
-		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
-		ch := "order:" + t.Name()
-		sub, pub := dialRaw(t, addr), dialRaw(t, addr)
-		if resp3 {
-			sub.do("HELLO", "3")
-		}
-		if got := sub.do("SUBSCRIBE", ch); !strings.Contains(got, "subscribe") {
-			t.Fatalf("SUBSCRIBE: %q", got)
-		}
-		const n = 300
-		for i := range n / 2 {
-			if got := pub.do("PUBLISH", ch, strconv.Itoa(i)); !strings.HasPrefix(got, ":") {
-				t.Fatalf("PUBLISH: %q", got)
-			}
-		}
-		var cmds [][]string
-		for i := n / 2; i < n; i++ {
-			cmds = append(cmds, []string{"PUBLISH", ch, strconv.Itoa(i)})
-		}
-		pub.send(cmds...)
-		for range cmds {
-			pub.read()
-		}
-		kind := "*3"
-		if resp3 {
-			kind = ">3"
-		}
-		var got []string
-		for i := range n {
-			m := sub.read()
-			want := fmt.Sprintf("%s\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n", kind, len(ch), ch, len(strconv.Itoa(i)), i)
-			if m != want {
-				got = append(got, fmt.Sprintf("#%d: %q", i, m))
-			}
-		}
-		if len(got) > 0 {
-			t.Fatalf("messages out of order (%d):\n%s", len(got), strings.Join(got[:min(len(got), 5)], "\n"))
-		}
-	})
-}
-
-// A transaction of PUBLISHes alone (no key to route it by) goes to the
-// primary of its channel's slot, as a PUBLISH outside one does: one
-// publisher's transactions, sent to different nodes, could reach a
-// subscriber of a third out of order over the cluster bus. Both serving
-// paths, RESP2 and RESP3.
-func TestPassthroughPublishInTransactionOrder(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := newForwarding(t, c)
-	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
-		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
-		ch := "txorder:" + t.Name()
-		sub, pub := dialRaw(t, addr), dialRaw(t, addr)
-		if resp3 {
-			sub.do("HELLO", "3")
-		}
-		if got := sub.do("SUBSCRIBE", ch); !strings.Contains(got, "subscribe") {
-			t.Fatalf("SUBSCRIBE: %q", got)
-		}
-		const n = 300
-		var cmds [][]string
-		for i := range n {
-			cmds = append(cmds, []string{"MULTI"}, []string{"PUBLISH", ch, strconv.Itoa(i)}, []string{"EXEC"})
-			if i%2 == 0 {
-				// Half one by one, half pipelined with the next.
-				continue
+	const n = 300
+	// Each sends n messages, 0 to n-1, half one by one, half pipelined.
+	for name, publish := range map[string]func(pub *rawConn, ch string){
+		"alone": func(pub *rawConn, ch string) {
+			var cmds [][]string
+			for i := range n {
+				if i < n/2 {
+					pub.do("PUBLISH", ch, strconv.Itoa(i))
+					continue
+				}
+				cmds = append(cmds, []string{"PUBLISH", ch, strconv.Itoa(i)})
 			}
 			pub.send(cmds...)
 			for range cmds {
 				pub.read()
 			}
-			cmds = nil
-		}
-		kind := "*3"
-		if resp3 {
-			kind = ">3"
-		}
-		var got []string
-		for i := range n {
-			m := sub.read()
-			want := fmt.Sprintf("%s\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n", kind, len(ch), ch, len(strconv.Itoa(i)), i)
-			if m != want {
-				got = append(got, fmt.Sprintf("#%d: %q", i, m))
+		},
+		"in a transaction": func(pub *rawConn, ch string) {
+			var cmds [][]string
+			for i := range n {
+				cmds = append(cmds, []string{"MULTI"}, []string{"PUBLISH", ch, strconv.Itoa(i)}, []string{"EXEC"})
+				if i%2 == 0 {
+					continue // pipelined with the next
+				}
+				pub.send(cmds...)
+				for range cmds {
+					pub.read()
+				}
+				cmds = nil
 			}
-		}
-		if len(got) > 0 {
-			t.Fatalf("messages out of order (%d):\n%s", len(got), strings.Join(got[:min(len(got), 5)], "\n"))
-		}
-	})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
+				addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+				ch := "order:" + t.Name()
+				sub, pub := dialRaw(t, addr), dialRaw(t, addr)
+				if resp3 {
+					sub.do("HELLO", "3")
+				}
+				if got := sub.do("SUBSCRIBE", ch); !strings.Contains(got, "subscribe") {
+					t.Fatalf("SUBSCRIBE: %q", got)
+				}
+				publish(pub, ch)
+				kind := "*3"
+				if resp3 {
+					kind = ">3"
+				}
+				var got []string
+				for i := range n {
+					m := sub.read()
+					want := fmt.Sprintf("%s\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%d\r\n", kind, len(ch), ch, len(strconv.Itoa(i)), i)
+					if m != want {
+						got = append(got, fmt.Sprintf("#%d: %q", i, m))
+					}
+				}
+				if len(got) > 0 {
+					t.Fatalf("messages out of order (%d):\n%s", len(got), strings.Join(got[:min(len(got), 5)], "\n"))
+				}
+			})
+		})
+	}
 }
