@@ -52,6 +52,10 @@ var clusterArity = map[string]int{
 	"SET-CONFIG-EPOCH": 3, "SETSLOT": -4, "COUNTKEYSINSLOT": 3, "GETKEYSINSLOT": 4,
 }
 
+// clusterMaxArgs is the most arguments Redis 7.0 takes (counted as in
+// clusterArity) for the variadic subcommands it bounds as it runs them.
+var clusterMaxArgs = map[string]int{"MEET": 5, "FAILOVER": 3, "RESET": 3}
+
 // clusterAdmin are the subcommands that change a cluster. sluice refuses
 // them rather than report an unknown subcommand: they are real, and the
 // operator who typed one at sluice meant a node of the cluster.
@@ -109,8 +113,19 @@ func cmdClusterMode(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLUSTER HELP.", name))
 		return
-	case (arity > 0 && len(args) != arity) || len(args) < -arity:
+	case (arity > 0 && len(args) != arity) || len(args) < -arity,
+		// Redis 7.0 checks these pairs as it runs the subcommand, before
+		// it changes anything, with the same error.
+		(sub == "ADDSLOTSRANGE" || sub == "DELSLOTSRANGE") && len(args)%2 == 1:
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub)))
+		return
+	case clusterMaxArgs[sub] > 0 && len(args) > clusterMaxArgs[sub]:
+		// Redis 7.0's error for more arguments than these take.
+		name := args[1]
+		if len(name) > 128 {
+			name = name[:128]
+		}
+		s.writeError(conn, fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CLUSTER HELP.", name))
 		return
 	case clusterAdmin[sub]:
 		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s is cluster administration; run it on the cluster's nodes", sub))

@@ -381,6 +381,12 @@ func TestClusterRepliesMatchRedis(t *testing.T) {
 		{"CLUSTER", "ADDSLOTS"},
 		{"CLUSTER", "FLUSHSLOTS", "x"},
 		{"CLUSTER", "FORGET"},
+		// Checked by Redis as it runs them, before it changes anything.
+		{"CLUSTER", "ADDSLOTSRANGE", "1", "2", "3"},
+		{"CLUSTER", "delslotsrange", "1", "2", "3", "4", "5"},
+		{"CLUSTER", "MEET", "127.0.0.1", "1", "2", "3"},
+		{"cluster", "failover", "force", "x"},
+		{"CLUSTER", "Reset", "hard", "x"},
 		// Redis quotes 128 bytes of an unknown subcommand, a node's name
 		// whole.
 		{"CLUSTER", strings.Repeat("y", 200)},
