@@ -401,7 +401,7 @@ func (c *Cluster) decideRun(ctx context.Context, reqs []Request, res []Result) {
 	case cl == nil:
 		c.fallback(reqs, res)
 	case reqs[0].Op == Reset:
-		ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout, errBackendTimeout)
 		defer cancel()
 		c.reset(ctx, *cl, c.topo.Load(), reqs, res)
 	default:
@@ -530,6 +530,7 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		for j, r := range results {
 			i := idx[j]
 			v, err := r.ToString()
+			err = callerGone(ctx, err)
 			if rueidis.IsRedisNil(err) {
 				res[i] = Result{}
 				continue

@@ -128,8 +128,11 @@ func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls) {
 		}
 		// The pipeline's own time; the first group's context carries the
 		// server's cancellation.
-		ctx, cancel := context.WithTimeout(groups[0].ctx, c.cfg.Timeout)
+		ctx, cancel := context.WithTimeoutCause(groups[0].ctx, c.cfg.Timeout, errBackendTimeout)
 		c.decideOn(ctx, s, *cl, steps, br, errs)
+		for k := range errs {
+			errs[k] = callerGone(ctx, errs[k])
+		}
 		cancel()
 	}
 	for k := range calls {

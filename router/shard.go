@@ -6,6 +6,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -110,6 +111,29 @@ func (c *Cluster) failed(s *shard, err error) bool {
 		c.fault(s, err)
 	}
 	return true
+}
+
+// errBackendTimeout is the cause of a call's context ending at the backend
+// timeout: the shard's fault, as no other end of that context is.
+var errBackendTimeout = errors.New("router: no reply within the backend timeout")
+
+// errCallerGone stands for a call's context error when the caller's own
+// context ended first (cancelled, or past a deadline of its own): the
+// caller went away, which is no fault of the shard's.
+var errCallerGone = fmt.Errorf("router: the caller went away: %w", context.Canceled)
+
+// callerGone is err, or errCallerGone when err is the end of ctx (made by
+// context.WithTimeoutCause with errBackendTimeout, and not yet cancelled)
+// and the backend timeout is not what ended it. Called before ctx's
+// cancel, which would read as the caller's.
+func callerGone(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(context.Cause(ctx), errBackendTimeout) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return errCallerGone
+	}
+	return err
 }
 
 // isFault tells a shard's failure (it cannot decide now) from an error in
