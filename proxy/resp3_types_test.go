@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router/clustertest"
@@ -526,17 +525,21 @@ func TestPassthroughBlockedReplyInEachProtocol(t *testing.T) {
 				block, _ := withPrefix(tc.block, "{bl:"+io+side+"}")
 				write, _ := withPrefix(tc.write, "{bl:"+io+side+"}")
 				var blocked, writer *rawConn
+				n := primaryOf(t, c, "{bl:"+io+side+"}")
 				if side == "s" {
 					blocked, writer = dialRaw(t, addr), dialRaw(t, addr)
 				} else {
-					n := primaryOf(t, c, "{bl:"+io+side+"}")
 					blocked, writer = dialRaw(t, n.Addr), dialRaw(t, n.Addr)
 				}
 				if resp3 {
 					blocked.do("HELLO", "3")
 				}
 				blocked.send(block)
-				time.Sleep(100 * time.Millisecond)
+				// The write wakes it only once it blocks on the node.
+				node := dialRaw(t, n.Addr)
+				waitUntil(t, "the command blocks on its node", func() bool {
+					return !strings.Contains(node.do("INFO", "clients"), "blocked_clients:0\r\n")
+				})
 				writer.do(write...)
 				g := strings.ReplaceAll(blocked.read(), "{bl:"+io+side+"}", "{bl}")
 				if side == "s" {
