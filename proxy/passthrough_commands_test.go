@@ -315,6 +315,7 @@ var passthroughLoose = [][]string{
 var integers = regexp.MustCompile(`:\d+\r\n`)
 
 // TestPassthroughCommandsMatchTheCluster sends each of passthroughCommands
+// and resp3Types (and CONFIG GET, which sluice reads to hide secrets)
 // through sluice and straight to the primary of its first key's slot, as
 // a cluster client would, in RESP2 and RESP3: the replies must be the
 // same bytes, or sluice's refusal where the README says so.
@@ -323,7 +324,7 @@ func TestPassthroughCommandsMatchTheCluster(t *testing.T) {
 	r := newForwarding(t, c)
 	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
 		io := map[int]string{0: "l", -1: "g"}[loops] + map[bool]string{false: "2", true: "3"}[resp3]
-		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops, AllowAdmin: true}))
 		nodes := map[string]*rawConn{} // by address, as a cluster client keeps them
 		node := func(sl int) *rawConn {
 			n, err := c.Primary(context.Background(), max(sl, 0))
@@ -374,5 +375,18 @@ func TestPassthroughCommandsMatchTheCluster(t *testing.T) {
 		compare([]string{"RESTORE", "{%t}dv2", "0", payload}, false)
 		compare([]string{"RESTORE", "{%t}dv2", "0", payload}, false)
 		compare([]string{"GET", "{%t}dv2"}, false)
+		// The reply types, on keys of their own (the tables reuse names).
+		mine, theirs = "rt:s"+io+":", "rt:d"+io+":"
+		for _, cmd := range resp3Types {
+			compare(cmd, false)
+		}
+		for _, cmd := range [][]string{
+			{"CONFIG", "GET", "maxmemory-policy"},
+			{"CONFIG", "GET", "nosuch*"},
+			{"CONFIG", "GET", "hash-max-listpack-e*"},
+			{"CONFIG", "GET", "requirepass"},
+		} {
+			compare(cmd, false)
+		}
 	})
 }

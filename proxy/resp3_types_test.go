@@ -219,59 +219,6 @@ var resp3Types = [][]string{
 	{"LPOS", "{%t}l", "a", "RANK", "-9223372036854775808"},
 }
 
-// TestPassthroughRESP3TypesMatchTheCluster sends each of resp3Types
-// through sluice and straight to the primary of its key's slot, in RESP2
-// and RESP3: the replies must be the same bytes.
-func TestPassthroughRESP3TypesMatchTheCluster(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := newForwarding(t, c)
-	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
-		io := map[int]string{0: "l", -1: "g"}[loops] + map[bool]string{false: "2", true: "3"}[resp3]
-		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops, AllowAdmin: true}))
-		nodes := map[string]*rawConn{}
-		node := func(sl int) *rawConn {
-			n, err := c.Primary(context.Background(), max(sl, 0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn := nodes[n.Addr]
-			if conn == nil {
-				conn = dialRaw(t, n.Addr)
-				nodes[n.Addr] = conn
-				if resp3 {
-					conn.do("HELLO", "3")
-				}
-			}
-			return conn
-		}
-		if resp3 {
-			through.do("HELLO", "3")
-		}
-		mine, theirs := "rt:s"+io+":", "rt:d"+io+":"
-		compare := func(cmd []string) {
-			args, _ := withPrefix(cmd, mine)
-			got := strings.ReplaceAll(through.do(args...), mine, theirs)
-			args, sl := withPrefix(cmd, theirs)
-			want := node(sl).do(args...)
-			if got != want {
-				t.Errorf("%q:\nthrough sluice   %q\nfrom the cluster %q", cmd, got, want)
-			}
-		}
-		for _, cmd := range resp3Types {
-			compare(cmd)
-		}
-		// CONFIG GET, which sluice reads to hide secrets: a map in RESP3.
-		for _, cmd := range [][]string{
-			{"CONFIG", "GET", "maxmemory-policy"},
-			{"CONFIG", "GET", "nosuch*"},
-			{"CONFIG", "GET", "hash-max-listpack-e*"},
-			{"CONFIG", "GET", "requirepass"},
-		} {
-			compare(cmd)
-		}
-	})
-}
-
 // helloPipeline switches the protocol back and forth within one write,
 // with typed replies on each side of each switch, in and out of
 // transactions, watches and blocking commands. Its keys share a slot.
