@@ -299,7 +299,19 @@ func (c *client) unblocked() bool {
 // routeKeys are the positions in args of the keys that say where a
 // command goes. bad reports a line malformed where its keys should be,
 // which has none: any node answers Redis's own error for it.
+//
+// Redis Cluster routes a command by its own code for the command's keys
+// where it has some (getKeysFromCommand), not by its key specs, which
+// COMMAND GETKEYS and ACLs follow: the two disagree on GEORADIUS's and
+// XREAD's, whose specs take any STORE and the first STREAMS.
 func routeKeys(spec *cmdspec.Spec, args [][]byte) (keys []int, bad bool, err error) {
+	switch spec.Name {
+	case "georadius", "georadiusbymember":
+		return georadiusKeys(args), false, nil
+	case "xread", "xreadgroup":
+		keys := xreadKeys(args)
+		return keys, len(keys) == 0, nil
+	}
 	keys, err = spec.Keys(nil, args)
 	switch {
 	case err == nil && spec.Name == "spublish":
@@ -346,6 +358,89 @@ func sortKeys(args [][]byte, store bool) []int {
 		keys = append(keys, dst)
 	}
 	return keys
+}
+
+// georadiusKeys are GEORADIUS's (or GEORADIUSBYMEMBER's) key and the key
+// it stores into, found as Redis's georadiusGetKeys finds them: the last
+// STORE or STOREDIST from the sixth argument on (the command stores into
+// that one alone), each skipping its own argument. The key specs name
+// every STORE and STOREDIST, so that two of different slots would read
+// as CROSSSLOT, which Redis Cluster runs.
+func georadiusKeys(args [][]byte) []int {
+	keys := []int{1}
+	dst := 0
+	for i := 5; i < len(args); i++ {
+		if (equalFoldC(args[i], "store") || equalFoldC(args[i], "storedist")) && i+1 < len(args) {
+			dst = i + 1
+			i++
+		}
+	}
+	if dst > 0 {
+		keys = append(keys, dst)
+	}
+	return keys
+}
+
+// xreadKeys are XREAD's or XREADGROUP's keys, found as Redis's
+// xreadGetKeys finds them: after the STREAMS that follows the options
+// (BLOCK's, COUNT's and GROUP's arguments skipped, so that a group or
+// consumer named "streams" is no keyword), the first half of the
+// arguments; none for a line Redis refuses (an option it does not know
+// before STREAMS, an odd number of arguments after it). The key specs
+// take the first "streams" from where the options may start, a group's
+// or consumer's name too.
+func xreadKeys(args [][]byte) []int {
+	streams := -1
+	for i := 1; i < len(args); i++ {
+		a := args[i]
+		if equalFoldC(a, "block") || equalFoldC(a, "count") {
+			i++
+		} else if equalFoldC(a, "group") {
+			i += 2
+		} else if equalFoldC(a, "streams") {
+			streams = i
+			break
+		} else if !equalFoldC(a, "noack") {
+			break
+		}
+	}
+	if streams < 0 {
+		return nil
+	}
+	n := len(args) - streams - 1
+	if n == 0 || n%2 != 0 {
+		return nil
+	}
+	keys := make([]int, 0, n/2)
+	for k := streams + 1; k <= streams+n/2; k++ {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// equalFoldC compares as C's strcasecmp, which Redis's code for each
+// command uses for its keywords: an argument ends at its first NUL byte
+// ("STREAMS\x00x" is STREAMS), and only ASCII letters fold.
+func equalFoldC(arg []byte, s string) bool {
+	if i := bytes.IndexByte(arg, 0); i >= 0 {
+		arg = arg[:i]
+	}
+	if len(arg) != len(s) {
+		return false
+	}
+	for i := range len(arg) {
+		a, b := arg[i], s[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // migrateKeys are MIGRATE's keys, found as Redis's migrateGetKeys finds

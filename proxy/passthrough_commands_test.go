@@ -102,6 +102,15 @@ var passthroughCommands = [][]string{
 	{"XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{%t}x1", "%x2", ">", ">"},
 	{"XREADGROUP", "GROUP", "nosuch", "c1", "STREAMS", "{%t}x1", ">"},
 	{"XREADGROUP", "GROUP", "g", "c1", "BLOCK", "10", "NOACK", "STREAMS", "{%t}x1", ">"},
+	// Redis Cluster routes XREAD and XREADGROUP by the STREAMS that
+	// follows their options, not by their key specs' first "streams" (a
+	// group's or consumer's name here), and a line with an option it does
+	// not know by no key at all.
+	{"XGROUP", "CREATE", "{%t}x1", "streams", "0"},
+	{"XGROUP", "CREATE", "{%t}x2", "streams", "0"},
+	{"XREADGROUP", "COUNT", "1", "GROUP", "streams", "c", "STREAMS", "{%t}x1", "{%t}x2", ">", ">"},
+	{"XREADGROUP", "NOACK", "GROUP", "streams", "streams", "STREAMS", "{%t}x1", "{%t}x2", "0", "0"},
+	{"XREAD", "FOO", "STREAMS", "{%t}x1", "%x2", "0", "0"},
 	{"XPENDING", "{%t}x1", "g"},
 	{"XCLAIM", "{%t}x1", "g", "c2", "0", "1-1", "JUSTID"},
 	{"XCLAIM", "{%t}x1", "g", "c2", "0", "1-1"},
@@ -122,6 +131,11 @@ var passthroughCommands = [][]string{
 	{"GEORADIUS", "{%t}g", "15", "37", "200", "km", "STORE", "{%t}gr"},
 	{"GEORADIUS", "{%t}g", "15", "37", "200", "km", "STORE", "%gr"},
 	{"GEORADIUSBYMEMBER", "{%t}g", "Palermo", "200", "km", "STOREDIST", "{%t}gd"},
+	// It stores into the last STORE or STOREDIST, which alone routes it.
+	{"GEORADIUS", "{%t}g", "15", "37", "200", "km", "STORE", "%gr", "STORE", "{%t}gr"},
+	{"GEORADIUSBYMEMBER", "{%t}g", "Palermo", "200", "km", "STOREDIST", "%gd", "STORE", "{%t}gs2"},
+	{"GEORADIUS", "{%t}g", "15", "37", "200", "km", "STORE", "{%t}gr", "STOREDIST", "%gd"},
+	{"ZRANGE", "{%t}gs2", "0", "-1"},
 	{"GEORADIUS_RO", "{%t}g", "15", "37", "200", "km", "WITHDIST", "ASC"},
 	{"GEOPOS", "{%t}g", "Palermo", "nosuch"},
 	{"GEODIST", "{%t}g", "Palermo", "Catania"},
