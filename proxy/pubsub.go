@@ -89,14 +89,21 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		}
 		return nil
 	}
+	var err error
 	if specs := s.cfg.Forwarder.Commands(); specs != nil {
-		spec, err := cmdspec.Lookup(specs, args)
-		if err != nil {
-			return err
+		var spec *cmdspec.Spec
+		if spec, err = cmdspec.Lookup(specs, args); err == nil {
+			name = spec.Name
 		}
-		name = spec.Name
 	}
-	return fmt.Errorf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name)
+	if err == nil {
+		err = fmt.Errorf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name)
+	}
+	if name == "exec" {
+		// Redis answers an EXEC it refuses, here too, as EXECABORT.
+		return execRefused(c, err)
+	}
+	return err
 }
 
 // toTunnel sends a command through c's tunnel; its slot waits for the

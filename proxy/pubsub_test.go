@@ -96,6 +96,9 @@ func TestPassthroughPubSubReset(t *testing.T) {
 		// as a subscriber's while one of the other kind is left.
 		{"ping", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"SSUBSCRIBE", shard}, {"UNSUBSCRIBE"}, {"PING", "x"},
 			{"SUBSCRIBE", "rs:a"}, {"SUNSUBSCRIBE"}, {"PING"}, {"UNSUBSCRIBE"}, {"PING"}, {"RESET"}}, 10},
+		// EXEC refused in subscribed mode, or of a wrong arity, is
+		// answered EXECABORT, as Redis answers an EXEC it refuses.
+		{"exec", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"EXEC"}, {"EXEC", "x"}, {"DISCARD"}, {"RESET"}}, 5},
 		// RESET of a wrong arity is refused, resetting nothing.
 		{"arity", false, [][]string{{"SUBSCRIBE", "rs:a"}, {"RESET", "x"}, {"PING"}, {"RESET"}, {"PING"}}, 5},
 		// A SUBSCRIBE the node refuses leaves the client out of
