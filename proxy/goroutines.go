@@ -167,7 +167,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		if len(rest) == 0 {
 			break
 		}
-		if c.drainFirst {
+		if c.drainFirst || s.subscribesAfter(&c.client, rest[0].Args) {
 			// What it sent before is answered before the next is taken.
 			s.answer(conn, c)
 			c.r.start = time.Now()

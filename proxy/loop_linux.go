@@ -918,16 +918,22 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 		}
 		if whole {
 			raw := data[cmdStart:pos]
+			if !l.take(c, raw) {
+				// Framed again once what came before it is answered.
+				c.drainFirst = true
+				break
+			}
 			cmdStart = pos
-			l.take(c, raw)
 		}
 	}
 	return cmdStart
 }
 
 // take parses one whole command, as framed, and takes it into c's queue.
-// Redis ignores a blank inline line and a multibulk of no arguments.
-func (l *loop) take(c *fdConn, raw []byte) {
+// Redis ignores a blank inline line and a multibulk of no arguments. It
+// reports false for a command that must wait until what c sent before it
+// is answered (subscribesAfter): not taken.
+func (l *loop) take(c *fdConn, raw []byte) bool {
 	ok := true
 	if raw[0] == '*' {
 		l.argv = splitArgs(l.argv[:0], raw)
@@ -936,13 +942,18 @@ func (l *loop) take(c *fdConn, raw []byte) {
 	} else {
 		l.argv, ok = splitInline(l.argv[:0], raw)
 	}
+	taken := true
 	switch {
 	case !ok:
 		c.protocolError(errUnbalancedQuotes.Error())
-	case len(l.argv) > 0:
+	case len(l.argv) == 0:
+	case l.s.subscribesAfter(&c.client, l.argv):
+		taken = false
+	default:
 		l.s.take(&c.client, l.round(), l.argv)
 	}
 	clear(l.argv) // they point into the client's input
+	return taken
 }
 
 // flush writes c's replies as far as the socket takes them, then sets what

@@ -33,6 +33,34 @@ var subscribing = map[string]bool{
 	"unsubscribe": true, "punsubscribe": true, "sunsubscribe": true,
 }
 
+// subscribesAfter reports whether args, c's next command, is a
+// subscription command that must wait until what c sent before it is
+// answered. It goes on its tunnel's connections, where it could run at
+// the node before the commands pipelined ahead of it on sluice's other
+// connections: a PUBLISH before a SUBSCRIBE of its channel would reach the
+// client, a PUBLISH before an UNSUBSCRIBE be lost. On one connection to a
+// node they run in the order sent. (In RESP2 subscribed mode all it sends
+// goes through the tunnel, in order.)
+func (s *Server) subscribesAfter(c *client, args [][]byte) bool {
+	return c.inFlight() > 0 && s.cfg.Forwarder != nil && !c.subscribed && c.multi == nil && len(args) > 0 && isSubscribing(args[0])
+}
+
+// isSubscribing reports whether name is a subscription command's, in any
+// case, without making a string of it.
+func isSubscribing(name []byte) bool {
+	var buf [len("punsubscribe")]byte
+	if len(name) < len("subscribe") || len(name) > len(buf) {
+		return false
+	}
+	for i, ch := range name {
+		if ch >= 'A' && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		buf[i] = ch
+	}
+	return subscribing[string(buf[:len(name)])]
+}
+
 // subscribe sends a subscription command through c's tunnel, opening it.
 func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 	if c.tunnel == nil {

@@ -416,3 +416,60 @@ func TestPassthroughPublishOrder(t *testing.T) {
 		})
 	}
 }
+
+// A subscription command pipelined after other commands runs after them,
+// as on one connection to a node, though it goes on other connections:
+// a PUBLISH before a SUBSCRIBE of its channel does not reach the client,
+// and in RESP3 a PUBLISH before an UNSUBSCRIBE does.
+func TestPassthroughSubscriptionAfterPipelinedCommands(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		pub := dialRaw(t, addr)
+		kind := "*3"
+		if resp3 {
+			kind = ">3"
+		}
+		message := func(ch, m string) string {
+			return fmt.Sprintf("%s\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", kind, len(ch), ch, len(m), m)
+		}
+		// Each is raced 20 times: before the fix the loops lost the race
+		// 5 times in 20, and RESP3's UNSUBSCRIBE 20 times in 20.
+		for k := range 20 {
+			ch := fmt.Sprintf("after:%s:%d", t.Name(), k)
+			sub := dialRaw(t, addr)
+			if resp3 {
+				sub.do("HELLO", "3")
+			}
+			sub.send([]string{"PUBLISH", ch, "before"}, []string{"SUBSCRIBE", ch})
+			if got := sub.read(); got != ":0\r\n" {
+				t.Fatalf("PUBLISH before SUBSCRIBE: %q, want :0 (no subscriber yet)", got)
+			}
+			if got := sub.read(); !strings.Contains(got, "subscribe") {
+				t.Fatalf("SUBSCRIBE: %q", got)
+			}
+			pub.do("PUBLISH", ch, "after")
+			if got, want := sub.read(), message(ch, "after"); got != want {
+				t.Fatalf("first message %q, want %q: the one published before the SUBSCRIBE reached it", got, want)
+			}
+			if !resp3 {
+				continue
+			}
+			sub.send([]string{"PUBLISH", ch, "last"}, []string{"UNSUBSCRIBE", ch}, []string{"PING"})
+			var got []string
+			for len(got) < 5 {
+				m := sub.read()
+				got = append(got, m)
+				if m == "+PONG\r\n" {
+					break
+				}
+			}
+			msg := slices.Index(got, message(ch, "last"))
+			unsub := slices.IndexFunc(got, func(m string) bool { return strings.Contains(m, "unsubscribe") })
+			if len(got) != 4 || msg < 0 || unsub < msg || !slices.Contains(got, ":1\r\n") {
+				t.Fatalf("PUBLISH, UNSUBSCRIBE, PING pipelined: %q, want the message before the unsubscribe, and :1", got)
+			}
+		}
+	})
+}

@@ -226,7 +226,7 @@ func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) er
 			// Home has no shard channel: it answers the null confirmation,
 			// after what it was sent before.
 			all.nodes = 1
-			home, err := t.homeConn()
+			home, err := t.homeConn(AnySlot)
 			if err != nil {
 				return err
 			}
@@ -243,7 +243,11 @@ func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) er
 			t.writeFenced(tc, cmd, of)
 		}
 	default:
-		home, err := t.homeConn()
+		sl := AnySlot
+		if name == "subscribe" && len(args) > 1 {
+			sl = slot.Of(string(args[1]))
+		}
+		home, err := t.homeConn(sl)
 		if err != nil {
 			return err
 		}
@@ -255,11 +259,16 @@ func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) er
 var errNoSlotMap = errors.New("CLUSTERDOWN sluice has no slot map of the cluster yet")
 
 // homeConn is the connection for channels and patterns, opened at first
-// use; t.mu is held.
-func (t *Tunnel) homeConn() (*tunnelConn, error) {
+// use, on the primary of sl; t.mu is held. A first SUBSCRIBE opens it
+// where its first channel's PUBLISH goes (forwarded by the channel's
+// slot): a client's PUBLISH and its SUBSCRIBE or UNSUBSCRIBE of that
+// channel then run in order on one node, as they do on one connection,
+// where on two nodes the message would cross the cluster's bus after
+// either.
+func (t *Tunnel) homeConn(sl int) (*tunnelConn, error) {
 	g := t.conns
 	if g.home == nil {
-		addr := t.c.addrOf(t.c.topo.Load(), AnySlot)
+		addr := t.c.addrOf(t.c.topo.Load(), sl)
 		if addr == "" {
 			return nil, errNoSlotMap
 		}
