@@ -644,6 +644,10 @@ func TestProtocolErrorsCloseOnlyThatConnection(t *testing.T) {
 			// or '$' included), in other words.
 			{"long header", "*1\r\n$" + strings.Repeat("1", 40) + "\r\n", "-ERR Protocol error: invalid bulk length"},
 			{"long header and its CR", "*1\r\n$" + strings.Repeat("1", 40) + "\rx", "-ERR Protocol error: invalid bulk length"},
+			// Redis skips the byte after a header's first CR unread, so
+			// these are a PING to it; sluice wants a CRLF (README).
+			{"count's CR without its LF", "*1\rX$4\r\nPING\r\n", "-ERR Protocol error: invalid multibulk length"},
+			{"bulk length's CR without its LF", "*1\r\n$4\rXPING\r\n", "-ERR Protocol error: invalid bulk length"},
 			{"endless header", "*1\r\n$" + strings.Repeat("1", 64<<10), "-ERR Protocol error: too big bulk count string"},
 			{"endless count", "*" + strings.Repeat("1", 64<<10), "-ERR Protocol error: too big mbulk count string"},
 			// Redis's limits: PROTO_INLINE_MAX_SIZE, INT_MAX arguments and
