@@ -1922,3 +1922,37 @@ func TestPassthroughInfoWithAPrimaryDown(t *testing.T) {
 		}
 	}
 }
+
+// A client that pipelines reads of a large value and reads none of the
+// replies is closed once they pass the hard output limit, as Redis closes
+// it, on both serving paths: on a goroutine, the replies ready early
+// (earlyWrite) were being written, blocked, below the limit, while the
+// rest of the pipeline's piled up behind the blocked write, unbounded by it.
+func TestPassthroughUnreadRepliesPastTheHardLimit(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 32 << 20}}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		other := dialRaw(t, addr)
+		if got := other.do("SET", "unread:big", strings.Repeat("v", 1<<20)); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		flood := dialRaw(t, addr)
+		flood.c.(*net.TCPConn).SetReadBuffer(64 << 10)
+		if got := flood.do("PING"); got != "+PONG\r\n" { // connected
+			t.Fatalf("PING: %q", got)
+		}
+		cmds := make([][]string, 180) // 180 MiB of replies, in one read
+		for i := range cmds {
+			cmds[i] = []string{"GET", "unread:big"}
+		}
+		flood.send(cmds...)
+		// Not waitUntil's 5 s: once closed, the client's goroutine still
+		// waits for the replies under way, 180 MiB, slow under -race.
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(other.do("INFO", "clients"), "connected_clients:1\r\n"); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the client past the hard limit was not closed")
+			}
+		}
+	})
+}

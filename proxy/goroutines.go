@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -24,16 +25,41 @@ type goClient struct {
 	mu      sync.Mutex  // guards decided
 	decided [][]int     // results in, not yet delivered
 	wake    chan struct{}
+	// The hard output limit while a round waits: a write of the replies
+	// ready early (writeReady) blocks while the client reads nothing, and
+	// the rest of the round's replies pile up behind it. So as they come
+	// in, those past hard (0: no limit now) close the client, as a loop
+	// closes it: pending counts the round's reply bytes, those rendered
+	// before it was submitted and those forwarded as they came, less what
+	// writeReady wrote.
+	hard    atomic.Int64
+	pending atomic.Int64
+	over    atomic.Bool // closed for it: nothing more is written
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
 	c := &goClient{client: s.newClient(conn.RemoteAddr()), wake: make(chan struct{}, 1)}
-	c.local = conn.NetConn().LocalAddr()
-	c.conn, _ = conn.NetConn().(*framedConn)
+	nc := conn.NetConn()
+	c.local = nc.LocalAddr()
+	c.conn, _ = nc.(*framedConn)
 	if c.conn != nil {
 		c.conn.cl = &c.client
 	}
 	c.r.done = func(idx []int) {
+		// Before the results are handed over: the round is the client's
+		// again once they are.
+		if hard := c.hard.Load(); hard > 0 {
+			n := 0
+			for _, i := range idx {
+				if j := i - len(c.r.reqs); j >= 0 {
+					n += len(c.r.replies[j])
+				}
+			}
+			if p := c.pending.Add(int64(n)); p > hard && c.over.CompareAndSwap(false, true) {
+				logOutputLimit(s.log, c.addr, p)
+				nc.Close() // ends a write that blocks
+			}
+		}
 		c.mu.Lock()
 		c.decided = append(c.decided, idx)
 		c.mu.Unlock()
@@ -111,7 +137,9 @@ func (s *Server) writeReady(conn redcon.Conn, c *goClient) {
 		return
 	}
 	conn.WriteRaw(c.out.b)
-	redcon.BaseWriter(conn).Flush()
+	if redcon.BaseWriter(conn).Flush() == nil {
+		c.pending.Add(-int64(len(c.out.b)))
+	}
 	c.out.b = c.out.b[:0]
 }
 
@@ -221,6 +249,11 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 // answer waits for the replies to what c's round took, and drains them.
 func (s *Server) answer(conn redcon.Conn, c *goClient) {
 	if len(c.r.reqs)+len(c.r.fwd) > 0 {
+		if hard := s.cfg.OutputLimit.Hard; hard > 0 && c.tunnel == nil && c.push == nil {
+			c.pending.Store(int64(len(c.out.b) + len(c.held.b) - c.heldOff))
+			c.hard.Store(hard)
+			defer c.hard.Store(0)
+		}
 		c.r.submit(s.ctx, s.cfg.Decider, s.cfg.Forwarder, nil)
 		s.wait(conn, c)
 	}
@@ -250,10 +283,13 @@ func (s *Server) answer(conn redcon.Conn, c *goClient) {
 // subscriber, as on a loop (maxPushBacklog bounds it).
 func (s *Server) pastHardLimit(conn redcon.Conn, c *goClient) bool {
 	hard := s.cfg.OutputLimit.Hard
-	if hard <= 0 || c.tunnel != nil || int64(len(c.out.b)) <= hard {
+	if c.over.Load() {
+		// Closed while its round waited (accept's done).
+	} else if hard <= 0 || c.tunnel != nil || int64(len(c.out.b)) <= hard {
 		return false
+	} else {
+		logOutputLimit(s.log, c.addr, int64(len(c.out.b)))
 	}
-	logOutputLimit(s.log, c.addr, int64(len(c.out.b)))
 	c.out.b = c.out.b[:0]
 	c.cut = true
 	conn.Close()
