@@ -27,9 +27,13 @@ type Memory struct {
 }
 
 type memShard struct {
-	mu      sync.Mutex       // guards tats, pinned and sweepAt
+	mu      sync.Mutex       // guards tats, pinned, sweepAt and swept
 	tats    map[string]int64 // bucket key -> TAT in ns; absent = full
 	sweepAt int              // len(tats) at which full buckets are dropped
+	// swept is the clock (µs) of the last sweep: a decision whose clock,
+	// read before it waited for the lock, is older must not take a
+	// bucket that sweep forgot for full, as it was not at its instant.
+	swept int64
 	// pinned are the keys reset by resetPinned since the last clear,
 	// which start leaves alone; nil until one is.
 	pinned map[string]struct{}
@@ -107,6 +111,11 @@ func (m *Memory) decide(r *Request, now int64) Result {
 	s := &m.shards[maphash.String(m.seed, r.Key)%memShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if now < s.swept {
+		// Read before a sweep by a later clock: read it again, now
+		// that nothing can sweep.
+		now = m.now()
+	}
 	tat, ok := s.tats[r.Key]
 	if r.Op == Reset {
 		delete(s.tats, r.Key)
@@ -117,6 +126,7 @@ func (m *Memory) decide(r *Request, now int64) Result {
 		s.tats[r.Key] = store
 		if len(s.tats) >= s.sweepAt {
 			s.sweep(now, m.perShard, r.Key)
+			s.swept = now
 			s.sweepAt = m.sweepAt(len(s.tats))
 		}
 	}
