@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"hash/maphash"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -69,4 +70,38 @@ func TestMemorySweepByALaterClockAdmitsNoExtra(t *testing.T) {
 	if allowed > 2 {
 		t.Fatalf("%d calls allowed in 1.5 ms at capacity 1, 1 per ms", allowed)
 	}
+}
+
+// A flood of distinct keys, then calls on a few keys only: the flood's
+// buckets, full again, are forgotten on the clock, and their map's memory
+// let go, without waiting for new keys to grow the shards to their next
+// sweep.
+func TestMemoryForgetsAPastFloodWithoutNewKeys(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	now := int64(buckettest.Start)
+	m := newMemory(func() int64 { return now }, 0)
+	iv := interval(t, 10, 10, 1_000_000)
+	res := make([]Result, 1)
+	base := heap()
+	for i := range 500_000 {
+		m.Decide(context.Background(), []Request{{Key: "flood:" + strconv.Itoa(i), Interval: iv, Cost: 1}}, res)
+	}
+	flood := heap()
+	now += 3600_000_000 // an hour on, every bucket is full
+	for i := range 100 {
+		m.Decide(context.Background(), []Request{{Key: "few:" + strconv.Itoa(i%10), Interval: iv, Cost: 1}}, res)
+		now += 20_000
+	}
+	if n := m.Len(); n > 10 {
+		t.Fatalf("%d buckets held an hour after the flood, 10 keys in use", n)
+	}
+	if after := heap(); after > base+(flood-base)/4 {
+		t.Fatalf("heap %d MB after the flood's buckets went, %d MB with them, %d MB before", after>>20, flood>>20, base>>20)
+	}
+	runtime.KeepAlive(m)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-rl/sluice/router/bucket"
@@ -17,13 +18,25 @@ const memShards = 64
 // to forget.
 const minSweep = 1024
 
+// A shard that does not grow is swept on the clock too, so that the full
+// buckets of a past flood of keys go even when no new key comes: at most
+// every sweepEvery (µs) it is checked, and swept if sweepPerBucket µs per
+// bucket it held have passed since its last sweep, which bounds what the
+// scans cost, whatever the shard holds, to about 0.02% of a core.
+const (
+	sweepEvery     = 1_000_000
+	sweepPerBucket = 100
+)
+
 // Memory keeps buckets in this process: the embedded backend when sluice
 // runs without a cluster. It decides exactly as the Lua script does.
 type Memory struct {
 	now      func() int64 // µs since the epoch
 	seed     maphash.Seed
 	perShard int // most buckets a shard keeps; 0 means no cap
-	shards   [memShards]memShard
+	// tick is when (µs) Decide next looks for shards due a sweep.
+	tick   atomic.Int64
+	shards [memShards]memShard
 }
 
 type memShard struct {
@@ -34,6 +47,11 @@ type memShard struct {
 	// read before it waited for the lock, is older must not take a
 	// bucket that sweep forgot for full, as it was not at its instant.
 	swept int64
+	// sweepBy is when (µs) the shard is swept even if it did not grow;
+	// peak the most buckets its map held: a sweep that leaves a quarter
+	// of that makes a new map, as Go's never shrinks.
+	sweepBy int64
+	peak    int
 	// pinned are the keys reset by resetPinned since the last clear,
 	// which start leaves alone; nil until one is.
 	pinned map[string]struct{}
@@ -76,6 +94,22 @@ func (m *Memory) Decide(_ context.Context, reqs []Request, res []Result) {
 	for i := range reqs {
 		res[i] = m.decide(&reqs[i], now)
 		res[i].Source = SourceEmbedded
+	}
+	if t := m.tick.Load(); now >= t && m.tick.CompareAndSwap(t, now+sweepEvery) {
+		m.sweepDue(now)
+	}
+}
+
+// sweepDue sweeps the shards whose time has come.
+func (m *Memory) sweepDue(now int64) {
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		if len(s.tats) > 0 && now >= s.sweepBy && now >= s.swept {
+			s.sweep(now, m.perShard, "")
+			s.afterSweep(now, m)
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -124,10 +158,10 @@ func (m *Memory) decide(r *Request, now int64) Result {
 	br, store := bucket.Take(tat, now, r.Interval, r.Cost)
 	if store != 0 {
 		s.tats[r.Key] = store
+		s.peak = max(s.peak, len(s.tats))
 		if len(s.tats) >= s.sweepAt {
 			s.sweep(now, m.perShard, r.Key)
-			s.swept = now
-			s.sweepAt = m.sweepAt(len(s.tats))
+			s.afterSweep(now, m)
 		}
 	}
 	return Result{Result: br}
@@ -141,6 +175,7 @@ func (m *Memory) clear() {
 		if len(s.tats) > 0 {
 			s.tats = make(map[string]int64)
 			s.sweepAt = m.sweepAt(0)
+			s.peak = 0
 		}
 		s.pinned = nil
 		s.mu.Unlock()
@@ -176,6 +211,22 @@ func (m *Memory) resetPinned(key string, now int64) Result {
 	tat, ok := s.tats[key]
 	delete(s.tats, key)
 	return Result{Existed: ok && tat > now*1000}
+}
+
+// afterSweep sets when s sweeps next, and lets go of the memory of a map
+// the sweep left mostly empty.
+func (s *memShard) afterSweep(now int64, m *Memory) {
+	n := len(s.tats)
+	s.swept = now
+	s.sweepAt = m.sweepAt(n)
+	s.sweepBy = now + max(sweepEvery, int64(n)*sweepPerBucket)
+	if s.peak > minSweep && n < s.peak/4 {
+		tats := make(map[string]int64, n)
+		for k, tat := range s.tats {
+			tats[k] = tat
+		}
+		s.tats, s.peak = tats, n
+	}
 }
 
 // sweep forgets full buckets (they equal missing ones), like Redis expiring
