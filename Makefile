@@ -45,12 +45,14 @@ test: deps fmt-check vet
 fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseThrottle -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzParsePeriod -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseGCRA -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzFramer -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzLoopRead -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzMarker -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzCompletions -fuzztime 20s
 	$(GO) test ./router/reply -run '^$$' -fuzz FuzzRead -fuzztime 20s
 	$(GO) test ./router/command -run '^$$' -fuzz FuzzKeys -fuzztime 20s
+	$(GO) test ./router/command -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20s
 	$(GO) test ./router -run '^$$' -fuzz FuzzPipeFeed -fuzztime 20s
 	$(GO) test ./router -run '^$$' -fuzz FuzzHotCalls -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzReadMany -fuzztime 20s
