@@ -51,4 +51,9 @@ func TestCallerErrorsAreNoShardFault(t *testing.T) {
 		t.Fatalf("a bucket over a string: got %+v, want an error", res[0])
 	}
 	check("WRONGTYPE")
+	// None of those errors is a decision: INFO backend's decisions_cluster
+	// counts what sluice_decisions_total counts, the first call alone.
+	if n := r.Decisions(router.SourceCluster); n != 1 {
+		t.Fatalf("Decisions(cluster) = %d after one decision and three errors, want 1", n)
+	}
 }

@@ -382,16 +382,22 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 	}
 }
 
-// count counts the decisions of idx (nil: all of res) by source.
+// count counts the decisions of idx (nil: all of res) by source. An
+// error (WRONGTYPE, OOM, a caller gone) decided nothing, and is not
+// counted, as sluice_decisions_total does not count it.
 func (c *Cluster) count(res []Result, idx []int) {
 	if idx == nil {
 		for i := range res {
-			c.counts[res[i].Source].Add(1)
+			if res[i].Err == nil {
+				c.counts[res[i].Source].Add(1)
+			}
 		}
 		return
 	}
 	for _, i := range idx {
-		c.counts[res[i].Source].Add(1)
+		if res[i].Err == nil {
+			c.counts[res[i].Source].Add(1)
+		}
 	}
 }
 
