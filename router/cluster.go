@@ -38,7 +38,8 @@ type ClusterConfig struct {
 	// means auto: 1/N for N live sluice instances, counted through a
 	// heartbeat in the cluster and kept from before an outage during it.
 	Share float64
-	// MaxLocalKeys caps the local fallback buckets; 0 means 100,000.
+	// MaxLocalKeys caps the local fallback buckets (as NewMemory's, at
+	// least 64); 0 means 100,000.
 	MaxLocalKeys int
 	// ProbeInterval is the first wait before probing an unhealthy shard;
 	// it doubles up to 8x. 0 means 100ms. The closed policy answers it as

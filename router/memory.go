@@ -60,7 +60,9 @@ type memShard struct {
 // NewMemory returns an empty in-process backend on the system clock.
 // maxKeys caps the buckets it holds (0: no cap); past the cap it forgets
 // arbitrary buckets, which then start full again: a flood of distinct keys
-// costs bounded memory and, at worst, over-admits the keys it forgot.
+// costs bounded memory and, at worst, over-admits the keys it forgot. The
+// cap is kept per shard (maxKeys/64, at least one): below 64 it holds up
+// to 64.
 func NewMemory(maxKeys int) *Memory {
 	return newMemory(func() int64 { return time.Now().UnixMicro() }, maxKeys)
 }

@@ -250,6 +250,10 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if o.backendTimeout <= 0 || o.forwardTimeout <= 0 || o.fallbackKeys <= 0 || o.hotCooldown <= 0 || o.maxBlocking <= 0 {
 		return o, errors.New("--backend-timeout, --forward-timeout, --fallback-max-keys, --hot-cooldown and --max-blocking must be positive")
 	}
+	if o.fallbackKeys < 64 {
+		// The buckets are held in 64 shards, a cap for each.
+		return o, errors.New("--fallback-max-keys must be at least 64")
+	}
 	if !(o.hotThreshold >= 0) || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
 		return o, fmt.Errorf("--hot-threshold must be >= 0 and --hot-split in [0, %d]", router.MaxSplit)
 	}

@@ -266,7 +266,7 @@ func TestCluster(t *testing.T) {
 func TestBadFlags(t *testing.T) {
 	var out strings.Builder
 	for _, args := range [][]string{{"--log-format", "xml"}, {"--log-level", "loud"}, {"--log-level", ""}, {"--log-level", "fatal"}, {"--nope"}, {"extra"},
-		{"--fallback", "maybe"}, {"--fallback-share", "2"}, {"--fallback-share", "none"}, {"--backend-timeout", "0s"},
+		{"--fallback", "maybe"}, {"--fallback-share", "2"}, {"--fallback-share", "none"}, {"--backend-timeout", "0s"}, {"--fallback-max-keys", "63"},
 		{"--hot-split", "17"}, {"--hot-threshold", "-1"}, {"--hot-cooldown", "0s"},
 		{"--io-loops", "-2"}, {"--io-loops", "1025"}, {"--busy-poll", "2ms"}, {"--busy-poll", "-1us"}, {"--maxclients", "0"}, {"--timeout", "-1"}} {
 		out.Reset()
