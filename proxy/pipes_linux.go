@@ -214,6 +214,7 @@ func (l *loop) nodeEvent(n *node, events uint32) {
 			l.lost(n, errors.New("the node closed the connection"))
 			return
 		default:
+			n.p.Heard(l.now)
 			if err := n.p.Feed(k); err != nil {
 				l.lost(n, err)
 				return

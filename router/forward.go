@@ -1027,7 +1027,10 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 			continue
 		}
 		if len(b.sent) > 0 {
-			conn.SetReadDeadline(b.sent[0].sentAt.Add(b.c.forwardTimeout()))
+			// From this reply on: a node answering a backlog (one
+			// client's pipeline of big values) is not hung, as on a
+			// loop's pipe (Pipe.Deadline).
+			conn.SetReadDeadline(time.Now().Add(b.c.forwardTimeout()))
 		} else {
 			conn.SetReadDeadline(time.Time{})
 		}

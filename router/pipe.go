@@ -52,6 +52,12 @@ type Pipe struct {
 	src   bytes.Reader
 	br    *bufio.Reader
 	arena []byte // replies are cut from it, never overwritten
+	// heard is when the node last sent bytes. A passthrough pipe's node
+	// is hung once it sends nothing for the timeout while commands wait:
+	// one client's pipeline of big values takes longer than that to come
+	// through, and the commands behind it, sent with it, must not fail
+	// for it. (A bucket call's deadline stays its own: a step is small.)
+	heard time.Time
 
 	// A bucket pipe's calls: queued, and script calls in flight.
 	bq        []queued
@@ -140,13 +146,21 @@ func (p *Pipe) Wrote(n int) {
 func (p *Pipe) Waiting() bool { return len(p.sent) > 0 }
 
 // Deadline is when the node is taken as hung if the oldest command
-// written is not answered; false when none waits.
+// written is not answered (for a passthrough pipe, nor anything more
+// heard from the node); false when none waits.
 func (p *Pipe) Deadline() (time.Time, bool) {
 	if len(p.sent) == 0 || p.sent[0].sentAt.IsZero() {
 		return time.Time{}, false
 	}
-	return p.sent[0].sentAt.Add(p.timeout), true
+	from := p.sent[0].sentAt
+	if !p.bucket && p.heard.After(from) {
+		from = p.heard
+	}
+	return from.Add(p.timeout), true
 }
+
+// Heard says the node sent bytes at now.
+func (p *Pipe) Heard(now time.Time) { p.heard = now }
 
 // Sent stamps the commands not stamped yet with when they were written.
 func (p *Pipe) Sent(now time.Time) {

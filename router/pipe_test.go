@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
@@ -301,5 +302,41 @@ func TestKeylessCommandsPassOverAnUnhealthyPrimary(t *testing.T) {
 	}
 	if addr := c.addrOf(&topology{}, AnySlot); addr != "" {
 		t.Fatalf("%q with no primary known", addr)
+	}
+}
+
+// A passthrough pipe's node is hung once it has sent nothing for the
+// timeout while commands wait, not once the oldest has waited that long:
+// one client's pipeline of big values may take longer than the timeout to
+// come through, and the commands behind it were sent with it. A bucket
+// pipe's calls keep their own deadline.
+func TestPipeNodeSendingIsNotHung(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	for _, bucket := range []bool{false, true} {
+		c := &Cluster{}
+		p := c.NewPipe("127.0.0.1:1", false, false)
+		if bucket {
+			p = c.NewBucketPipe("127.0.0.1:1")
+		}
+		p.timeout = time.Second
+		var got []string
+		p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+		p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+		p.Sent(t0)
+		if d, ok := p.Deadline(); !ok || !d.Equal(t0.Add(time.Second)) {
+			t.Fatalf("bucket %v: deadline %v, %v before anything is heard, want the oldest's %v", bucket, d, ok, t0.Add(time.Second))
+		}
+		// The first reply's first bytes, 800 ms on: the node is sending.
+		p.Heard(t0.Add(800 * time.Millisecond))
+		if err := p.Feed(copy(p.ReadBuf(3), "+PO")); err != nil {
+			t.Fatal(err)
+		}
+		want := t0.Add(1800 * time.Millisecond)
+		if bucket {
+			want = t0.Add(time.Second)
+		}
+		if d, ok := p.Deadline(); !ok || !d.Equal(want) {
+			t.Fatalf("bucket %v: deadline %v, %v once the node sent bytes 800ms on, want %v", bucket, d, ok, want)
+		}
 	}
 }
