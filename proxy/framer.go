@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -430,6 +432,37 @@ type framedConn struct {
 	softOver time.Time
 	// shaken: a TLS client's handshake is done (and bounded in time).
 	shaken bool
+	// While the server drains, the client's commands read before are
+	// answered, and no more are read: draining says when, and drainBusy
+	// is the count of busy clients Shutdown waits for, while this one
+	// holds some (holdForDrain) between two of its pipelines.
+	draining  func() bool
+	drainBusy atomic.Pointer[atomic.Int64]
+}
+
+// holdForDrain reports whether c holds commands of the client read before
+// the server began to drain, not yet handed to redcon: if so, it counts
+// as busy until they are (releaseDrain), so that Shutdown waits for them.
+// (A command still unfinished is not one: no more is read.)
+func (c *framedConn) holdForDrain(busy *atomic.Int64) bool {
+	ready := len(c.out)
+	if c.holding {
+		ready = c.holdAt
+	}
+	if c.off >= ready && len(c.rest) == 0 {
+		return false
+	}
+	if c.drainBusy.CompareAndSwap(nil, busy) {
+		busy.Add(1)
+	}
+	return true
+}
+
+// releaseDrain stops counting c as busy for holdForDrain.
+func (c *framedConn) releaseDrain() {
+	if busy := c.drainBusy.Swap(nil); busy != nil {
+		busy.Add(-1)
+	}
 }
 
 // handshakeTimeout bounds a TLS client's handshake (a variable for tests): a client that
@@ -487,6 +520,16 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			c.rest = nil
 			c.ferr = c.frame(d)
 			continue
+		}
+		if c.draining != nil && c.draining() {
+			// What it sent before the drain is all handed on: nothing
+			// more is read, and it closes once answered.
+			if n > 0 {
+				break
+			}
+			c.releaseDrain()
+			c.linger()
+			return 0, io.EOF
 		}
 		if c.buf == nil {
 			c.buf = make([]byte, framedReadSize)
@@ -693,7 +736,7 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.s.admit() {
-			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit}, nil
+			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining}, nil
 		}
 		if _, ok := c.(*tls.Conn); !ok {
 			l.s.reject(c, 100*time.Millisecond)

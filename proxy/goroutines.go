@@ -147,6 +147,9 @@ func (s *Server) closedConn(conn redcon.Conn, err error) {
 	// redcon calls closed only for a connection accept took, and accept
 	// always sets its goClient.
 	c := conn.Context().(*goClient)
+	if c.conn != nil {
+		c.conn.releaseDrain()
+	}
 	s.gone(&c.client)
 	c.unpin() // its WATCH ends with it
 	if c.tunnel != nil {
@@ -177,6 +180,9 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
 	c := conn.Context().(*goClient)
+	if c.conn != nil {
+		c.conn.releaseDrain()
+	}
 	if c.push != nil {
 		if subscribed, ok := c.push.begin(); ok {
 			c.subscribedNow(subscribed)
@@ -236,6 +242,11 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		c.out.b = nil
 	}
 	if c.closing || s.isDraining() {
+		if !c.closing && c.conn != nil && c.conn.holdForDrain(&s.busy) {
+			// Commands it sent are read, not yet handed to redcon: they
+			// are answered before it closes (framedConn.Read).
+			return
+		}
 		// After QUIT, or while the server shuts down: the replies go out
 		// before the close, and the input left is discarded rather than
 		// reset away.

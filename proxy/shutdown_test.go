@@ -167,3 +167,35 @@ func startServer(t *testing.T, cfg proxy.Config) (*proxy.Server, net.Listener, <
 	go func() { served <- srv.Serve(ln) }()
 	return srv, ln, served
 }
+
+// Shutdown answers every command a client served on a goroutine sent
+// before it, though they were read but not yet taken (the framer reads
+// more at once than redcon takes per pipeline), and then closes it. The
+// pipeline is one write, small enough for one read: it is all read
+// before the gated decision of its first command is submitted.
+func TestShutdownAnswersWhatWasRead(t *testing.T) {
+	g := gatedDecider{Decider: router.NewMemory(0), submitted: make(chan struct{}, 8), release: make(chan struct{})}
+	srv, ln, served := startServer(t, proxy.Config{Decider: g, Backend: "test", Loops: -1})
+	conn := dialRaw(t, ln.Addr().String())
+	const pings = 1500 // 9 KB inline: more than redcon takes at once
+	conn.c.Write([]byte("THROTTLE k 5 1 1s\r\n" + strings.Repeat("PING\r\n", pings)))
+	<-g.submitted
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	close(g.release)
+	if got := conn.read(); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+		t.Fatalf("THROTTLE: %q", got)
+	}
+	for i := range pings {
+		if got := conn.read(); got != "+PONG\r\n" {
+			t.Fatalf("PING %d of %d: %q", i+1, pings, got)
+		}
+	}
+	if _, err := conn.br.ReadByte(); err != io.EOF {
+		t.Fatalf("after the replies: %v, want EOF", err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	<-served
+}
