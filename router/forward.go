@@ -639,7 +639,7 @@ func (f *forwarded) answer(r []byte) {
 		return
 	}
 	if (moved || ask) && f.redirects < maxRedirects {
-		if addr, ok := redirectAddr(r); ok {
+		if addr, ok := redirectAddr(r, f.addr); ok {
 			f.redirects++
 			f.asking = ask
 			if moved {
@@ -725,8 +725,10 @@ func isRedirectReply(r []byte) (moved, ask bool) {
 // redirectAddr reads the node of "-MOVED 3999 127.0.0.1:6381\r\n", as
 // net.JoinHostPort writes it, as the slot map's addresses are. Redis
 // writes "%s:%d" of the node's IP, which for IPv6 ("::1:6381") has no
-// brackets: the port is after the last colon.
-func redirectAddr(r []byte) (string, bool) {
+// brackets: the port is after the last colon. A redirect without a host
+// (":6381", from a cluster whose cluster-preferred-endpoint-type is
+// unknown-endpoint) is to the host of from, the node that sent it.
+func redirectAddr(r []byte, from string) (string, bool) {
 	line := string(r)
 	if len(line) < 2 || line[len(line)-2:] != "\r\n" {
 		return "", false
@@ -747,6 +749,11 @@ func redirectAddr(r []byte) (string, bool) {
 	}
 	if len(host) > 1 && host[0] == '[' && host[len(host)-1] == ']' {
 		host = host[1 : len(host)-1]
+	}
+	if host == "" {
+		if host, _, _ = net.SplitHostPort(from); host == "" {
+			return "", false
+		}
 	}
 	return net.JoinHostPort(host, port), true
 }

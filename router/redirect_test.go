@@ -12,26 +12,33 @@ import (
 func TestRedirectAddr(t *testing.T) {
 	for _, tc := range []struct {
 		reply string
+		from  string // the node that sent it
 		addr  string
 		ok    bool
 	}{
-		{"-MOVED 3999 127.0.0.1:6381\r\n", "127.0.0.1:6381", true},
-		{"-ASK 3999 10.0.0.2:7000\r\n", "10.0.0.2:7000", true},
-		{"-MOVED 3999 redis-1.example:7000\r\n", "redis-1.example:7000", true},
+		{"-MOVED 3999 127.0.0.1:6381\r\n", "10.0.0.9:7000", "127.0.0.1:6381", true},
+		{"-ASK 3999 10.0.0.2:7000\r\n", "10.0.0.9:7000", "10.0.0.2:7000", true},
+		{"-MOVED 3999 redis-1.example:7000\r\n", "10.0.0.9:7000", "redis-1.example:7000", true},
 		// The slot map's addresses are net.JoinHostPort's: the redirect's
 		// must be too, or the node gets a second set of connections.
-		{"-MOVED 3999 ::1:7000\r\n", "[::1]:7000", true},
-		{"-ASK 12 fe80::1:2:6379\r\n", "[fe80::1:2]:6379", true},
-		{"-MOVED 3999 [::1]:7000\r\n", "[::1]:7000", true},
-		{"-MOVED 3999\r\n", "", false},
-		{"-MOVED 3999 127.0.0.1\r\n", "", false},
-		{"-MOVED 3999 127.0.0.1:\r\n", "", false},
-		{"-MOVED 3999 127.0.0.1:x\r\n", "", false},
-		{"-MOVED 3999 127.0.0.1:6381", "", false},
+		{"-MOVED 3999 ::1:7000\r\n", "10.0.0.9:7000", "[::1]:7000", true},
+		{"-ASK 12 fe80::1:2:6379\r\n", "10.0.0.9:7000", "[fe80::1:2]:6379", true},
+		{"-MOVED 3999 [::1]:7000\r\n", "10.0.0.9:7000", "[::1]:7000", true},
+		// A redirect without a host (cluster-preferred-endpoint-type
+		// unknown-endpoint) is to the host of the node that sent it.
+		{"-MOVED 3999 :7001\r\n", "10.0.0.9:7000", "10.0.0.9:7001", true},
+		{"-ASK 3999 :7001\r\n", "[::1]:7000", "[::1]:7001", true},
+		{"-MOVED 3999 :7001\r\n", "redis.example:7000", "redis.example:7001", true},
+		{"-MOVED 3999 :7001\r\n", "", "", false},
+		{"-MOVED 3999\r\n", "10.0.0.9:7000", "", false},
+		{"-MOVED 3999 127.0.0.1\r\n", "10.0.0.9:7000", "", false},
+		{"-MOVED 3999 127.0.0.1:\r\n", "10.0.0.9:7000", "", false},
+		{"-MOVED 3999 127.0.0.1:x\r\n", "10.0.0.9:7000", "", false},
+		{"-MOVED 3999 127.0.0.1:6381", "10.0.0.9:7000", "", false},
 	} {
-		addr, ok := redirectAddr([]byte(tc.reply))
+		addr, ok := redirectAddr([]byte(tc.reply), tc.from)
 		if addr != tc.addr || ok != tc.ok {
-			t.Errorf("%q: %q, %v; want %q, %v", tc.reply, addr, ok, tc.addr, tc.ok)
+			t.Errorf("%q from %q: %q, %v; want %q, %v", tc.reply, tc.from, addr, ok, tc.addr, tc.ok)
 		}
 	}
 }

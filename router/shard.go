@@ -255,14 +255,19 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	client := *c.client.Load()
 	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
 	defer cancel()
-	ranges, err := client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
+	nodes := client.Nodes()
+	ranges, from, err := readSlots(ctx, client, nodes)
 	if err != nil {
 		c.stale.Store(true)
 		return
 	}
+	// A node without an endpoint (a null one: the cluster's
+	// cluster-preferred-endpoint-type is unknown-endpoint) is reached at
+	// the host that answered, on its own port, as Redis's CLUSTER SLOTS
+	// documents and cluster clients do: ":port" would dial this host.
+	fromHost, _, _ := net.SplitHostPort(from)
 	t := &topology{replicas: map[string][]string{}}
 	owning := map[*shard]bool{}
-	nodes := client.Nodes()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, rg := range ranges {
@@ -277,6 +282,9 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			continue
 		}
 		host, _ := node[0].ToString()
+		if host == "" {
+			host = fromHost
+		}
 		port, _ := node[1].AsInt64()
 		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
 		s := c.shards[addr]
@@ -302,6 +310,9 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			for _, r := range v[3:] {
 				if rn, err := r.ToArray(); err == nil && len(rn) >= 2 {
 					rh, _ := rn[0].ToString()
+					if rh == "" {
+						rh = fromHost
+					}
 					rp, _ := rn[1].AsInt64()
 					t.replicas[addr] = append(t.replicas[addr], net.JoinHostPort(rh, strconv.FormatInt(rp, 10)))
 				}
@@ -331,6 +342,25 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	}
 	t.split = min(t.split, len(t.tags))
 	c.topo.Store(t)
+}
+
+// readSlots reads CLUSTER SLOTS from one of nodes (the cluster client's,
+// by address), picked as the cluster client picks one for a keyless
+// command, the next if it fails, and reports the address it came from:
+// the one its null endpoints stand for. Without nodes the cluster client
+// asks, and from is empty.
+func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]rueidis.Client) (ranges []rueidis.RedisMessage, from string, err error) {
+	if len(nodes) == 0 {
+		ranges, err = client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
+		return ranges, "", err
+	}
+	for addr, n := range nodes {
+		ranges, err = n.Do(ctx, n.B().ClusterSlots().Build()).ToArray()
+		if err == nil || ctx.Err() != nil {
+			return ranges, addr, err
+		}
+	}
+	return nil, "", err
 }
 
 // unhealthy reports whether any shard is unhealthy.

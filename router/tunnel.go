@@ -512,7 +512,7 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 			break
 		}
 		tc.sent = tc.sent[1:]
-		if addr, ok := redirectAddr(r); ok && bytes.HasPrefix(r, []byte("-MOVED ")) && head.redirects < maxRedirects {
+		if addr, ok := redirectAddr(r, tc.addr); ok && bytes.HasPrefix(r, []byte("-MOVED ")) && head.redirects < maxRedirects {
 			// The slot moved: its new owner takes the command, and the
 			// slot map is read again for the next ones.
 			t.c.stale.Store(true)
