@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,4 +140,51 @@ func TestPassthroughScriptingHelp(t *testing.T) {
 			t.Errorf("%s: %q, want it refused because %s", tc.cmd, got, tc.why)
 		}
 	}
+}
+
+// A script may return a table nested as deep as Lua's C stack allows
+// (about 7,990 levels), which Redis sends as it is: through sluice too,
+// on both serving paths and protocols, and the command pipelined behind
+// it on the same node gets its own reply. Read as a protocol error, it
+// broke the node's shared connection: that client's commands, and other
+// clients' in flight on it, were answered an error.
+func TestPassthroughDeeplyNestedScriptReply(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	const key = "{deep}k"
+	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		if resp3 {
+			conn.do("HELLO", "3")
+		}
+		if got := conn.do("SET", key, "v"); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		for _, depth := range []int{600, 7990} {
+			eval := []string{"EVAL", "local t = {1} for i = 1, " + strconv.Itoa(depth) + " do t = {t, i} end return t", "1", key}
+			// {{{1}, 1}, 2}, ...: the same bytes in RESP2 and RESP3.
+			var want strings.Builder
+			want.WriteString(strings.Repeat("*2\r\n", depth) + "*1\r\n:1\r\n")
+			for i := 1; i <= depth; i++ {
+				want.WriteString(":" + strconv.Itoa(i) + "\r\n")
+			}
+			if depth == 600 {
+				// The node's own answer, read as bytes: the test's reader
+				// is the one under test.
+				node := dialRaw(t, primaryOf(t, c, key).Addr)
+				node.send(eval)
+				got := make([]byte, want.Len())
+				if _, err := io.ReadFull(node.br, got); err != nil || string(got) != want.String() {
+					t.Fatalf("the node answers a table %d levels deep: %.40q, %v", depth, got, err)
+				}
+			}
+			conn.send(eval, []string{"GET", key})
+			if got := conn.read(); got != want.String() {
+				t.Errorf("a table %d levels deep: %.120q (%d bytes), want the node's %d bytes", depth, got, len(got), want.Len())
+			}
+			if got := conn.read(); got != "$1\r\nv\r\n" {
+				t.Errorf("GET after a table %d levels deep: %q", depth, got)
+			}
+		}
+	})
 }

@@ -22,9 +22,13 @@ import (
 var ErrProtocol = errors.New("protocol error")
 
 const (
-	// maxDepth keeps a reply shallow enough for clients whose parsers
-	// recurse, as most do; real replies nest a few levels at most.
-	maxDepth = 512
+	// maxDepth bounds a reply's nesting above the deepest Redis makes: a
+	// script's table, converted level by level within Lua's C stack
+	// (LUAI_MAXCSTACK, 8000), nests up to about 7,990 levels, which
+	// Redis sends as they are. A limit below that would take a node's
+	// own reply for a protocol error and break the connection it came
+	// on, with every other client's command on it.
+	maxDepth = 8192
 
 	// chunk is the most dst grows ahead of the bytes that fill it, so a
 	// declared length costs memory only as its bytes arrive.
