@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -187,4 +189,59 @@ func TestPassthroughDeeplyNestedScriptReply(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A node running a script past its busy-reply-threshold answers BUSY to
+// everything else: it cannot decide a bucket then, as a LOADING node
+// cannot. THROTTLE on its keys is decided by the fallback, on both serving
+// paths, and the shard is unhealthy until the script ends; THROTTLE did
+// not answer Redis's BUSY error, telling to send a SCRIPT KILL that sluice
+// refuses.
+func TestThrottleOnANodeBusyWithAScript(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx := context.Background()
+	const key = "{busy}t"
+	victim := primaryOf(t, c, router.KeyPrefix+key)
+	if err := victim.Do(ctx, "CONFIG", "SET", "busy-reply-threshold", "10").Error(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Do(ctx, "CONFIG", "SET", "busy-reply-threshold", "5000") })
+	for _, loops := range []int{0, -1} {
+		// The backend timeout is long: BUSY, not a timeout, is the fault.
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: 5 * time.Second, HotThreshold: -1})
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Loops: loops}))
+		if got := conn.do("THROTTLE", key, "10", "1", "1s"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+			t.Fatalf("THROTTLE: %q", got)
+		}
+		// A script that only reads, so SCRIPT KILL ends it (in 30 s at most).
+		script := dialRaw(t, victim.Addr)
+		script.send([]string{"EVAL", "local t0 = redis.call('TIME') while true do local t = redis.call('TIME') if t[1] - t0[1] > 30 then return 0 end end", "0"})
+		ping := dialRaw(t, victim.Addr)
+		waitUntil(t, "the node answers BUSY", func() bool { return strings.HasPrefix(ping.do("PING"), "-BUSY ") })
+		if got := conn.do("THROTTLE", key, "10", "1", "1s"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+			t.Errorf("loops %d: THROTTLE while the node is busy: %q, want the fallback's decision", loops, got)
+		}
+		if s := shardStatsOf(t, r, victim.Addr); s.Healthy || s.ErrorKinds["busy"] == 0 {
+			t.Errorf("loops %d: the busy node's shard: %+v, want it unhealthy for BUSY", loops, s)
+		}
+		if got := ping.do("SCRIPT", "KILL"); got != "+OK\r\n" {
+			t.Fatalf("SCRIPT KILL: %q", got)
+		}
+		if got := script.read(); !strings.HasPrefix(got, "-") {
+			t.Fatalf("the killed script: %q", got)
+		}
+		waitUntil(t, "the shard is healthy again", func() bool { return shardStatsOf(t, r, victim.Addr).Healthy })
+	}
+}
+
+// shardStatsOf is the state of r's shard at addr.
+func shardStatsOf(t *testing.T, r *router.Cluster, addr string) router.ShardStats {
+	t.Helper()
+	for _, s := range r.Stats().Cluster.Shards {
+		if s.Addr == addr {
+			return s
+		}
+	}
+	t.Fatalf("no shard %s", addr)
+	return router.ShardStats{}
 }

@@ -146,7 +146,7 @@ func isFault(err error) bool {
 	var le *lua.Error
 	if errors.As(err, &le) {
 		// One bucket's error in a many-bucket step.
-		return le.IsClusterDown() || le.IsNotLocal() || le.IsTryAgain() || le.IsLoading() ||
+		return le.IsClusterDown() || le.IsNotLocal() || le.IsTryAgain() || le.IsLoading() || le.IsBusy() ||
 			strings.HasPrefix(le.Msg, "MASTERDOWN") || strings.HasPrefix(le.Msg, "READONLY")
 	}
 	re, ok := rueidis.IsRedisErr(err)
@@ -154,8 +154,10 @@ func isFault(err error) bool {
 		// Timeouts, EOF, refused and reset connections, a closing client.
 		return true
 	}
+	// BUSY: a script or function runs past busy-reply-threshold, and
+	// the node answers nothing else until it ends (or is killed).
 	return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading() || isRedirect(err) ||
-		strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY")
+		strings.HasPrefix(re.Error(), "BUSY ") || strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY")
 }
 
 // redirected is the indexes of errs that are a MOVED or an ASK, which a
@@ -203,6 +205,8 @@ func errorKind(err error) string {
 		return "tryagain"
 	case strings.Contains(msg, "LOADING"):
 		return "loading"
+	case strings.Contains(msg, "BUSY "):
+		return "busy"
 	case strings.Contains(msg, "MASTERDOWN"), strings.Contains(msg, "READONLY"):
 		return "replica"
 	case strings.Contains(msg, "non local key"), strings.Contains(msg, "MOVED"), strings.Contains(msg, "ASK "):

@@ -23,6 +23,7 @@ func TestErrorKind(t *testing.T) {
 		{&lua.Error{Msg: "ERR Script attempted to execute a write command while the cluster is down"}, "clusterdown"},
 		{&lua.Error{Msg: "TRYAGAIN Multiple keys request during rehashing of slot"}, "tryagain"},
 		{&lua.Error{Msg: "LOADING Redis is loading the dataset in memory"}, "loading"},
+		{&lua.Error{Msg: "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."}, "busy"},
 		{&lua.Error{Msg: "READONLY You can't write against a read only replica."}, "replica"},
 		{&lua.Error{Msg: "ERR Script attempted to access a non local key in a cluster node"}, "redirect"},
 		{io.EOF, "connection"},

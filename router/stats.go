@@ -47,7 +47,7 @@ type ShardStats struct {
 	Since   time.Time // of the current state
 	Errors  int64     // faults seen since start
 	// ErrorKinds counts them by kind: timeout, connection, clusterdown,
-	// tryagain, loading, replica, redirect, other.
+	// tryagain, loading, busy, replica, redirect, other.
 	ErrorKinds map[string]int64
 	LastError  string
 }
