@@ -454,6 +454,18 @@ func TestPassthroughFansOut(t *testing.T) {
 	if got := conn.do("EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"); !strings.HasPrefix(got, "-NOSCRIPT") {
 		t.Errorf("EVALSHA of a script never loaded: %q", got)
 	}
+	// A script's own error that begins NOSCRIPT is its answer: it ran, and
+	// is not run again.
+	mine := conn.do("SCRIPT", "LOAD", "redis.call('INCR', KEYS[1]) return redis.error_reply('NOSCRIPT mine')")
+	if !strings.HasPrefix(mine, "$40\r\n") {
+		t.Fatalf("SCRIPT LOAD: %q", mine)
+	}
+	if got := conn.do("EVALSHA", strings.Split(mine, "\r\n")[1], "1", "fo:ns"); got != "-NOSCRIPT mine\r\n" {
+		t.Errorf("EVALSHA of a script answering its own NOSCRIPT error: %q", got)
+	}
+	if got := conn.do("GET", "fo:ns"); got != "$1\r\n1\r\n" {
+		t.Errorf("after a script answered its own NOSCRIPT error, its INCR: %q, want 1 (run once)", got)
+	}
 	// Commands that change every primary need --allow-admin.
 	if got := conn.do("FLUSHALL"); !strings.Contains(got, "only with --allow-admin: it changes every primary") {
 		t.Errorf("FLUSHALL without --allow-admin: %q", got)

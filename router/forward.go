@@ -649,7 +649,9 @@ func (f *forwarded) answer(r []byte) {
 			return
 		}
 	}
-	if bytes.HasPrefix(r, []byte("-NOSCRIPT")) && !f.replayed {
+	// Redis's own words: a script's error reply may begin NOSCRIPT too,
+	// and the script then ran.
+	if bytes.HasPrefix(r, []byte("-NOSCRIPT No matching script")) && !f.replayed {
 		if sha, ok := evalshaSHA(f.cmd); ok {
 			// A node that lost the script (a promoted replica, a restart,
 			// SCRIPT FLUSH): run it from its text, if any sluice saw it
