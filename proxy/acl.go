@@ -214,6 +214,21 @@ func knownCommand(r aclRule, specs map[string]*cmdspec.Spec) bool {
 	return spec != nil && (!isSub || spec.Subcommands[sub] != nil || arg && len(spec.Subcommands) == 0)
 }
 
+// allCommands reports whether u's rules permit every command: the last
+// +@all or -@all is +@all, and no rule after it denies anything.
+func (u *User) allCommands() bool {
+	all := false
+	for _, r := range u.rules {
+		switch {
+		case r.all:
+			all = r.allow
+		case !r.allow:
+			all = false
+		}
+	}
+	return all
+}
+
 // settle works out what needs no check per command.
 func (u *User) settle() {
 	u.all = u.on && u.allKeys && u.allChannels && len(u.rules) > 0 && u.rules[len(u.rules)-1].all && u.rules[len(u.rules)-1].allow
@@ -484,6 +499,11 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 			unchecked = errNoKey
 		case (!c.user.allKeys || !c.user.allChannels) && runsCode[name]:
 			unchecked = fmt.Errorf("NOPERM User %s may use some keys or channels only: sluice cannot check the keys and channels a script or function touches, so '%s' needs allkeys and allchannels", c.user.name, name)
+		case runsCode[name] && !c.user.allCommands():
+			// Redis checks every redis.call against the caller's rules; the
+			// node runs it as sluice's cluster user, so a user denied a
+			// command (-@dangerous, -set) could run it inside a script.
+			unchecked = fmt.Errorf("NOPERM User %s may run some commands only: sluice cannot check the commands a script or function runs, so '%s' needs +@all", c.user.name, name)
 		}
 		// The channels Redis 7 checks (its commands_with_channels);
 		// unsubscribing is never refused.

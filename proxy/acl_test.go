@@ -535,3 +535,39 @@ func TestACLFirstArgument(t *testing.T) {
 		}
 	}
 }
+
+// A script's redis.call runs as sluice's cluster user, where Redis checks
+// it against the caller's rules: a user denied any command may not run a
+// script or function, even with allkeys and allchannels, or -@dangerous
+// and -set would not hold inside EVAL and FCALL.
+func TestACLScriptsNeedEveryCommand(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us := users(t, strings.Join([]string{
+		"user default off",
+		"user safe on >s ~* &* +@all -@dangerous",
+		"user few on >f ~* &* -@all +eval +evalsha +fcall +get",
+		"user back on >b ~* &* +@all -set +@all",
+	}, "\n"), "")
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us})
+	for _, tc := range []struct {
+		user string
+		args []string
+		want string // a prefix of the reply
+	}{
+		{"safe", []string{"EVAL", "return redis.call('flushdb')", "0"}, "-NOPERM User safe may run some commands only"},
+		{"few", []string{"EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "k"}, "-NOPERM User few may run some commands only"},
+		{"few", []string{"FCALL", "f", "1", "k"}, "-NOPERM User few may run some commands only"},
+		{"few", []string{"GET", "k"}, "$-1"},
+		// A later +@all grants everything again.
+		{"back", []string{"EVAL", "return 1", "0"}, ":1"},
+	} {
+		conn := dialRaw(t, addr)
+		if got := conn.do("AUTH", tc.user, tc.user[:1]); got != "+OK\r\n" {
+			t.Fatalf("AUTH %s: %q", tc.user, got)
+		}
+		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
+		}
+	}
+}
