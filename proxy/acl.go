@@ -515,6 +515,14 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 		case "psubscribe":
 			channels, pattern = args[1:], true
 		}
+		switch name {
+		case "georadius", "georadiusbymember":
+			// They store into their last STORE or STOREDIST, where the key
+			// specs name the first of each: both are checked.
+			idx = append(idx, georadiusKeys(args)...)
+		case "xread", "xreadgroup":
+			idx = append(idx, xreadKeys(args)...)
+		}
 		for _, i := range idx {
 			keys = append(keys, args[i])
 		}

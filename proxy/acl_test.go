@@ -571,3 +571,36 @@ func TestACLScriptsNeedEveryCommand(t *testing.T) {
 		}
 	}
 }
+
+// GEORADIUS stores into its last STORE or STOREDIST, where its key specs
+// name the first of each: every one is checked, or a user of ~k* could
+// write y{kgeo} (same slot, so the node runs it) behind a STORE k{kgeo}.
+func TestACLGeoradiusEveryStore(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us := users(t, "user default off\nuser admin on >a ~* &* +@all\nuser k on >k ~k* +@all", "")
+	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us})
+	admin := dialRaw(t, addr)
+	admin.do("AUTH", "admin", "a")
+	if got := admin.do("GEOADD", "kgeo", "0", "0", "m"); got != ":1\r\n" {
+		t.Fatalf("GEOADD: %q", got)
+	}
+	conn := dialRaw(t, addr)
+	conn.do("AUTH", "k", "k")
+	const denied = "-NOPERM No permissions to access a key\r\n"
+	for _, args := range [][]string{
+		{"GEORADIUS", "kgeo", "0", "0", "1", "m", "STORE", "k{kgeo}", "STORE", "y{kgeo}"},
+		{"GEORADIUS", "kgeo", "0", "0", "1", "m", "STOREDIST", "k{kgeo}", "STORE", "y{kgeo}"},
+		{"GEORADIUSBYMEMBER", "kgeo", "m", "1", "m", "STORE", "k{kgeo}", "STOREDIST", "y{kgeo}"},
+	} {
+		if got := conn.do(args...); got != denied {
+			t.Errorf("%q: got %q, want %q", args, got, denied)
+		}
+	}
+	if got := admin.do("EXISTS", "y{kgeo}"); got != ":0\r\n" {
+		t.Errorf("EXISTS y{kgeo}: %q, want :0 (written by a user of ~k*)", got)
+	}
+	if got := conn.do("GEORADIUS", "kgeo", "0", "0", "1", "m", "STORE", "k{kgeo}"); got != ":1\r\n" {
+		t.Errorf("GEORADIUS ... STORE k{kgeo}: %q, want :1", got)
+	}
+}
