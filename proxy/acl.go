@@ -493,6 +493,12 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 		idx, kerr := spec.Keys(nil, args)
 		switch {
 		case c.user == nil:
+		case !c.user.allKeys && kerr != nil && (name == "sort" || name == "sort_ro") && !sortPatterns(args):
+			// SORT's key specs are incomplete, so Redis checks the keys
+			// its own code finds, as routing does: without BY and GET
+			// (which Redis refuses a user without allkeys), its key and
+			// the one it stores into.
+			idx = sortKeys(args, name == "sort")
 		case !c.user.allKeys && kerr != nil:
 			// Keys sluice cannot tell (SORT's BY and GET, a malformed
 			// line): only a user of every key may send it.
@@ -604,4 +610,21 @@ func cmdACL(s *Server, c *client, conn respConn, args [][]byte) {
 		s.writeError(conn, refusedWithArity("acl|"+sub, args,
 			fmt.Errorf("sluice answers ACL WHOAMI and ACL LIST only ('%s'): its users are defined in --aclfile", truncate(args[1]))))
 	}
+}
+
+// sortPatterns reports whether a SORT has a BY or GET option, read as
+// Redis's sortCommand reads its options (LIMIT takes two arguments,
+// STORE, BY and GET one): their patterns name keys no key spec gives.
+func sortPatterns(args [][]byte) bool {
+	for i := 2; i < len(args); i++ {
+		switch a := args[i]; {
+		case bytes.EqualFold(a, []byte("by")), bytes.EqualFold(a, []byte("get")):
+			return true
+		case bytes.EqualFold(a, []byte("limit")):
+			i += 2
+		case bytes.EqualFold(a, []byte("store")):
+			i++
+		}
+	}
+	return false
 }

@@ -174,6 +174,11 @@ func TestAuthPassthrough(t *testing.T) {
 		{[]string{"CONFIG", "GET", "maxmemory"}, "-NOPERM User reader has no permissions to run the 'config|get' command"},
 		{[]string{"SET", "{cache:1}x", "v"}, "-NOPERM No permissions to access a key"},
 		{[]string{"SORT", "cache:1", "BY", "secret:*"}, "-NOPERM No permissions to access a key"},
+		{[]string{"SORT", "cache:1", "GET", "#"}, "-NOPERM No permissions to access a key"},
+		// Without BY or GET, SORT's keys are its key and where it stores.
+		{[]string{"SORT", "cache:1", "LIMIT", "0", "1", "ALPHA"}, "*0"},
+		{[]string{"SORT", "cache:1", "STORE", "{cache:1}x"}, "-NOPERM No permissions to access a key"},
+		{[]string{"SORT", "secret:1"}, "-NOPERM No permissions to access a key"},
 		{[]string{"EVAL", "return redis.call('GET', 'secret:1')", "1", "cache:1"}, "-NOPERM User reader may use some keys or channels only"},
 		{[]string{"MULTI"}, "+OK"},
 		{[]string{"SET", "cache:1", "v"}, "+QUEUED"},
