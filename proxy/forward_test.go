@@ -674,6 +674,71 @@ func TestPassthroughBlockingCommands(t *testing.T) {
 	}
 }
 
+// TestPassthroughBlockingFollowsASlotMove moves the slot of a key that
+// clients wait on through sluice: the old owner answers its waiters MOVED
+// (as a client connected to it sees), which sluice follows, so each waits
+// again at the new owner and gets what is pushed there, on both serving
+// paths and for a stream read as well as a list pop.
+func TestPassthroughBlockingFollowsASlotMove(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		k := "{blmove" + strconv.Itoa(-loops) + "}"
+		list, stream := k+"l", k+"s"
+		from := primaryOf(t, c, list)
+		to := c.Nodes[0]
+		if to == from {
+			to = c.Nodes[1]
+		}
+		// waiting counts n's blocked clients (flag b) whose command is cmd.
+		waiting := func(n *clustertest.Node, cmd string) int {
+			l, err := n.Do(ctx, "CLIENT", "LIST").ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := 0
+			for _, line := range strings.Split(l, "\n") {
+				if strings.Contains(line, " flags=b ") && strings.Contains(line, " cmd="+cmd+" ") {
+					w++
+				}
+			}
+			return w
+		}
+		direct := dialRaw(t, from.Addr)
+		direct.send([]string{"BLPOP", list, "0"})
+		pop, read := dialRaw(t, addr), dialRaw(t, addr)
+		pop.send([]string{"BLPOP", list, "0"})
+		read.send([]string{"XREAD", "BLOCK", "0", "STREAMS", stream, "$"})
+		waitUntil(t, "the commands wait at the old owner", func() bool {
+			return waiting(from, "blpop") == 2 && waiting(from, "xread") == 1
+		})
+		if err := c.MoveSlot(ctx, slot.Of(list), to); err != nil {
+			t.Fatal(err)
+		}
+		if got := direct.read(); !strings.HasPrefix(got, "-MOVED ") {
+			t.Fatalf("loops %d: a client of the old owner: %q, want MOVED", loops, got)
+		}
+		waitUntil(t, "the commands wait at the new owner", func() bool {
+			return waiting(to, "blpop") == 1 && waiting(to, "xread") == 1
+		})
+		other := dialRaw(t, addr)
+		if got := other.do("RPUSH", list, "x"); got != ":0\r\n" && got != ":1\r\n" {
+			t.Fatalf("loops %d: RPUSH: %q", loops, got)
+		}
+		if got, want := pop.read(), "*2\r\n$"+strconv.Itoa(len(list))+"\r\n"+list+"\r\n$1\r\nx\r\n"; got != want {
+			t.Errorf("loops %d: BLPOP moved while it waits: %q, want %q", loops, got, want)
+		}
+		if got := other.do("XADD", stream, "1-1", "f", "v"); got != "$3\r\n1-1\r\n" {
+			t.Fatalf("loops %d: XADD: %q", loops, got)
+		}
+		if got := read.read(); !strings.Contains(got, "1-1") {
+			t.Errorf("loops %d: XREAD BLOCK moved while it waits: %q, want the entry 1-1", loops, got)
+		}
+	}
+}
+
 // clientIDs are the ids of the clients in a node's CLIENT LIST whose last
 // command is cmd. The list may come as a RESP3 verbatim string, which
 // rueidis leaves prefixed with its format ("txt:"), so the id is looked
