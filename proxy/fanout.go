@@ -114,9 +114,13 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 // scanNodeBits and that primary's own cursor above them. Cursor 0 starts
 // at the first primary; each primary's last page leads to the next one's
 // first. Slots that move between primaries during a scan may make it
-// miss or repeat keys (Redis's own guarantee holds per primary); a
-// failover numbers the primaries alike, but the promoted replica's own
-// cursors may miss or repeat some of its keys.
+// miss or repeat keys, and not only the moved slots': the primaries are
+// numbered by their lowest slots, so a move that reorders them sends a
+// cursor to another primary, and may skip a primary whole (Redis's own
+// guarantee holds per primary while the numbering stands). A failover
+// numbers the primaries alike, but the promoted replica's own cursors
+// (its dictionary hashes with its own seed) may miss or repeat some of
+// its keys.
 const scanNodeBits = 8
 
 func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {
