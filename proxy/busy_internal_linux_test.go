@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"runtime"
 	"testing"
 	"time"
+
+	"github.com/sluice-rl/sluice/router"
 )
 
 // busyClients counts the clients that sent in the current window of a
@@ -70,5 +73,42 @@ func TestBusyClientsNoneIsNotFew(t *testing.T) {
 	b.tick(at(9000))
 	if b.few() {
 		t.Fatalf("no client for 7 ms: few (%+v)", b)
+	}
+}
+
+// Loops wait holding a P only while every Server's loops in the process
+// leave the others one: a second Server's loop on a 2-P process waits as
+// the scheduler knows, and once the first Server closes, a new one's may
+// hold a P again.
+func TestRawWaitCountsEveryServersLoops(t *testing.T) {
+	if runtime.GOMAXPROCS(0) != 2 {
+		t.Skip("counts for 2 Ps")
+	}
+	// Other tests' loops end after their Servers close.
+	for deadline := time.Now().Add(5 * time.Second); rawLoops.Load() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d loops of other tests still wait raw", rawLoops.Load())
+		}
+	}
+	start := func() *Server {
+		s := New(Config{Decider: router.NewMemory(0), Loops: 1})
+		if err := s.startLoops(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := start()
+	second := start()
+	if !first.loops[0].rawWait || second.loops[0].rawWait {
+		t.Fatalf("raw waits: first %v, second %v; want the first only (2 Ps)", first.loops[0].rawWait, second.loops[0].rawWait)
+	}
+	first.Close()
+	<-first.loops[0].done
+	second.Close()
+	<-second.loops[0].done
+	third := start()
+	defer third.Close()
+	if !third.loops[0].rawWait {
+		t.Fatal("a Server started after the others closed does not wait raw")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -87,10 +88,14 @@ func (s *Server) startLoops() error {
 		s.loops = append(s.loops, l)
 	}
 	// See run: a loop may wait without telling the scheduler only while
-	// the other goroutines have a P of their own.
-	raw := len(s.loops) < runtime.GOMAXPROCS(0)
+	// the other goroutines have a P of their own, counting every Server's
+	// loops in the process (a program or a test may run several).
+	n := int64(len(s.loops))
+	raw := rawLoops.Add(n) < int64(runtime.GOMAXPROCS(0))
 	if raw {
 		s.polling = s.cfg.BusyPoll
+	} else {
+		rawLoops.Add(-n)
 	}
 	for _, l := range s.loops {
 		l.rawWait = raw
@@ -98,6 +103,12 @@ func (s *Server) startLoops() error {
 	}
 	return nil
 }
+
+// rawLoops counts the loops in the process that may wait in a raw
+// syscall (rawWait), each holding a P meanwhile: two Servers' loops that
+// each took their own count for the whole machine's held every P, and the
+// rest of the process waited for preemption (a round trip of 20 ms).
+var rawLoops atomic.Int64
 
 // acceptLoops hands the loops the clients ln accepts, in turn.
 func (s *Server) acceptLoops(ln net.Listener) error {
@@ -334,6 +345,9 @@ func (l *loop) poke() {
 
 func (l *loop) run() {
 	defer l.shutdown()
+	if l.rawWait {
+		defer rawLoops.Add(-1)
+	}
 	for {
 		ms := l.sleep()
 		n, err := pollNow(l.epfd, l.events[:])
