@@ -77,7 +77,7 @@ func (t *clientTable) list(keep func(*clientView) bool) []*clientView {
 // of them changes.
 func (c *client) published() {
 	f := viewFields{name: c.name, lib: c.lib, ver: c.ver, resp3: c.resp3, multi: c.multi != nil,
-		pubsub: c.subscribed || c.tunnel != nil}
+		pubsub: c.subscribed || c.subs}
 	if c.user != nil {
 		f.user = c.user.name
 	}

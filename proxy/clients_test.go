@@ -255,3 +255,43 @@ func TestClientHelpAndRefusedSubcommands(t *testing.T) {
 		}
 	})
 }
+
+// CLIENT LIST's P flag and TYPE pubsub follow the client's subscriptions,
+// as Redis 7.0.15's do, in RESP2 and RESP3: once the last one is dropped
+// the client is a normal one again (it stayed flags=P, listed as pubsub,
+// for as long as it kept its tunnel).
+func TestClientListPubsubFollowsSubscriptions(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		other := dialRaw(t, addr)
+		for _, proto := range []string{"2", "3"} {
+			sub := dialRaw(t, addr)
+			sub.do("HELLO", proto)
+			id := strings.TrimSuffix(strings.TrimPrefix(sub.do("CLIENT", "ID"), ":"), "\r\n")
+			check := func(when, flags string, listed bool) {
+				t.Helper()
+				list := other.do("CLIENT", "LIST", "ID", id)
+				if !strings.Contains(list, " flags="+flags+" ") {
+					t.Errorf("RESP%s %s: %q, want flags=%s", proto, when, list, flags)
+				}
+				pubsub := other.do("CLIENT", "LIST", "TYPE", "pubsub")
+				if strings.Contains(pubsub, "id="+id+" ") != listed {
+					t.Errorf("RESP%s %s: TYPE pubsub %q, want it listed %v", proto, when, pubsub, listed)
+				}
+			}
+			sub.do("SUBSCRIBE", "pf:a", "pf:b")
+			sub.read() // the second confirmation
+			check("subscribed", "P", true)
+			sub.do("UNSUBSCRIBE", "pf:a")
+			check("with one subscription left", "P", true)
+			sub.do("UNSUBSCRIBE", "pf:b")
+			check("unsubscribed", "N", false)
+			sub.do("PSUBSCRIBE", "pf:*")
+			check("psubscribed", "P", true)
+			sub.do("PUNSUBSCRIBE")
+			check("punsubscribed", "N", false)
+		}
+	})
+}

@@ -229,10 +229,16 @@ func (c *client) pushData(data []byte, subscribed bool) bool {
 }
 
 // subscribedNow puts a RESP2 client in subscribed mode or out of it, as
-// its tunnel reported it.
+// its tunnel reported it, and records whether a client of either
+// protocol has a subscription.
 func (c *client) subscribedNow(subscribed bool) {
+	changed := c.subs != subscribed
+	c.subs = subscribed
 	if !c.resp3 && c.subscribed != subscribed {
 		c.subscribed = subscribed
+		changed = true
+	}
+	if changed {
 		c.published()
 	}
 }

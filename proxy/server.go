@@ -480,8 +480,11 @@ type client struct {
 	// subscribed is set (RESP2), every command it sends goes there.
 	tunnel     *router.Tunnel
 	subscribed bool
-	tunnelGen  int    // counts its tunnels: what an old one sends is dropped
-	pushed     []byte // what the tunnel sent, behind replies not yet out
+	// subs: it has a subscription, as its tunnel last said, in either
+	// protocol (CLIENT LIST's P flag and TYPE pubsub, as Redis's).
+	subs      bool
+	tunnelGen int    // counts its tunnels: what an old one sends is dropped
+	pushed    []byte // what the tunnel sent, behind replies not yet out
 	// tunnelWait are the slots (by sequence number) of the commands sent
 	// through the tunnel and not yet answered, oldest first.
 	tunnelWait []uint64
@@ -902,7 +905,7 @@ func (c *client) reset() {
 		// Its commands sent before are answered first, as a node answers
 		// them before RESET: the tunnel drops their subscriptions after.
 		c.tunnel.Reset()
-		c.subscribed, c.tunnelReset = false, true
+		c.subscribed, c.subs, c.tunnelReset = false, false, true
 	case c.tunnel != nil:
 		c.closeTunnel()
 	}
@@ -916,7 +919,7 @@ func (c *client) reset() {
 // its end, are dropped.
 func (c *client) closeTunnel() {
 	c.tunnel.Close()
-	c.tunnel, c.subscribed, c.tunnelReset = nil, false, false
+	c.tunnel, c.subscribed, c.subs, c.tunnelReset = nil, false, false, false
 	c.tunnelGen++
 	if c.push != nil {
 		c.push.drop()
