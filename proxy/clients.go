@@ -94,11 +94,12 @@ func (v *clientView) line(now time.Time) string {
 	f := v.viewFields
 	v.mu.Unlock()
 	flags := ""
-	if f.multi {
-		flags += "x"
-	}
+	// In Redis's order: P before x.
 	if f.pubsub {
 		flags += "P"
+	}
+	if f.multi {
+		flags += "x"
 	}
 	if v.blocked.Load() {
 		flags += "b"

@@ -290,6 +290,12 @@ func TestClientListPubsubFollowsSubscriptions(t *testing.T) {
 			check("unsubscribed", "N", false)
 			sub.do("PSUBSCRIBE", "pf:*")
 			check("psubscribed", "P", true)
+			if proto == "3" {
+				// Subscribed and in a transaction: Redis writes P first.
+				sub.do("MULTI")
+				check("in MULTI", "Px", true)
+				sub.do("DISCARD")
+			}
 			sub.do("PUNSUBSCRIBE")
 			check("punsubscribed", "N", false)
 		}
