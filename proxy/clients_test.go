@@ -301,3 +301,38 @@ func TestClientListPubsubFollowsSubscriptions(t *testing.T) {
 		}
 	})
 }
+
+// In RESP2's subscribed mode, CLIENT LIST's cmd= names the command last
+// read, as a node's does: a subscription command sent through the tunnel,
+// and one refused in that mode (cmd= stayed "subscribe").
+func TestClientListCmdInSubscribedMode(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	steps := []struct {
+		args []string
+		cmd  string
+	}{
+		{[]string{"SUBSCRIBE", "sc:a"}, "subscribe"},
+		{[]string{"PSUBSCRIBE", "sc:*"}, "psubscribe"},
+		{[]string{"GET", "sc:k"}, "get"}, // refused in subscribed mode
+		{[]string{"NOSUCH"}, "NULL"},
+		{[]string{"PING"}, "ping"},
+		{[]string{"PUNSUBSCRIBE", "sc:*"}, "punsubscribe"},
+	}
+	run := func(t *testing.T, addr string) {
+		other := dialRaw(t, addr)
+		sub := dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(sub.do("CLIENT", "ID"), ":"), "\r\n")
+		for _, st := range steps {
+			sub.do(st.args...)
+			list := other.do("CLIENT", "LIST", "ID", id)
+			if !strings.Contains(list, " cmd="+st.cmd+" ") {
+				t.Errorf("after %q: %q, want cmd=%s", st.args, list, st.cmd)
+			}
+		}
+	}
+	t.Run("node", func(t *testing.T) { run(t, c.Nodes[0].Addr) })
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		run(t, serveConfig(t, cfg))
+	})
+}

@@ -101,6 +101,21 @@ func (s *Server) subscribe(c *client, name string, args [][]byte) error {
 // MOVED instead).
 func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 	name := lowerName(args[0])
+	specs := s.cfg.Forwarder.Commands()
+	var spec *cmdspec.Spec
+	var lookupErr error
+	if specs != nil {
+		// CLIENT LIST names what was last read, refused or not, as Redis.
+		spec, lookupErr = cmdspec.Lookup(specs, args)
+		switch {
+		case lookupErr == nil:
+			c.view.cmd.Store(&spec.Name)
+		case strings.HasPrefix(lookupErr.Error(), "ERR unknown"):
+			if own, _ := lookup(args); own == nil { // sluice's own is named already
+				c.view.cmd.Store(nil)
+			}
+		}
+	}
 	if name == "reset" && len(args) == 1 { // else refused, as of a wrong arity
 		s.resetClient(c)
 		s.replyNow(c, "+RESET\r\n")
@@ -117,12 +132,9 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		}
 		return nil
 	}
-	var err error
-	if specs := s.cfg.Forwarder.Commands(); specs != nil {
-		var spec *cmdspec.Spec
-		if spec, err = cmdspec.Lookup(specs, args); err == nil {
-			name = spec.Name
-		}
+	err := lookupErr
+	if specs != nil && err == nil {
+		name = spec.Name
 	}
 	if err == nil {
 		err = fmt.Errorf("Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", name)
