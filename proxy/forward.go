@@ -121,8 +121,11 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		}
 		return err
 	}
+	// MULTI, and UNWATCH with nothing watched, sluice answers itself:
+	// MULTI goes to the cluster at EXEC, and is counted then.
+	here := spec.Name == "multi" || (spec.Name == "unwatch" && c.pin == nil)
 	defer func() {
-		if err == nil { // one sluice refused itself was not forwarded
+		if err == nil && !here { // one sluice refused itself was not forwarded
 			s.metrics.forwarded(spec.Name)
 		}
 	}()

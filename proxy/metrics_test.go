@@ -39,6 +39,11 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		{"MULTI"}, {"GET", "mk:1"}, {"MSETNX", "mk:a", "1", "mk:b", "2"}, {"EXEC"}} {
 		conn.do(step...)
 	}
+	// A DISCARDed transaction, and an UNWATCH with nothing watched, never
+	// reach the cluster.
+	for _, step := range [][]string{{"MULTI"}, {"GET", "mk:1"}, {"DISCARD"}, {"UNWATCH"}} {
+		conn.do(step...)
+	}
 	for range 3 {
 		conn.do("THROTTLE", "mk:t", "2", "1", "1s")
 	}
@@ -52,6 +57,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 		`sluice_passthrough_commands_total{command="get"} 3`,
 		`sluice_passthrough_commands_total{command="set"} 2`,
 		`sluice_passthrough_commands_total{command="exec"} 1`,
+		`sluice_passthrough_commands_total{command="multi"} 1`, // the EXEC's block's, not the aborted one's
 		`sluice_decisions_total{policy="inline",result="allowed",source="cluster"} 2`,
 		`sluice_decisions_total{policy="inline",result="limited",source="cluster"} 1`,
 		`sluice_decisions_total{policy="two",result="allowed",source="cluster"} 2`,
@@ -69,9 +75,9 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	for _, name := range []string{"flushall", "msetnx", "shutdown"} {
+	for _, name := range []string{"flushall", "msetnx", "shutdown", "discard", "unwatch"} {
 		if strings.Contains(text, `command="`+name+`"`) {
-			t.Errorf("%s, refused, counted as forwarded", name)
+			t.Errorf("%s, not forwarded, counted as forwarded", name)
 		}
 	}
 	if strings.Contains(text, "mk:") {

@@ -160,6 +160,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		if c.pin != nil {
 			c.unpinned()
 		}
+		s.metrics.forwarded("multi")
 		for _, n := range t.names {
 			s.metrics.forwarded(n)
 		}
