@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"net"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Metrics after known traffic through a cluster: decisions by source,
@@ -330,4 +332,51 @@ func TestMetricsDurationOfAnEmbeddedDecision(t *testing.T) {
 			t.Errorf("loops %d: sum %v (%v), want > 0 over 3 decisions", loops, sum, err)
 		}
 	}
+}
+
+// The errors in EXEC's reply count, each, as a node counts them in
+// total_error_replies (they were not counted: the reply is an array).
+func TestErrorRepliesCountWithinExec(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	key := "ex:{e}"
+	steps := [][]string{{"SET", key, "v"}, {"MULTI"}, {"LPUSH", key, "x"}, {"INCR", key}, {"GET", key}, {"EXEC"}}
+	errorReplies := func(conn *rawConn) int {
+		m := regexp.MustCompile(`total_error_replies:(\d+)`).FindStringSubmatch(conn.do("INFO", "stats"))
+		if m == nil {
+			t.Fatal("no total_error_replies")
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	// What a node counts.
+	node, err := c.Primary(context.Background(), int(slot.Of(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := dialRaw(t, node.Addr)
+	before := errorReplies(direct)
+	for _, st := range steps {
+		direct.do(st...)
+	}
+	want := errorReplies(direct) - before
+	if want != 2 {
+		t.Fatalf("the node counted %d error replies, want 2", want)
+	}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		for _, proto := range []string{"2", "3"} {
+			srv, addr := serveServer(t, cfg)
+			conn := dialRaw(t, addr)
+			conn.do("HELLO", proto)
+			for _, st := range steps {
+				conn.do(st...)
+			}
+			if got := errorReplies(conn); got != want {
+				t.Errorf("RESP%s: total_error_replies %d, the node's %d", proto, got, want)
+			}
+			if text := scrape(t, srv); !strings.Contains(text, "\nsluice_error_replies_total 2\n") {
+				t.Errorf("RESP%s: metrics lack sluice_error_replies_total 2", proto)
+			}
+		}
+	})
 }

@@ -1,12 +1,16 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/sluice-rl/sluice/router"
 	cmdspec "github.com/sluice-rl/sluice/router/command"
+	"github.com/sluice-rl/sluice/router/reply"
 	hashslot "github.com/sluice-rl/sluice/router/slot"
 )
 
@@ -157,6 +161,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 			sl = t.pub
 		}
 		s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: block, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil})
+		c.q[len(c.q)-1].exec = true
 		if c.pin != nil {
 			c.unpinned()
 		}
@@ -323,4 +328,30 @@ func lowerName(b []byte) string {
 		buf[i] = ch
 	}
 	return string(buf[:len(b)])
+}
+
+// execErrors is how many error replies EXEC's reply raw holds: Redis
+// counts in total_error_replies each queued command answered an error,
+// as it counts the same command's error outside a transaction.
+func execErrors(raw []byte) int64 {
+	if len(raw) < 4 || raw[0] != '*' {
+		return 0
+	}
+	head, _, ok := bytes.Cut(raw[1:], []byte("\r\n"))
+	n, err := strconv.Atoi(string(head))
+	if !ok || err != nil || n <= 0 {
+		return 0
+	}
+	br := bufio.NewReader(bytes.NewReader(raw[len(head)+3:]))
+	var errs int64
+	var buf []byte
+	for range n {
+		if buf, err = reply.Read(br, buf[:0]); err != nil || len(buf) == 0 {
+			break
+		}
+		if buf[0] == '-' || buf[0] == '!' {
+			errs++
+		}
+	}
+	return errs
 }

@@ -553,6 +553,9 @@ type slot struct {
 	// tunnel: raw is what the client's tunnel sent until it answered, of
 	// which a silent slot keeps the pushes (appendPushes).
 	tunnel bool
+	// exec: raw is EXEC's reply to a transaction's block, whose errors
+	// count each (execErrors).
+	exec bool
 }
 
 // inFlight is how many commands were read and not yet replied to.
@@ -865,6 +868,8 @@ func (s *Server) drain(c *client) {
 				// every error reply, writeError only sluice's own.
 				if len(sl.raw) > 0 && sl.raw[0] == '-' {
 					s.stats.errors.Add(1)
+				} else if sl.exec {
+					s.stats.errors.Add(execErrors(sl.raw))
 				}
 				c.out.b = append(c.out.b, sl.raw...)
 			} else {
