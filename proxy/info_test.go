@@ -57,3 +57,29 @@ func TestKeyspaceAvgTTLOfManyLongTTLs(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// instantaneous_ops_per_sec is the mean of the last 16 samples' rates, as
+// Redis's: one sample of 100 commands in 100 ms is 1000/s among fifteen of
+// none; the rest of a second of them, and it is 1000/s; none since, and
+// it falls back to 0.
+func TestOpsRate(t *testing.T) {
+	var o opsRate
+	t0 := time.Unix(1_000_000, 0)
+	o.sample(t0, 0)
+	o.sample(t0.Add(opsEvery), 100)
+	if got := o.perSecond(); got != 1000/16 {
+		t.Fatalf("one sample of 1000/s: %d, want %d", got, 1000/16)
+	}
+	for i := 2; i <= 16; i++ {
+		o.sample(t0.Add(time.Duration(i)*opsEvery), int64(i*100))
+	}
+	if got := o.perSecond(); got != 1000 {
+		t.Fatalf("16 samples of 1000/s: %d, want 1000", got)
+	}
+	for i := 17; i <= 32; i++ {
+		o.sample(t0.Add(time.Duration(i)*opsEvery), 1600)
+	}
+	if got := o.perSecond(); got != 0 {
+		t.Fatalf("16 samples of none: %d, want 0", got)
+	}
+}

@@ -1,8 +1,10 @@
 package proxy_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
@@ -59,4 +61,32 @@ func TestMultiInstancesCountTheirOwn(t *testing.T) {
 			}
 		}
 	}
+}
+
+// INFO's instantaneous_ops_per_sec follows the commands as they come,
+// on both serving paths.
+func TestInfoInstantaneousOps(t *testing.T) {
+	eachIOConfig(t, proxy.Config{Decider: router.NewMemory(0)}, func(t *testing.T, cfg proxy.Config) {
+		conn := dialRaw(t, serveConfig(t, cfg))
+		pings := make([][]string, 100)
+		for i := range pings {
+			pings[i] = []string{"PING"}
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			conn.send(pings...)
+			for range pings {
+				conn.read()
+			}
+			ops, err := strconv.Atoi(infoField(t, conn.do("INFO", "stats"), "instantaneous_ops_per_sec"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ops > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("instantaneous_ops_per_sec stayed 0 under a stream of PINGs")
+			}
+		}
+	})
 }

@@ -159,6 +159,62 @@ type stats struct {
 	// shadowLimited are allowed replies that a shadow policy's limit
 	// would have denied (counted in allowed too: the client was allowed).
 	shadowLimited atomic.Int64
+
+	ops opsRate
+}
+
+// opsRate is Redis's instantaneous_ops_per_sec: commands per second,
+// the mean of the last opsSamples rates, each over opsEvery, as Redis's
+// cron samples them. Monitoring (redis_exporter, dashboards) reads it.
+type opsRate struct {
+	mu      sync.Mutex // guards the fields below
+	rates   [opsSamples]float64
+	next    int
+	lastAt  time.Time
+	lastCmd int64
+}
+
+const (
+	opsSamples = 16
+	opsEvery   = 100 * time.Millisecond
+)
+
+// sample takes the count of commands at now.
+func (o *opsRate) sample(now time.Time, commands int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.lastAt.IsZero() {
+		if d := now.Sub(o.lastAt).Seconds(); d > 0 {
+			o.rates[o.next] = float64(commands-o.lastCmd) / d
+			o.next = (o.next + 1) % opsSamples
+		}
+	}
+	o.lastAt, o.lastCmd = now, commands
+}
+
+// perSecond is the mean rate of the samples.
+func (o *opsRate) perSecond() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var sum float64
+	for _, r := range o.rates {
+		sum += r
+	}
+	return int64(sum / opsSamples)
+}
+
+// sampleOps samples the command count until the server closes.
+func (s *Server) sampleOps() {
+	t := time.NewTicker(opsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.stats.ops.sample(now, s.stats.commands.Load())
+		}
+	}
 }
 
 // OutputLimit bounds the replies waiting for one client.
@@ -269,6 +325,7 @@ func (s *Server) Serve(lns ...net.Listener) error {
 		return errors.New("proxy: Serve called twice")
 	}
 	s.lns = lns
+	go s.sampleOps()
 	served := make(chan error, len(lns))
 	for _, ln := range lns {
 		if s.cfg.Loops > 0 && loopable(ln) {
