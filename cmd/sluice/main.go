@@ -422,10 +422,13 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		decider = router.NewMemory(0)
 	} else {
 		backend = "cluster"
-		clusterTLS, err := o.tls.clusterTLS()
+		clusterTLS, warning, err := o.tls.clusterTLS(time.Now())
 		if err != nil {
 			log.Error("cannot reach the cluster with TLS", zap.Error(err))
 			return 1
+		}
+		if warning != "" {
+			log.Warn(warning)
 		}
 		policy, _ := router.ParsePolicy(o.fallback)
 		share, _ := strconv.ParseFloat(o.fallbackShare, 64) // "auto" leaves 0

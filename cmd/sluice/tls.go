@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 )
 
 // tlsOptions are the flags of TLS, for clients (--tls-listen) and for the
@@ -76,15 +77,18 @@ func (o *tlsOptions) serverTLS() (*tls.Config, error) {
 // tls-* files: the nodes are verified against --tls-ca-cert-file (the
 // system's roots without it) and sluice presents --tls-client-cert-file,
 // else --tls-cert-file, else nothing (nodes with tls-auth-clients no).
-func (o *tlsOptions) clusterTLS() (*tls.Config, error) {
+// warning says when that certificate is not valid now (expired, or not
+// yet valid): nodes that verify it refuse every connection, and under TLS
+// 1.3 they refuse it after sluice's side of the handshake is done, so
+// sluice sees only a reset connection that does not say why.
+func (o *tlsOptions) clusterTLS(now time.Time) (cfg *tls.Config, warning string, err error) {
 	if !o.cluster {
-		return nil, nil
+		return nil, "", nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 	if o.ca != "" {
-		var err error
 		if cfg.RootCAs, err = loadCA(o.ca); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	certFile, keyFile, flags := o.clientCert, o.clientKey, "--tls-client-cert-file, --tls-client-key-file"
@@ -94,11 +98,19 @@ func (o *tlsOptions) clusterTLS() (*tls.Config, error) {
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flags, err)
+			return nil, "", fmt.Errorf("%s: %w", flags, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
+		if leaf := cert.Leaf; leaf != nil {
+			switch {
+			case now.After(leaf.NotAfter):
+				warning = fmt.Sprintf("%s: the certificate presented to the cluster's nodes expired at %s: nodes that verify clients' certificates refuse every connection", flags, leaf.NotAfter.UTC().Format(time.RFC3339))
+			case now.Before(leaf.NotBefore):
+				warning = fmt.Sprintf("%s: the certificate presented to the cluster's nodes is not valid before %s: nodes that verify clients' certificates refuse every connection until then", flags, leaf.NotBefore.UTC().Format(time.RFC3339))
+			}
+		}
 	}
-	return cfg, nil
+	return cfg, warning, nil
 }
 
 func loadCA(file string) (*x509.CertPool, error) {
