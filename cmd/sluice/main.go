@@ -457,8 +457,13 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		// is up; when it is not, serve by the fallback policy meanwhile.
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := c.WaitConnected(wctx); err != nil {
-			log.Warn("cluster not reachable yet: answering by the fallback policy until it is",
-				zap.String("cluster", o.cluster), zap.String("fallback", o.fallback), zap.Error(err))
+			fields := []zap.Field{zap.String("cluster", o.cluster), zap.String("fallback", o.fallback), zap.Error(err)}
+			if clusterTLS == nil && resetAtConnect(err) {
+				// A TLS-only node closes a plain connection unanswered:
+				// the error alone does not say why.
+				fields = append(fields, zap.String("hint", "are the nodes TLS-only? then give --cluster-tls"))
+			}
+			log.Warn("cluster not reachable yet: answering by the fallback policy until it is", fields...)
 		}
 		cancel()
 	}
@@ -626,4 +631,10 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// resetAtConnect reports whether err is a node closing the connection
+// sluice opened (reset, or closed before answering).
+func resetAtConnect(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

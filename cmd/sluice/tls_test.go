@@ -135,6 +135,11 @@ func TestClusterTLS(t *testing.T) {
 	}
 	stop(t, p)
 
+	// Without --cluster-tls, the warning says what may be missing.
+	if line := warning(t, bin, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ",")); !strings.Contains(line, "--cluster-tls") {
+		t.Errorf("plain connections to TLS-only nodes: %s; want a hint naming --cluster-tls", line)
+	}
+
 	cmd := exec.Command(bin, append(append([]string{"--log-format", "json"}, args...), "--cluster-password", "bad-pass-7")...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -154,6 +159,29 @@ func TestClusterTLS(t *testing.T) {
 		}
 	}
 	t.Fatal("sluice with a wrong cluster password logged no warning")
+}
+
+// warning is the line a sluice started with args logs to say the cluster
+// is not reachable yet.
+func warning(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if line := sc.Text(); strings.Contains(line, "cluster not reachable yet") {
+			return line
+		}
+	}
+	t.Fatalf("sluice %q logged no warning", args)
+	return ""
 }
 
 // selfSigned writes a self-signed certificate valid from notBefore to
