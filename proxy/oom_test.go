@@ -2,12 +2,8 @@ package proxy_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
@@ -106,110 +102,4 @@ func nodeOf(t *testing.T, c *clustertest.Cluster, key string) *clustertest.Node 
 		t.Fatal(err)
 	}
 	return n
-}
-
-// TestEvictionRefillsBuckets measures what an evicting maxmemory-policy
-// does to buckets (README "When Redis fails"): 2000 buckets emptied (10
-// tokens, one an hour), then 20 MB of other keys written to their primary
-// past its maxmemory. Every evicted bucket is full again: its key admits
-// its capacity once more. Buckets always have a TTL, so volatile-*
-// policies evict them too, before any key without one; volatile-ttl keeps
-// them only while other keys expire sooner.
-func TestEvictionRefillsBuckets(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	ctx := context.Background()
-	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
-	cl := newGoRedis(t, serveConfig(t, proxy.Config{Decider: r}))
-	const keys, capacity = 2000, 10
-	for _, tc := range []struct {
-		policy, fillTTL string // fillTTL: the other keys' EX, none if ""
-		kept            bool   // whether the buckets must stay
-	}{
-		{"noeviction", "", true},
-		{"allkeys-lru", "", false}, {"allkeys-lfu", "", false}, {"allkeys-random", "", false},
-		{"volatile-lru", "", false}, {"volatile-ttl", "", false},
-		{"volatile-ttl", "3600", true}, {"volatile-ttl", "86400", false},
-	} {
-		tag := "{" + tc.policy + tc.fillTTL + "}"
-		n, err := c.Primary(ctx, slot.Of(tag))
-		if err != nil {
-			t.Fatal(err)
-		}
-		node := goredis.NewClient(&goredis.Options{Addr: n.Addr})
-		defer node.Close()
-		for _, cmd := range [][]any{{"CONFIG", "SET", "maxmemory", "0"}, {"CONFIG", "SET", "maxmemory-policy", tc.policy}} {
-			if err := node.Do(ctx, cmd...).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Empty every bucket.
-		p := cl.Pipeline()
-		cmds := make([]*goredis.Cmd, keys)
-		for i := range cmds {
-			cmds[i] = p.Do(ctx, "THROTTLE", tag+strconv.Itoa(i), capacity, 1, 3600, capacity)
-		}
-		p.Exec(ctx)
-		for _, cmd := range cmds {
-			if v, err := cmd.Int64Slice(); err != nil || v[0] != 0 {
-				t.Fatalf("%s: emptying a bucket: %v %v", tc.policy, v, err)
-			}
-		}
-		mem, err := node.Info(ctx, "memory").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, used, _ := strings.Cut(mem, "used_memory:")
-		used, _, _ = strings.Cut(used, "\r\n")
-		u, err := strconv.ParseInt(used, 10, 64)
-		if err != nil {
-			t.Fatalf("used_memory %q: %v", used, err)
-		}
-		if err := node.ConfigSet(ctx, "maxmemory", strconv.FormatInt(u+2<<20, 10)).Err(); err != nil {
-			t.Fatal(err)
-		}
-		val, refused := strings.Repeat("x", 1000), 0
-		for b := range 20 {
-			p := node.Pipeline()
-			for i := range 1000 {
-				args := []any{"SET", tag + "other" + strconv.Itoa(b*1000+i), val}
-				if tc.fillTTL != "" {
-					args = append(args, "EX", tc.fillTTL)
-				}
-				p.Do(ctx, args...)
-			}
-			res, _ := p.Exec(ctx)
-			for _, x := range res {
-				if x.Err() != nil {
-					refused++
-				}
-			}
-		}
-		if err := node.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
-			t.Fatal(err)
-		}
-		// Every call of cost 1 admitted now is one too many.
-		admitted := 0
-		for range capacity {
-			p := cl.Pipeline()
-			for i := range cmds {
-				cmds[i] = p.Do(ctx, "THROTTLE", tag+strconv.Itoa(i), capacity, 1, 3600, 1)
-			}
-			p.Exec(ctx)
-			for _, cmd := range cmds {
-				if v, err := cmd.Int64Slice(); err != nil {
-					t.Fatal(err)
-				} else if v[0] == 0 {
-					admitted++
-				}
-			}
-		}
-		t.Logf("%-14s other keys' TTL %-5s: %5d of 20000 other keys refused, %5d calls admitted of 0 due", tc.policy, tc.fillTTL, refused, admitted)
-		switch {
-		case tc.kept && admitted > keys*capacity/20:
-			t.Errorf("%s, other keys' TTL %q: %d calls admitted of 0 due, want the buckets kept", tc.policy, tc.fillTTL, admitted)
-		case !tc.kept && admitted < keys*capacity/2:
-			t.Errorf("%s, other keys' TTL %q: %d calls admitted of 0 due, want most buckets evicted", tc.policy, tc.fillTTL, admitted)
-		}
-		node.ConfigSet(ctx, "maxmemory-policy", "noeviction")
-	}
 }
