@@ -230,8 +230,8 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	case c.failed(owner, err):
 		return
 	default:
-		// The key holds something that is not a bucket: leave it alone
-		// for a cool-down.
+		// The key holds something that is not a bucket, or its node
+		// refused the write (OOM): leave it alone for a cool-down.
 		hk.noSplit.Store(time.Now().Add(c.cfg.HotCooldown).UnixNano())
 		hk.held.Store(false)
 		c.log.Warn("hot key cannot be split", zap.String("key", hk.key), zap.Error(err))
