@@ -202,8 +202,12 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 			break
 		}
 		if c.drainFirst || s.subscribesAfter(&c.client, rest[0].Args) {
-			// What it sent before is answered before the next is taken.
+			// What it sent before is answered before the next is taken;
+			// past the hard limit it is closed first, as on a loop.
 			s.answer(conn, c)
+			if c.cut || s.pastHardLimit(conn, c) {
+				return
+			}
 			c.r.start = time.Now()
 		}
 		more = s.take(&c.client, &c.r, rest[0].Args)

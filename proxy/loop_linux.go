@@ -577,11 +577,17 @@ func (l *loop) endRound() {
 				l.close(c) // unanswered, as Redis frees it
 				continue
 			}
-			if !c.closing || c.eof {
+			if (!c.closing || c.eof) && !l.pastLimit(c) {
 				l.resume(c)
 			}
-		} else if c.firstDrained() && !c.closing {
+		} else if c.firstDrained() && !c.closing && !l.pastLimit(c) {
+			// Past the limit it is closed before what it sent after is
+			// taken, as Redis runs nothing more of a client it closes (a
+			// SUBSCRIBE taken would also exempt it from the limit).
 			l.resume(c)
+		}
+		if c.gone {
+			continue
 		}
 		l.send(c, !l.flushAll)
 	}
@@ -990,17 +996,8 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 	} else {
 		c.delays = 0
 	}
-	if lim := l.s.cfg.OutputLimit; lim != (OutputLimit{}) && c.tunnel == nil {
-		// As Redis: what waits for the client, before the write, so a
-		// single reply past the hard limit closes it. A subscriber is
-		// not of the normal class: its messages have their own bound
-		// (maxPushBacklog), as on a goroutine.
-		pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)
-		if lim.over(pending, &c.softOver, l.now) {
-			logOutputLimit(l.s.log, c.addr, pending)
-			l.close(c)
-			return
-		}
+	if l.pastLimit(c) {
+		return
 	}
 	for !delay && c.sent < len(c.out.b) {
 		n, err := rawWrite(c.fd, c.out.b[c.sent:])
@@ -1056,6 +1053,24 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 			l.close(c)
 		}
 	}
+}
+
+// pastLimit closes c if its replies are past the output limit. As Redis:
+// what waits for the client, before the write, so a single reply past the
+// hard limit closes it. A subscriber is not of the normal class: its
+// messages have their own bound (maxPushBacklog), as on a goroutine.
+func (l *loop) pastLimit(c *fdConn) bool {
+	lim := l.s.cfg.OutputLimit
+	if lim == (OutputLimit{}) || c.tunnel != nil {
+		return false
+	}
+	pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)
+	if !lim.over(pending, &c.softOver, l.now) {
+		return false
+	}
+	logOutputLimit(l.s.log, c.addr, pending)
+	l.close(c)
+	return true
 }
 
 // linger shuts c's write side, its replies written, and watches it for
