@@ -888,6 +888,43 @@ func TestPassthroughSubscribeAfterAReplyPastTheHardLimit(t *testing.T) {
 	})
 }
 
+// A client that ends its side after a blocking command, commands, an
+// UNSUBSCRIBE and a SET is answered them all, as Redis answers them: the
+// UNSUBSCRIBE waits for the commands before it, and was then dropped with
+// what followed it on a loop, the client being at its end.
+func TestPassthroughUnsubscribeAfterABlockingCommandBeforeTheClientsEnd(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		k := "{ue" + strconv.Itoa(-loops) + "}"
+		node := primaryOf(t, c, k)
+		replies := func(addr string) string {
+			if err := node.Do(ctx, "RPUSH", k, "a").Error(); err != nil {
+				t.Fatal(err)
+			}
+			defer node.Do(ctx, "DEL", k, k+"m")
+			conn := dialRaw(t, addr)
+			conn.send([]string{"BLPOP", k, "0"}, []string{"GET", k + "m"}, []string{"UNSUBSCRIBE", "ue"}, []string{"SET", k + "m", "1"}, []string{"GET", k + "m"})
+			if err := conn.c.(*net.TCPConn).CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(conn.br)
+			if err != nil {
+				t.Fatalf("loops %d: %v", loops, err)
+			}
+			return string(b)
+		}
+		want := replies(node.Addr)
+		for i := range 3 {
+			if got := replies(addr); got != want {
+				t.Fatalf("loops %d, try %d:\n got %q\nwant %q", loops, i, got, want)
+			}
+		}
+	}
+}
+
 // TestPassthroughBlockingBeforeTheClientsEnd sends blocking commands the
 // node can answer at once, and then ends its side of the connection (as
 // nc -N does): Redis runs what a client sent before its end, so the

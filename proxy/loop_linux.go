@@ -580,10 +580,12 @@ func (l *loop) endRound() {
 			if (!c.closing || c.eof) && !l.pastLimit(c) {
 				l.resume(c)
 			}
-		} else if c.firstDrained() && !c.closing && !l.pastLimit(c) {
+		} else if c.firstDrained() && (!c.closing || c.eof) && !l.pastLimit(c) {
 			// Past the limit it is closed before what it sent after is
 			// taken, as Redis runs nothing more of a client it closes (a
-			// SUBSCRIBE taken would also exempt it from the limit).
+			// SUBSCRIBE taken would also exempt it from the limit). At
+			// its EOF what it sent before its end is answered, as after a
+			// blocking command.
 			l.resume(c)
 		}
 		if c.gone {
@@ -865,13 +867,14 @@ func (l *loop) resume(c *fdConn) {
 	l.mark(&c.client)
 	c.closing = false // if at its EOF (ended), until its commands are taken
 	cmdStart := l.frame(c, c.pend, 0)
+	if !c.closing {
+		// Also at its EOF: a subscription command among them waits for
+		// those before it (drainFirst), and resumes after them.
+		c.pend = append(c.pend[:0], c.pend[cmdStart:]...)
+	}
 	if c.eof {
 		c.closing = true
 		c.cancelBlocked() // one more among them does not wait either
-		return
-	}
-	if !c.closing {
-		c.pend = append(c.pend[:0], c.pend[cmdStart:]...)
 	}
 }
 
