@@ -283,8 +283,13 @@ func (s *Server) answer(conn redcon.Conn, c *goClient) {
 		}
 		// As the tunnel answered, rather than at the next pipeline: a
 		// command taken after these (drainFirst) is refused or served by
-		// it.
-		c.subscribedNow(subscribed)
+		// it. Unless the last answer closed a RESET's tunnel: the client
+		// has no subscription then, whatever the tunnel said before its
+		// RESET was answered (in subscribed mode without a tunnel, its
+		// next command dereferenced a nil one).
+		if c.tunnel != nil {
+			c.subscribedNow(subscribed)
+		}
 	}
 	s.drain(&c.client)
 	// All it sent is answered: the next pipeline's commands wait for

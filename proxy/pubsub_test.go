@@ -473,3 +473,32 @@ func TestPassthroughSubscriptionAfterPipelinedCommands(t *testing.T) {
 		}
 	})
 }
+
+// RESET pipelined behind a subscription command, and a SUBSCRIBE behind
+// it, on both serving paths, many times over: the RESET's tunnel closes
+// once its last command is answered, and the client, out of subscribed
+// mode, subscribes again on a new one. On a goroutine, the state the old
+// tunnel reported before its RESET was answered put the client back in
+// subscribed mode without a tunnel, and the SUBSCRIBE dereferenced a nil
+// one (a panic that ended the process) when the node's answer to the
+// PSUBSCRIBE came apart from the RESET's.
+func TestPassthroughSubscribeAfterAPipelinedReset(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	cmds := [][]string{{"SUBSCRIBE", "ra:a"}, {"PSUBSCRIBE", "ra:*"}, {"RESET"}, {"SUBSCRIBE", "ra:c"}, {"PING"}}
+	want := []string{"*3\r\n$9\r\nsubscribe\r\n$4\r\nra:a\r\n:1\r\n", "*3\r\n$10\r\npsubscribe\r\n$4\r\nra:*\r\n:2\r\n",
+		"+RESET\r\n", "*3\r\n$9\r\nsubscribe\r\n$4\r\nra:c\r\n:1\r\n", "*2\r\n$4\r\npong\r\n$0\r\n\r\n"}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		for i := range 100 {
+			conn := dialRaw(t, addr)
+			conn.send(cmds...)
+			got := make([]string, len(want))
+			for j := range got {
+				got[j] = conn.read()
+			}
+			likeTheNode(t, fmt.Sprintf("round %d: ", i), got, want)
+			conn.c.Close()
+		}
+	})
+}
