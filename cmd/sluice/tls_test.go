@@ -174,13 +174,16 @@ func warning(t *testing.T, bin string, args ...string) string {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	// Should the warning never come, its end ends the scan.
+	kill := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	defer kill.Stop()
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		if line := sc.Text(); strings.Contains(line, "cluster not reachable yet") {
 			return line
 		}
 	}
-	t.Fatalf("sluice %q logged no warning", args)
+	t.Fatalf("sluice %q logged no warning within 30 s", args)
 	return ""
 }
 
