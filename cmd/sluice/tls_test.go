@@ -136,34 +136,20 @@ func TestClusterTLS(t *testing.T) {
 	stop(t, p)
 
 	// Without --cluster-tls, the warning says what may be missing.
-	if line := warning(t, bin, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ",")); !strings.Contains(line, "--cluster-tls") {
+	if line := logLine(t, bin, notReachable, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ",")); !strings.Contains(line, "--cluster-tls") {
 		t.Errorf("plain connections to TLS-only nodes: %s; want a hint naming --cluster-tls", line)
 	}
 
-	cmd := exec.Command(bin, append(append([]string{"--log-format", "json"}, args...), "--cluster-password", "bad-pass-7")...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	line := logLine(t, bin, notReachable, append(append([]string{"--log-format", "json"}, args...), "--cluster-password", "bad-pass-7")...)
+	if !strings.Contains(line, "WRONGPASS") || strings.Contains(line, "bad-pass-7") {
+		t.Errorf("with a wrong password: %s; want WRONGPASS, without the password", line)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if line := sc.Text(); strings.Contains(line, "cluster not reachable yet") {
-			if !strings.Contains(line, "WRONGPASS") || strings.Contains(line, "bad-pass-7") {
-				t.Errorf("with a wrong password: %s; want WRONGPASS, without the password", line)
-			}
-			return
-		}
-	}
-	t.Fatal("sluice with a wrong cluster password logged no warning")
 }
 
-// warning is the line a sluice started with args logs to say the cluster
-// is not reachable yet.
-func warning(t *testing.T, bin string, args ...string) string {
+// logLine is the first line a sluice started with args logs that match
+// accepts, or "" once it logs one that ends the wait (its start, for
+// lines logged before it), or fails the test.
+func logLine(t *testing.T, bin string, match func(string) (found, end bool), args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
@@ -174,17 +160,26 @@ func warning(t *testing.T, bin string, args ...string) string {
 		t.Fatal(err)
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	// Should the warning never come, its end ends the scan.
+	// Should the line never come, the process's end ends the scan.
 	kill := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
 	defer kill.Stop()
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
-		if line := sc.Text(); strings.Contains(line, "cluster not reachable yet") {
-			return line
+		found, end := match(sc.Text())
+		if found {
+			return sc.Text()
+		}
+		if end {
+			return ""
 		}
 	}
-	t.Fatalf("sluice %q logged no warning within 30 s", args)
+	t.Fatalf("sluice %q logged no line awaited within 30 s", args)
 	return ""
+}
+
+// notReachable matches the warning that the cluster is not reachable yet.
+func notReachable(line string) (found, end bool) {
+	return strings.Contains(line, "cluster not reachable yet"), false
 }
 
 // selfSigned writes a self-signed certificate valid from notBefore to
@@ -246,25 +241,11 @@ func TestClusterTLSExpiredClientCert(t *testing.T) {
 	nobody := ln.Addr().String()
 	ln.Close()
 	cert, key := selfSigned(t, t.TempDir(), now.Add(-2*time.Hour), now.Add(-time.Hour))
-	cmd := exec.Command(binary(t), "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", nobody, "--cluster-tls",
-		"--tls-client-cert-file", cert, "--tls-client-key-file", key)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	expired := func(line string) (found, end bool) {
+		return strings.Contains(line, "expired at") && strings.Contains(line, `"level":"warn"`), strings.Contains(line, "sluice started")
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	if logLine(t, binary(t), expired, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", nobody, "--cluster-tls",
+		"--tls-client-cert-file", cert, "--tls-client-key-file", key) == "" {
+		t.Fatal("sluice presenting an expired certificate to the nodes logged no warning before it started")
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.Contains(line, "expired at") && strings.Contains(line, `"level":"warn"`) {
-			return
-		}
-		if strings.Contains(line, "sluice started") {
-			break
-		}
-	}
-	t.Fatal("sluice presenting an expired certificate to the nodes logged no warning before it started")
 }
