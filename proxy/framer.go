@@ -433,35 +433,39 @@ type framedConn struct {
 	// shaken: a TLS client's handshake is done (and bounded in time).
 	shaken bool
 	// While the server drains, the client's commands read before are
-	// answered, and no more are read: draining says when, and drainBusy
-	// is the count of busy clients Shutdown waits for, while this one
-	// holds some (holdForDrain) between two of its pipelines.
-	draining  func() bool
-	drainBusy atomic.Pointer[atomic.Int64]
+	// answered, and no more are read: draining says when. busy is the
+	// count of busy clients Shutdown waits for, in which c counts
+	// (counted) from a read of its socket that brought bytes until they
+	// are all handed to redcon and its pipeline begins (serveRESP counts
+	// itself then), and again between two pipelines while it holds some:
+	// otherwise Shutdown could close it in between, its commands read
+	// and unanswered.
+	draining func() bool
+	busy     *atomic.Int64
+	counted  atomic.Bool
 }
 
-// holdForDrain reports whether c holds commands of the client read before
-// the server began to drain, not yet handed to redcon: if so, it counts
-// as busy until they are (releaseDrain), so that Shutdown waits for them.
-// (A command still unfinished is not one: no more is read.)
-func (c *framedConn) holdForDrain(busy *atomic.Int64) bool {
+// buffered reports whether c holds bytes of the client not yet handed to
+// redcon, beyond a command still unfinished.
+func (c *framedConn) buffered() bool {
 	ready := len(c.out)
 	if c.holding {
 		ready = c.holdAt
 	}
-	if c.off >= ready && len(c.rest) == 0 {
-		return false
-	}
-	if c.drainBusy.CompareAndSwap(nil, busy) {
-		busy.Add(1)
-	}
-	return true
+	return c.off < ready || len(c.rest) > 0
 }
 
-// releaseDrain stops counting c as busy for holdForDrain.
-func (c *framedConn) releaseDrain() {
-	if busy := c.drainBusy.Swap(nil); busy != nil {
-		busy.Add(-1)
+// count counts c as busy, once.
+func (c *framedConn) count() {
+	if c.busy != nil && c.counted.CompareAndSwap(false, true) {
+		c.busy.Add(1)
+	}
+}
+
+// uncount stops counting c as busy.
+func (c *framedConn) uncount() {
+	if c.busy != nil && c.counted.CompareAndSwap(true, false) {
+		c.busy.Add(-1)
 	}
 }
 
@@ -527,10 +531,13 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			if n > 0 {
 				break
 			}
-			c.releaseDrain()
+			c.uncount()
 			c.linger()
 			return 0, io.EOF
 		}
+		// All it held is handed on (an unfinished command at most): not
+		// busy while the read waits.
+		c.uncount()
 		if c.buf == nil {
 			c.buf = make([]byte, framedReadSize)
 		}
@@ -538,6 +545,9 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 		}
 		m, err := c.Conn.Read(c.buf)
+		if m > 0 {
+			c.count()
+		}
 		c.rerr = err
 		c.ferr = c.frame(c.buf[:m])
 	}
@@ -736,7 +746,7 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.s.admit() {
-			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining}, nil
+			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy}, nil
 		}
 		if _, ok := c.(*tls.Conn); !ok {
 			l.s.reject(c, 100*time.Millisecond)

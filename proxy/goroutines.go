@@ -148,7 +148,7 @@ func (s *Server) closedConn(conn redcon.Conn, err error) {
 	// always sets its goClient.
 	c := conn.Context().(*goClient)
 	if c.conn != nil {
-		c.conn.releaseDrain()
+		c.conn.uncount()
 	}
 	s.gone(&c.client)
 	c.unpin() // its WATCH ends with it
@@ -181,7 +181,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	defer s.busy.Add(-1)
 	c := conn.Context().(*goClient)
 	if c.conn != nil {
-		c.conn.releaseDrain()
+		c.conn.uncount() // counted by the pipeline now
 	}
 	if c.push != nil {
 		if subscribed, ok := c.push.begin(); ok {
@@ -245,12 +245,14 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	if cap(c.out.b) > keepReplies {
 		c.out.b = nil
 	}
+	if !c.closing && c.conn != nil && c.conn.buffered() {
+		// Commands it sent are read, not yet handed to redcon: it stays
+		// busy until they are, so that a Shutdown begun meanwhile
+		// answers them before it closes it (framedConn.Read).
+		c.conn.count()
+		return
+	}
 	if c.closing || s.isDraining() {
-		if !c.closing && c.conn != nil && c.conn.holdForDrain(&s.busy) {
-			// Commands it sent are read, not yet handed to redcon: they
-			// are answered before it closes (framedConn.Read).
-			return
-		}
 		// After QUIT, or while the server shuts down: the replies go out
 		// before the close, and the input left is discarded rather than
 		// reset away.

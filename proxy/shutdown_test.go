@@ -171,14 +171,21 @@ func startServer(t *testing.T, cfg proxy.Config) (*proxy.Server, net.Listener, <
 // Shutdown answers every command a client served on a goroutine sent
 // before it, though they were read but not yet taken (the framer reads
 // more at once than redcon takes per pipeline), and then closes it. The
-// pipeline is one write, small enough for one read: it is all read
-// before the gated decision of its first command is submitted.
+// pipeline is one write of 9 KB, in the socket before sluice accepts the
+// connection: sluice's first read takes it all, before the gated decision
+// of its first command is submitted.
 func TestShutdownAnswersWhatWasRead(t *testing.T) {
 	g := gatedDecider{Decider: router.NewMemory(0), submitted: make(chan struct{}, 8), release: make(chan struct{})}
-	srv, ln, served := startServer(t, proxy.Config{Decider: g, Backend: "test", Loops: -1})
-	conn := dialRaw(t, ln.Addr().String())
-	const pings = 1500 // 9 KB inline: more than redcon takes at once
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dialRaw(t, ln.Addr().String()) // in the listener's backlog
+	const pings = 1500                     // 9 KB inline: more than redcon takes at once
 	conn.c.Write([]byte("THROTTLE k 5 1 1s\r\n" + strings.Repeat("PING\r\n", pings)))
+	srv := proxy.New(proxy.Config{Decider: g, Backend: "test", Loops: -1})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 	<-g.submitted
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(context.Background()) }()
@@ -194,6 +201,7 @@ func TestShutdownAnswersWhatWasRead(t *testing.T) {
 	if _, err := conn.br.ReadByte(); err != io.EOF {
 		t.Fatalf("after the replies: %v, want EOF", err)
 	}
+	conn.c.Close() // ends sluice's linger at once
 	if err := <-shut; err != nil {
 		t.Fatal(err)
 	}
