@@ -320,11 +320,7 @@ func TestACLChannels(t *testing.T) {
 	}, "\n"), "")
 	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us})
 	const denied = "-NOPERM No permissions to access a channel\r\n"
-	for _, tc := range []struct {
-		user string
-		args []string
-		want string // a prefix of the reply
-	}{
+	checkUsers(t, addr, []userCase{
 		{"plain", []string{"PUBLISH", "ch", "x"}, denied},
 		{"plain", []string{"SUBSCRIBE", "ch"}, denied},
 		{"plain", []string{"EVAL", "return 1", "0"}, "-NOPERM User plain may use some keys or channels only"},
@@ -342,15 +338,7 @@ func TestACLChannels(t *testing.T) {
 		{"news", []string{"PSUBSCRIBE", "news:*"}, "*3\r\n$10\r\npsubscribe\r\n"},
 		{"every", []string{"PUBLISH", "anything", "x"}, ":0"},
 		{"every", []string{"EVAL", "return 1", "0"}, ":1"},
-	} {
-		conn := dialRaw(t, addr)
-		if got := conn.do("AUTH", tc.user, tc.user[:1]); got != "+OK\r\n" {
-			t.Fatalf("AUTH %s: %q", tc.user, got)
-		}
-		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
-			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
-		}
-	}
+	})
 	list := dialRaw(t, addr)
 	list.do("AUTH", "every", "e")
 	got := list.do("ACL", "LIST")
@@ -367,11 +355,7 @@ func TestACLChannels(t *testing.T) {
 func TestACLOwnSubcommands(t *testing.T) {
 	us := users(t, "user default off\nuser sub on >s ~* -@all +command|count +cluster|info\nuser most on >m ~* &* +@all -command|docs -cluster|nodes", "")
 	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us})
-	for _, tc := range []struct {
-		user string
-		args []string
-		want string // a prefix of the reply
-	}{
+	checkUsers(t, addr, []userCase{
 		{"sub", []string{"COMMAND", "COUNT"}, ":"},
 		{"sub", []string{"CLUSTER", "INFO"}, "$"},
 		{"sub", []string{"COMMAND", "DOCS", "get"}, "-NOPERM User sub has no permissions to run the 'command|docs' command\r\n"},
@@ -380,15 +364,7 @@ func TestACLOwnSubcommands(t *testing.T) {
 		{"most", []string{"CLUSTER", "NODES"}, "-NOPERM User most has no permissions to run the 'cluster|nodes' command\r\n"},
 		{"most", []string{"COMMAND", "COUNT"}, ":"},
 		{"most", []string{"CLUSTER", "INFO"}, "$"},
-	} {
-		conn := dialRaw(t, addr)
-		if got := conn.do("AUTH", tc.user, tc.user[:1]); got != "+OK\r\n" {
-			t.Fatalf("AUTH %s: %q", tc.user, got)
-		}
-		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
-			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
-		}
-	}
+	})
 }
 
 // A command the user may not run is refused by name first, as Redis checks
@@ -555,26 +531,14 @@ func TestACLScriptsNeedEveryCommand(t *testing.T) {
 		"user back on >b ~* &* +@all -set +@all",
 	}, "\n"), "")
 	addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us})
-	for _, tc := range []struct {
-		user string
-		args []string
-		want string // a prefix of the reply
-	}{
+	checkUsers(t, addr, []userCase{
 		{"safe", []string{"EVAL", "return redis.call('flushdb')", "0"}, "-NOPERM User safe may run some commands only"},
 		{"few", []string{"EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "k"}, "-NOPERM User few may run some commands only"},
 		{"few", []string{"FCALL", "f", "1", "k"}, "-NOPERM User few may run some commands only"},
 		{"few", []string{"GET", "k"}, "$-1"},
 		// A later +@all grants everything again.
 		{"back", []string{"EVAL", "return 1", "0"}, ":1"},
-	} {
-		conn := dialRaw(t, addr)
-		if got := conn.do("AUTH", tc.user, tc.user[:1]); got != "+OK\r\n" {
-			t.Fatalf("AUTH %s: %q", tc.user, got)
-		}
-		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
-			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
-		}
-	}
+	})
 }
 
 // GEORADIUS stores into its last STORE or STOREDIST, where its key specs
@@ -607,5 +571,27 @@ func TestACLGeoradiusEveryStore(t *testing.T) {
 	}
 	if got := conn.do("GEORADIUS", "kgeo", "0", "0", "1", "m", "STORE", "k{kgeo}"); got != ":1\r\n" {
 		t.Errorf("GEORADIUS ... STORE k{kgeo}: %q, want :1", got)
+	}
+}
+
+// userCase is a command a user sends, and the start of the reply it gets.
+type userCase struct {
+	user string
+	args []string
+	want string
+}
+
+// checkUsers sends each case's command on a connection of its own,
+// authenticated as its user (whose password is the name's first letter).
+func checkUsers(t *testing.T, addr string, cases []userCase) {
+	t.Helper()
+	for _, tc := range cases {
+		conn := dialRaw(t, addr)
+		if got := conn.do("AUTH", tc.user, tc.user[:1]); got != "+OK\r\n" {
+			t.Fatalf("AUTH %s: %q", tc.user, got)
+		}
+		if got := conn.do(tc.args...); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s %q: got %q, want %q...", tc.user, tc.args, got, tc.want)
+		}
 	}
 }
