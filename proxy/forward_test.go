@@ -64,6 +64,20 @@ func (r *rawConn) read() string {
 	return string(b)
 }
 
+// endAndReadAll ends the client's side of the connection, as nc -N does,
+// and reads every reply until the server closes its side.
+func (r *rawConn) endAndReadAll() string {
+	r.t.Helper()
+	if err := r.c.(*net.TCPConn).CloseWrite(); err != nil {
+		r.t.Fatal(err)
+	}
+	b, err := io.ReadAll(r.br)
+	if err != nil {
+		r.t.Fatalf("reading to the end: %v", err)
+	}
+	return string(b)
+}
+
 func (r *rawConn) do(args ...string) string {
 	r.t.Helper()
 	r.send(args)
@@ -907,14 +921,7 @@ func TestPassthroughUnsubscribeAfterABlockingCommandBeforeTheClientsEnd(t *testi
 			defer node.Do(ctx, "DEL", k, k+"m")
 			conn := dialRaw(t, addr)
 			conn.send([]string{"BLPOP", k, "0"}, []string{"GET", k + "m"}, []string{"UNSUBSCRIBE", "ue"}, []string{"SET", k + "m", "1"}, []string{"GET", k + "m"})
-			if err := conn.c.(*net.TCPConn).CloseWrite(); err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(conn.br)
-			if err != nil {
-				t.Fatalf("loops %d: %v", loops, err)
-			}
-			return string(b)
+			return conn.endAndReadAll()
 		}
 		want := replies(node.Addr)
 		for i := range 3 {
@@ -953,14 +960,7 @@ func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
 				defer node.Do(ctx, "DEL", k, k+"to", k+"s")
 				conn := dialRaw(t, addr)
 				conn.send(cmds...)
-				if err := conn.c.(*net.TCPConn).CloseWrite(); err != nil {
-					t.Fatal(err)
-				}
-				b, err := io.ReadAll(conn.br)
-				if err != nil {
-					t.Fatalf("loops %d, %q: %v", loops, cmds, err)
-				}
-				return string(b)
+				return conn.endAndReadAll()
 			}
 			want := replies(node.Addr)
 			for i := range 5 {
@@ -1021,13 +1021,7 @@ func TestPassthroughBlockedClientThatEnds(t *testing.T) {
 					}
 					waitUntil(t, "BLPOP stops waiting", func() bool { return blocked() == 0 })
 				} else {
-					if err := conn.c.(*net.TCPConn).CloseWrite(); err != nil {
-						t.Fatal(err)
-					}
-					var err error
-					if out, err = io.ReadAll(conn.br); err != nil {
-						t.Fatalf("loops %d, %s: %v", loops, tc.name, err)
-					}
+					out = []byte(conn.endAndReadAll())
 				}
 				n, _ := node.Do(ctx, "GET", k+"n").ToString()
 				return fmt.Sprintf("%q, then %s is %q", out, k+"n", n)
