@@ -902,41 +902,13 @@ func TestPassthroughSubscribeAfterAReplyPastTheHardLimit(t *testing.T) {
 	})
 }
 
-// A client that ends its side after a blocking command, commands, an
-// UNSUBSCRIBE and a SET is answered them all, as Redis answers them: the
-// UNSUBSCRIBE waits for the commands before it, and was then dropped with
-// what followed it on a loop, the client being at its end.
-func TestPassthroughUnsubscribeAfterABlockingCommandBeforeTheClientsEnd(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := newForwarding(t, c)
-	ctx := context.Background()
-	for _, loops := range []int{0, -1} {
-		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
-		k := "{ue" + strconv.Itoa(-loops) + "}"
-		node := primaryOf(t, c, k)
-		replies := func(addr string) string {
-			if err := node.Do(ctx, "RPUSH", k, "a").Error(); err != nil {
-				t.Fatal(err)
-			}
-			defer node.Do(ctx, "DEL", k, k+"m")
-			conn := dialRaw(t, addr)
-			conn.send([]string{"BLPOP", k, "0"}, []string{"GET", k + "m"}, []string{"UNSUBSCRIBE", "ue"}, []string{"SET", k + "m", "1"}, []string{"GET", k + "m"})
-			return conn.endAndReadAll()
-		}
-		want := replies(node.Addr)
-		for i := range 3 {
-			if got := replies(addr); got != want {
-				t.Fatalf("loops %d, try %d:\n got %q\nwant %q", loops, i, got, want)
-			}
-		}
-	}
-}
-
 // TestPassthroughBlockingBeforeTheClientsEnd sends blocking commands the
 // node can answer at once, and then ends its side of the connection (as
 // nc -N does): Redis runs what a client sent before its end, so the
 // replies are the node's own. Through sluice the end reached the commands
-// before their nodes, and they were answered an error instead.
+// before their nodes, and they were answered an error instead; and on a
+// loop an UNSUBSCRIBE after them, which waits for the commands before it,
+// was dropped with what followed it, the client being at its end.
 func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
@@ -950,6 +922,7 @@ func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
 			{{"PING"}, {"BRPOP", k, "0"}},
 			{{"BLMOVE", k, k + "to", "LEFT", "RIGHT", "0"}},
 			{{"XREAD", "BLOCK", "0", "STREAMS", k + "s", "0"}},
+			{{"BLPOP", k, "0"}, {"GET", k + "m"}, {"UNSUBSCRIBE", "ue"}, {"SET", k + "m", "1"}, {"GET", k + "m"}},
 		} {
 			replies := func(addr string) string {
 				for _, setup := range [][]string{{"RPUSH", k, "a"}, {"XADD", k + "s", "1-1", "f", "v"}} {
@@ -957,7 +930,7 @@ func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				defer node.Do(ctx, "DEL", k, k+"to", k+"s")
+				defer node.Do(ctx, "DEL", k, k+"to", k+"s", k+"m")
 				conn := dialRaw(t, addr)
 				conn.send(cmds...)
 				return conn.endAndReadAll()
