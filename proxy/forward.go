@@ -142,15 +142,18 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	if err := refused(spec); err != nil {
 		return err
 	}
-	keys, bad, err := routeKeys(spec, args)
+	keys, bad, err := routeKeys(spec, args, r.keys[:0])
 	if err != nil {
 		return err
+	}
+	if cap(keys) > cap(r.keys) {
+		r.keys = keys[:0]
 	}
 	if spec.Name == "publish" && len(args) == 3 {
 		// Any node serves it, but by its channel's slot: one publisher's
 		// messages to a channel, sent to different nodes, could reach a
 		// subscriber of a third out of order over the cluster bus.
-		keys = []int{1}
+		keys = append(keys[:0], 1)
 	}
 	anyNode := keyless(spec) || bad
 	it := fwdItem{first: len(r.fwd)}
@@ -306,8 +309,9 @@ func (c *client) unblocked() bool {
 // Redis Cluster routes a command by its own code for the command's keys
 // where it has some (getKeysFromCommand), not by its key specs, which
 // COMMAND GETKEYS and ACLs follow: the two disagree on GEORADIUS's and
-// XREAD's, whose specs take any STORE and the first STREAMS.
-func routeKeys(spec *cmdspec.Spec, args [][]byte) (keys []int, bad bool, err error) {
+// XREAD's, whose specs take any STORE and the first STREAMS. The keys of
+// an ordinary command are appended to dst.
+func routeKeys(spec *cmdspec.Spec, args [][]byte, dst []int) (keys []int, bad bool, err error) {
 	switch spec.Name {
 	case "georadius", "georadiusbymember":
 		return georadiusKeys(args), false, nil
@@ -315,11 +319,11 @@ func routeKeys(spec *cmdspec.Spec, args [][]byte) (keys []int, bad bool, err err
 		keys := xreadKeys(args)
 		return keys, len(keys) == 0, nil
 	}
-	keys, err = spec.Keys(nil, args)
+	keys, err = spec.Keys(dst, args)
 	switch {
 	case err == nil && spec.Name == "spublish":
 		// Its channel is no key (not_key), but its slot says where it goes.
-		return []int{1}, false, nil
+		return append(keys[:0], 1), false, nil
 	case err == nil:
 		return keys, false, nil
 	case errors.Is(err, cmdspec.ErrUnknownKeys) && (spec.Name == "sort" || spec.Name == "sort_ro"):

@@ -242,7 +242,7 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 	// As outside a transaction: SORT by its key, and a line malformed
 	// where its keys should be is queued, for the node to refuse at EXEC
 	// as Redis does.
-	keys, _, err := routeKeys(spec, args)
+	keys, _, err := routeKeys(spec, args, nil)
 	if err != nil {
 		return "", err
 	}

@@ -630,6 +630,7 @@ type round struct {
 	replies [][]byte         // the Forwarder's replies to fwd
 	partOf  []int            // each fwd's item
 	items   []fwdItem
+	keys    []int // where a command's keys are, for the one being read
 
 	// cmds holds fwd's commands, encoded: one buffer for the round, used
 	// again once every reply is in (nothing reads a command after).

@@ -164,7 +164,7 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 	// come from a pool: they are the bulk of passthrough's garbage.
 	b := &fwdBatch{replies: replies, done: done, idx: make([]int, len(cmds)), fs: takeForwarded(len(cmds))}
 	b.left.Store(int64(len(cmds)))
-	fs := b.fs
+	fs := *b.fs
 	for i := range cmds {
 		b.idx[i] = i
 		f := &fs[i]
@@ -567,7 +567,7 @@ type fwdBatch struct {
 	// idx[i] == i: done's argument for command i, without an allocation.
 	// Not pooled with fs: the caller may keep it past done.
 	idx  []int
-	fs   []forwarded
+	fs   *[]forwarded
 	left atomic.Int64 // commands not finished yet: fs goes back at 0
 }
 
@@ -590,19 +590,25 @@ func (f *forwarded) finish(r []byte) {
 // forwardedPool holds the commands of finished Forward calls.
 var forwardedPool sync.Pool // of *[]forwarded
 
-// takeForwarded is room for n commands, from the pool when it has enough.
-func takeForwarded(n int) []forwarded {
-	if p, ok := forwardedPool.Get().(*[]forwarded); ok && cap(*p) >= n {
-		return (*p)[:n]
+// takeForwarded is room for n commands, from the pool. The pool holds
+// pointers to the slices, which go back and forth without an allocation.
+func takeForwarded(n int) *[]forwarded {
+	p, _ := forwardedPool.Get().(*[]forwarded)
+	if p == nil {
+		p = new([]forwarded)
 	}
-	return make([]forwarded, n)
+	if cap(*p) < n {
+		*p = make([]forwarded, n)
+	}
+	*p = (*p)[:n]
+	return p
 }
 
 // giveForwarded puts fs back, without the pins, clients' commands and
 // connections it points to.
-func giveForwarded(fs []forwarded) {
-	clear(fs)
-	forwardedPool.Put(&fs)
+func giveForwarded(fs *[]forwarded) {
+	clear(*fs)
+	forwardedPool.Put(fs)
 }
 
 // answer hands the command's reply back, after following a redirect.
@@ -775,8 +781,8 @@ type backend struct {
 	mu      sync.Mutex // guards the fields below
 	conn    net.Conn   // nil until dialled, and after it broke
 	queue   []*forwarded
-	sent    []*forwarded // written, waiting for their replies, in order
-	writing bool         // the writer goroutine runs
+	sent    fifo // written, waiting for their replies, in order
+	writing bool // the writer goroutine runs
 	buf     []byte
 	release bool // a pin let go: close the connection once nothing waits
 	pin     *Pin // the pin it serves, whose watches end with its connection
@@ -897,7 +903,7 @@ func (p *Pin) lose() {
 func (b *backend) down() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.conn == nil && len(b.queue) == 0 && len(b.sent) == 0
+	return b.conn == nil && len(b.queue) == 0 && b.sent.len() == 0
 }
 
 // Protocol makes the pin's connection speak RESP3 or RESP2 should it be
@@ -915,7 +921,7 @@ func (p *Pin) Release() {
 	b.mu.Lock()
 	b.release = true
 	conn := b.conn
-	idle := len(b.sent) == 0 && len(b.queue) == 0
+	idle := b.sent.len() == 0 && len(b.queue) == 0
 	if idle {
 		b.conn = nil
 	}
@@ -985,7 +991,7 @@ func (b *backend) write() {
 			buf = append(buf, f.cmd...)
 		}
 		now := time.Now()
-		if len(b.sent) == 0 {
+		if b.sent.len() == 0 {
 			conn.SetReadDeadline(now.Add(b.c.forwardTimeout()))
 		}
 		for _, f := range b.queue {
@@ -995,7 +1001,7 @@ func (b *backend) write() {
 				f.expect++
 			}
 		}
-		b.sent = append(b.sent, b.queue...)
+		b.sent.push(b.queue...)
 		clear(b.queue)
 		b.queue = b.queue[:0]
 		b.mu.Unlock()
@@ -1035,7 +1041,7 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 			b.mu.Unlock()
 			continue
 		}
-		if len(b.sent) > 0 {
+		if b.sent.len() > 0 {
 			// From this reply on: a node answering a backlog (one
 			// client's pipeline of big values) is not hung, as on a
 			// loop's pipe (Pipe.Deadline).
@@ -1043,7 +1049,7 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 		} else {
 			conn.SetReadDeadline(time.Time{})
 		}
-		done := b.release && len(b.sent) == 0 && len(b.queue) == 0
+		done := b.release && b.sent.len() == 0 && len(b.queue) == 0
 		if done {
 			b.conn = nil
 		}
@@ -1064,8 +1070,7 @@ func (b *backend) broken(conn net.Conn, err error) {
 	current := b.conn == conn
 	if current {
 		b.conn = nil
-		lost = b.sent
-		b.sent = nil
+		lost = b.sent.takeAll()
 	}
 	b.mu.Unlock()
 	conn.Close()

@@ -44,8 +44,8 @@ type Pipe struct {
 	timeout  time.Duration // how long a node may hold a command: hung past it
 
 	out  []byte
-	sent []*forwarded // in out or written, waiting for their replies
-	in   []byte       // read, not yet a whole reply
+	sent fifo   // in out or written, waiting for their replies
+	in   []byte // read, not yet a whole reply
 	// need is how many bytes of in make the reply it starts, when its
 	// header says so: a big value is parsed once, not once per read.
 	need  int
@@ -128,7 +128,7 @@ func (p *Pipe) send(f *forwarded) {
 	}
 	p.out = append(p.out, f.cmd...)
 	f.expect = f.replies + btoi(f.asking)
-	p.sent = append(p.sent, f)
+	p.sent.push(f)
 }
 
 // Out is what is to be written to the node.
@@ -143,16 +143,16 @@ func (p *Pipe) Wrote(n int) {
 }
 
 // Waiting reports whether commands wait for replies.
-func (p *Pipe) Waiting() bool { return len(p.sent) > 0 }
+func (p *Pipe) Waiting() bool { return p.sent.len() > 0 }
 
 // Deadline is when the node is taken as hung if the oldest command
 // written is not answered (for a passthrough pipe, nor anything more
 // heard from the node); false when none waits.
 func (p *Pipe) Deadline() (time.Time, bool) {
-	if len(p.sent) == 0 || p.sent[0].sentAt.IsZero() {
+	if p.sent.len() == 0 || p.sent.all()[0].sentAt.IsZero() {
 		return time.Time{}, false
 	}
-	from := p.sent[0].sentAt
+	from := p.sent.all()[0].sentAt
 	if !p.bucket && p.heard.After(from) {
 		from = p.heard
 	}
@@ -164,8 +164,9 @@ func (p *Pipe) Heard(now time.Time) { p.heard = now }
 
 // Sent stamps the commands not stamped yet with when they were written.
 func (p *Pipe) Sent(now time.Time) {
-	for i := len(p.sent) - 1; i >= 0 && p.sent[i].sentAt.IsZero(); i-- {
-		p.sent[i].sentAt = now
+	sent := p.sent.all()
+	for i := len(sent) - 1; i >= 0 && sent[i].sentAt.IsZero(); i-- {
+		sent[i].sentAt = now
 	}
 }
 
@@ -255,8 +256,8 @@ func bulkNeed(b []byte) int {
 // buffers go too: a loop keeps a pipe for every address it has named, and
 // nodes that move (a restarted pod's new address) would leave theirs held.
 func (p *Pipe) Fail(err error) {
-	lost := p.sent
-	p.sent, p.out, p.in, p.need = nil, nil, nil, 0
+	lost := p.sent.takeAll()
+	p.out, p.in, p.need = nil, nil, 0
 	fail(lost, p.addr, err)
 	p.failQueued()
 }
@@ -265,11 +266,11 @@ func (p *Pipe) Fail(err error) {
 // command off once r is its last reply (whole); a transaction's command
 // answered MOVED, ASK or TRYAGAIN, for which the node discards the
 // transaction, is kept for its answer.
-func matchReply(sent *[]*forwarded, r []byte) (f *forwarded, whole bool, err error) {
-	if len(*sent) == 0 {
+func matchReply(sent *fifo, r []byte) (f *forwarded, whole bool, err error) {
+	if sent.len() == 0 {
 		return nil, false, errors.New("a reply nothing asked for")
 	}
-	f = (*sent)[0]
+	f = sent.all()[0]
 	if f.expect--; f.expect > 0 {
 		// ASKING's +OK, or a transaction's +OK and +QUEUED.
 		if moved, ask := isRedirectReply(r); (moved || ask || bytes.HasPrefix(r, []byte("-TRYAGAIN "))) && f.discarded == nil {
@@ -277,7 +278,6 @@ func matchReply(sent *[]*forwarded, r []byte) (f *forwarded, whole bool, err err
 		}
 		return f, false, nil
 	}
-	(*sent)[0] = nil
-	*sent = (*sent)[1:]
+	sent.pop()
 	return f, true, nil
 }
