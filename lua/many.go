@@ -2,6 +2,7 @@ package lua
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,6 +37,20 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Msg }
+
+// ErrorOf is the script's own error in err's chain, or nil. Nil costs no
+// allocation, as errors.As with a variable of the caller's would on every
+// step decided.
+func ErrorOf(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var le *Error
+	if errors.As(err, &le) {
+		return le
+	}
+	return nil
+}
 
 // IsNoScript: the node does not have the script; send it with EVAL.
 func (e *Error) IsNoScript() bool { return strings.HasPrefix(e.Msg, "NOSCRIPT") }

@@ -186,3 +186,15 @@ func asSplit(r rueidis.RedisResult) (Split, bool) {
 	split.TTL = time.Duration(ms) * time.Millisecond
 	return split, ok
 }
+
+// SplitOf is the split in err's chain, or nil; nil costs no allocation.
+func SplitOf(err error) *SplitError {
+	if err == nil {
+		return nil
+	}
+	var se *SplitError
+	if errors.As(err, &se) {
+		return se
+	}
+	return nil
+}

@@ -117,7 +117,9 @@ func parseGCRA(args [][]byte) (router.Request, error) {
 	if len(args[1]) > maxKeyLen {
 		return router.Request{}, errKeyLen // after Redis's own checks, which come first
 	}
-	return router.Request{Op: router.Take, Key: string(args[1]), Interval: iv, Cost: count}, nil
+	r := router.KeyRequest(router.Take, args[1])
+	r.Interval, r.Cost = iv, count
+	return r, nil
 }
 
 // emissionInterval is Redis's E in µs. The explicit conversions keep

@@ -192,7 +192,8 @@ func (p *Policies) request(args [][]byte) (router.Request, *policy, error) {
 	if p == nil {
 		return router.Request{}, nil, errNoPolicies
 	}
-	key := string(args[1])
+	r := router.KeyRequest(router.Take, args[1])
+	key := r.Key
 	var pol *policy
 	if named {
 		if pol = p.byName[string(args[3])]; pol == nil {
@@ -208,7 +209,8 @@ func (p *Policies) request(args [][]byte) (router.Request, *policy, error) {
 			return router.Request{}, nil, errCost
 		}
 	}
-	return router.Request{Op: router.Take, Key: key, Interval: pol.iv, Cost: cost}, pol, nil
+	r.Interval, r.Cost = pol.iv, cost
+	return r, pol, nil
 }
 
 // bind is p with each policy given the counters of its name from counts,

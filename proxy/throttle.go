@@ -107,14 +107,16 @@ func takeRequest(key []byte, l bucket.Limit, cost int64) (router.Request, error)
 	if err != nil {
 		return router.Request{}, errRange
 	}
-	return router.Request{Op: router.Take, Key: string(key), Interval: iv, Cost: cost}, nil
+	r := router.KeyRequest(router.Take, key)
+	r.Interval, r.Cost = iv, cost
+	return r, nil
 }
 
 func parseReset(args [][]byte) (router.Request, error) {
 	if len(args[1]) > maxKeyLen {
 		return router.Request{}, errKeyLen
 	}
-	return router.Request{Op: router.Reset, Key: string(args[1])}, nil
+	return router.KeyRequest(router.Reset, args[1]), nil
 }
 
 // replyThrottle writes [limited, capacity, remaining, retry_after_ms,

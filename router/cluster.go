@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -316,7 +315,7 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 			}
 			continue
 		}
-		key := KeyPrefix + r.Key
+		key := r.storedKey()
 		owner := topo.ownerOf(key)
 		if owner != nil && !owner.healthy.Load() {
 			c.fallback(reqs[i:i+1], res[i:i+1])
@@ -463,16 +462,17 @@ type call struct {
 
 // settle stores the outcome of a step on a key's own bucket in res. A key
 // that another instance split is followed: its call goes on to the
-// sub-buckets, with then to call when it is decided, and settle reports
+// sub-buckets, with g.then to call when it is decided, and settle reports
 // true.
-func (c *Cluster) settle(cl *call, br lua.Result, err error, reqs []Request, res []Result, topo *topology, sent int64, then func(*hotCall)) bool {
+func (c *Cluster) settle(cl *call, br lua.Result, err error, g *shardCalls, sent int64) bool {
+	reqs, res := g.reqs, g.res
 	i, r := cl.req, &reqs[cl.req]
-	var se *lua.SplitError
+	se := lua.SplitOf(err)
 	switch {
-	case errors.As(err, &se):
+	case se != nil:
 		hk := c.hot.follow(r.Key, se.Split, sent)
 		if st := hk.live(sent); st != nil {
-			return c.startHot(i, r, hk, st, topo, reqs, res, then, nil)
+			return c.startHot(i, r, hk, st, g.topo, reqs, res, g.then, nil)
 		}
 	case !c.failed(cl.owner, err):
 		res[i] = Result{Result: bucket.Result(br), Err: err}
@@ -508,7 +508,7 @@ func perShard[T any](items []T, owner func(*T) *shard, run func(s *shard, idx []
 func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
 	var mu sync.Mutex // guards subs
 	var subs []string
-	perShard(reqs, func(r *Request) *shard { return topo.ownerOf(KeyPrefix + r.Key) }, func(s *shard, idx []int) {
+	perShard(reqs, func(r *Request) *shard { return topo.ownerOf(r.storedKey()) }, func(s *shard, idx []int) {
 		if s != nil && !s.healthy.Load() {
 			for _, i := range idx {
 				c.fallback(reqs[i:i+1], res[i:i+1])
@@ -518,7 +518,7 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		to := c.nodeOr(s, client)
 		keys := make([]string, len(idx))
 		for j, i := range idx {
-			keys[j] = KeyPrefix + reqs[i].Key
+			keys[j] = reqs[i].storedKey()
 		}
 		results := c.resetter.Reset(ctx, to, keys)
 		errs := make([]error, len(results))

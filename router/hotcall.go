@@ -141,9 +141,9 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 	now := time.Now().UnixMicro()
 	if h.st == nil {
 		// A step on the key's own bucket.
-		var se *lua.SplitError
+		se := lua.SplitOf(err)
 		switch {
-		case errors.As(err, &se):
+		case se != nil:
 			// Split meanwhile, here or by another instance.
 			hk := c.hot.follow(r.Key, se.Split, h.w.sent)
 			if h.hk = hk; h.follow(hk.live(h.w.sent), r) {

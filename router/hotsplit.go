@@ -160,9 +160,9 @@ func (c *Cluster) reread(ctx context.Context, hk *hotKey, st *splitState) {
 	if c.redirected(errs) != nil {
 		c.throttle.Do(ctx, *cl, calls, res, errs)
 	}
-	var se *lua.SplitError
+	se := lua.SplitOf(errs[0])
 	switch {
-	case errors.As(errs[0], &se):
+	case se != nil:
 		if cur := hk.split.Load(); cur != nil && cur.gen == st.gen {
 			hk.extendSplit(cur, se.Split, sent)
 		}

@@ -340,3 +340,50 @@ func TestPipeNodeSendingIsNotHung(t *testing.T) {
 		}
 	}
 }
+
+// Deciding on a loop's bucket pipe allocates per round and per script
+// call, not per request: a round of 100 THROTTLEs (made with KeyRequest,
+// as the proxy makes them) costs a few allocations, where one per request
+// would be 100.
+func TestBucketRoundAllocations(t *testing.T) {
+	c, p, via, _ := hotPipe(t)
+	reqs := make([]Request, 100)
+	for i := range reqs {
+		reqs[i] = KeyRequest(Take, fmt.Appendf(nil, "user:%d", i))
+		reqs[i].Interval, reqs[i].Cost = bucket.Interval{Capacity: 10, U: 1, V: 1}, 1
+	}
+	res := make([]Result, len(reqs))
+	var reply []byte
+	for _, n := range []int{maxPipeline, len(reqs) - maxPipeline} {
+		reply = fmt.Appendf(reply, "*%d\r\n", 5*n)
+		for range n {
+			reply = append(reply, ":0\r\n:9\r\n:0\r\n:100\r\n:1\r\n"...)
+		}
+	}
+	decided := 0
+	done := func(idx []int) { decided += len(idx) }
+	var err error
+	round := func() {
+		decided = 0
+		c.SubmitVia(context.Background(), via, reqs, res, done)
+		p.Wrote(len(p.Out()))
+		if e := p.Feed(copy(p.ReadBuf(len(reply)), reply)); e != nil && err == nil {
+			err = e
+		}
+		if decided != len(reqs) && err == nil {
+			err = fmt.Errorf("%d of %d requests decided", decided, len(reqs))
+		}
+	}
+	allocs := testing.AllocsPerRun(40, round)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Remaining != 9 || r.Source != SourceCluster {
+			t.Fatalf("request %d: %+v, want 9 remaining from the cluster", i, r)
+		}
+	}
+	if allocs > 25 {
+		t.Fatalf("%.0f allocations per round of 100 bucket requests, want a few", allocs)
+	}
+}

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"errors"
 	"slices"
 	"time"
 
@@ -48,7 +47,8 @@ func (c *Cluster) pump(p *Pipe, s *shard) {
 		p.out = c.throttle.AppendMany(p.out, p.steps)
 		clear(p.steps)
 		p.steps = p.steps[:0]
-		p.send(&forwarded{c: c, replies: 1, bucket: b})
+		b.f = forwarded{c: c, replies: 1, bucket: b}
+		p.send(&b.f)
 	}
 }
 
@@ -60,6 +60,7 @@ type bucketCall struct {
 	p     *Pipe
 	calls []queued
 	sent  int64
+	f     forwarded // its place in the pipe's queue, allocated with it
 }
 
 // answer settles the calls from the node's reply.
@@ -79,8 +80,7 @@ func (b *bucketCall) answer(r []byte) {
 	}
 	var again []int
 	for k, o := range out {
-		var le *lua.Error
-		if errors.As(o.Err, &le) && (le.IsNotLocal() || le.IsClusterDown()) {
+		if le := lua.ErrorOf(o.Err); le != nil && (le.IsNotLocal() || le.IsClusterDown()) {
 			again = append(again, k) // sent again, declared, where MOVED and ASK work
 			continue
 		}
@@ -135,7 +135,7 @@ func (b *bucketCall) settle(k int, br lua.Result, taken int64, err error) {
 		return
 	}
 	g := b.calls[k].g
-	if !b.c.settle(&g.calls[b.calls[k].j], br, err, g.reqs, g.res, g.topo, b.sent, g.then) {
+	if !b.c.settle(&g.calls[b.calls[k].j], br, err, g, b.sent) {
 		g.release()
 	}
 }

@@ -2,7 +2,6 @@ package router
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,7 +139,7 @@ func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls) {
 		if errs[k] == errShardDown {
 			i := calls[k].req
 			c.fallback(g.reqs[i:i+1], g.res[i:i+1])
-		} else if c.settle(&calls[k], br[k], errs[k], g.reqs, g.res, g.topo, sent, g.then) {
+		} else if c.settle(&calls[k], br[k], errs[k], g, sent) {
 			continue // on a split key: its sub-buckets' step releases it
 		}
 		g.release()
@@ -183,8 +182,7 @@ func (c *Cluster) decideOn(ctx context.Context, s *shard, client rueidis.Client,
 	var again []int
 	for k, o := range out {
 		br[k], errs[k] = o.Result, o.Err
-		var le *lua.Error
-		if errors.As(o.Err, &le) && (le.IsNotLocal() || le.IsClusterDown()) {
+		if le := lua.ErrorOf(o.Err); le != nil && (le.IsNotLocal() || le.IsClusterDown()) {
 			again = append(again, k)
 		}
 	}

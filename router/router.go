@@ -23,6 +23,23 @@ type Request struct {
 	Key      string
 	Interval bucket.Interval // Take only
 	Cost     int64           // Take only
+	stored   string          // Key under KeyPrefix, when made with KeyRequest
+}
+
+// KeyRequest is an op on the bucket named key, copied from key once, with
+// KeyPrefix before it: deciding it on the cluster then takes no copy of
+// its own.
+func KeyRequest(op Op, key []byte) Request {
+	stored := KeyPrefix + string(key)
+	return Request{Op: op, Key: stored[len(KeyPrefix):], stored: stored}
+}
+
+// storedKey is r's key as the cluster stores it.
+func (r *Request) storedKey() string {
+	if r.stored != "" {
+		return r.stored
+	}
+	return KeyPrefix + r.Key
 }
 
 // Result is the outcome of a Request. Err is set when it could not be
