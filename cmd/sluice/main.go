@@ -228,7 +228,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 		seeds := strings.Split(o.cluster, ",")
 		for i, seed := range seeds {
 			seeds[i] = strings.TrimSpace(seed) // "a:1, b:2", as lists are written
-			if _, port, err := net.SplitHostPort(seeds[i]); err != nil || port == "" {
+			if _, port, err := net.SplitHostPort(seeds[i]); err != nil || !validPort(port) {
 				return o, fmt.Errorf("--cluster must be host:port[,host:port...], not %q", o.cluster)
 			}
 		}
@@ -365,6 +365,13 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validPort reports whether port is one a seed node can be dialled on: a
+// number from 1 to 65535, or a service name the system knows.
+func validPort(port string) bool {
+	p, err := net.LookupPort("tcp", port)
+	return err == nil && p > 0
 }
 
 // maxLoops bounds --io-loops: each loop is a goroutine and an epoll

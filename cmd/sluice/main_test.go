@@ -465,7 +465,7 @@ func TestSecondSIGINTExitsAtOnce(t *testing.T) {
 // mistake in the deployment, refused at start with the flag named, rather
 // than a sluice that starts and answers by the fallback policy forever.
 func TestClusterSeedsChecked(t *testing.T) {
-	for _, cluster := range []string{"redis", "127.0.0.1:7000,", "127.0.0.1:7000,,127.0.0.1:7001", "127.0.0.1", "127.0.0.1:"} {
+	for _, cluster := range []string{"redis", "127.0.0.1:7000,", "127.0.0.1:7000,,127.0.0.1:7001", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:-1", "127.0.0.1:7000,127.0.0.1:70000"} {
 		// parseFlags, not run: a sluice that took the seed would serve.
 		if _, err := parseFlags([]string{"--cluster", cluster}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "--cluster") {
 			t.Errorf("--cluster %q: %v; want it refused, the flag named", cluster, err)
