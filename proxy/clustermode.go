@@ -281,10 +281,9 @@ func (n clusterNode) line() string {
 func (s *Server) clusterNode(c *client) (clusterNode, error) {
 	var n clusterNode
 	if s.cfg.Announce != "" {
-		host, port, err := net.SplitHostPort(s.cfg.Announce)
-		p, perr := strconv.Atoi(port)
-		if err != nil || perr != nil || p <= 0 || p > 65535 || host == "" {
-			return n, fmt.Errorf("sluice: the announced address %q is not host:port", s.cfg.Announce)
+		host, p, err := parseAnnounce(s.cfg.Announce)
+		if err != nil {
+			return n, fmt.Errorf("sluice: %w", err)
 		}
 		n.host, n.port = host, p
 		n.hostname = net.ParseIP(n.host) == nil
@@ -307,6 +306,24 @@ func (s *Server) clusterNode(c *client) (clusterNode, error) {
 		n.host, n.port = l.IP.String(), l.Port
 	}
 	return n, nil
+}
+
+// CheckAnnounce reports whether a is an address Config.Announce may
+// give: a host and a port in 1-65535. One it refuses would have every
+// CLUSTER SLOTS, SHARDS, NODES and MYID answer an error, so that a
+// cluster-mode client could never start: refuse it when sluice starts.
+func CheckAnnounce(a string) error {
+	_, _, err := parseAnnounce(a)
+	return err
+}
+
+func parseAnnounce(a string) (string, int, error) {
+	host, port, err := net.SplitHostPort(a)
+	p, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || p <= 0 || p > 65535 || host == "" {
+		return "", 0, fmt.Errorf("the announced address %q is not host:port", a)
+	}
+	return host, p, nil
 }
 
 // nodeID is a Redis node ID (40 lowercase hex digits) made from the

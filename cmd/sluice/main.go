@@ -235,8 +235,8 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 		o.cluster = strings.Join(seeds, ",")
 	}
 	if o.announce != "" {
-		if _, port, err := net.SplitHostPort(o.announce); err != nil || port == "" {
-			return o, fmt.Errorf("--announce must be host:port, not %q", o.announce)
+		if err := proxy.CheckAnnounce(o.announce); err != nil {
+			return o, fmt.Errorf("--announce must be host:port (a port in 1-65535), not %q", o.announce)
 		}
 	}
 	if o.fallbackShare != "auto" {

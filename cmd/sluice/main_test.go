@@ -482,6 +482,22 @@ func TestClusterSeedsChecked(t *testing.T) {
 	}
 }
 
+// An --announce that CLUSTER SLOTS could not give (no host, a port out of
+// range or not a number) is refused at start: taken, every cluster-mode
+// client's CLUSTER SLOTS was answered an error, for ever.
+func TestAnnounceChecked(t *testing.T) {
+	for _, a := range []string{"redis", "::1:7000", ":7000", "redis:0", "redis:65536", "[::1]:7000x", "redis:-1", "redis:"} {
+		if _, err := parseFlags([]string{"--announce", a}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "--announce") {
+			t.Errorf("--announce %q: %v; want it refused, the flag named", a, err)
+		}
+	}
+	for _, a := range []string{"redis.example:6380", "[::1]:7000", "10.0.0.1:65535"} {
+		if _, err := parseFlags([]string{"--announce", a}, noEnv, io.Discard); err != nil {
+			t.Errorf("--announce %q: %v; want it taken", a, err)
+		}
+	}
+}
+
 // A --metrics-listen that cannot be listened on stops the start before
 // "sluice started" is logged: a supervisor or an operator reading the log
 // must not see a start that did not happen.
