@@ -24,7 +24,7 @@ import (
 	"math"
 	"net"
 	"net/http"
-	_ "net/http/pprof"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -127,7 +127,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	fs.BoolVar(&o.replicas, "read-from-replicas", false, "send forwarded read-only commands (GET, MGET, ...) to a replica of their slot's primary; replicas lag, so a read may miss a write just made")
 	fs.BoolVar(&o.admin, "allow-admin", false, "forward commands that change every primary (FLUSHALL, FLUSHDB, CONFIG SET|RESETSTAT, SCRIPT FLUSH, FUNCTION FLUSH|RESTORE) or read its settings (CONFIG GET); refused without it")
 	fs.StringVar(&o.announce, "announce", "", "`host:port` cluster-mode clients are told to connect to (sluice answers CLUSTER SLOTS as one node owning every slot); empty means the address each client connected to")
-	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof on this `address` (e.g. 127.0.0.1:6060); off when empty")
+	fs.StringVar(&o.pprof, "pprof", "", "serve net/http/pprof, but not its cmdline, on this `address` (e.g. 127.0.0.1:6060); off when empty")
 	fs.Var(&o.outputLimit, "client-output-buffer-limit", "`\"normal <hard> <soft> <seconds>\"`, as redis.conf: a client whose pending replies pass hard, or stay over soft that long, is closed; 0 is no limit")
 	fs.StringVar(&o.metrics, "metrics-listen", "", "serve Prometheus metrics at /metrics, and /healthz and /readyz, on this `address`; off when empty")
 	fs.StringVar(&o.requirepass, "requirepass", "", "the default user's `password`: clients AUTH before anything else")
@@ -290,6 +290,19 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 		return o, fmt.Errorf("--log-format must be json or console, not %q", o.logFormat)
 	}
 	return o, nil
+}
+
+// pprofMux serves net/http/pprof's profiles but not its
+// /debug/pprof/cmdline, which would give anyone who reaches --pprof the
+// command line: --requirepass and --cluster-password with it. (The
+// default mux is not served: net/http/pprof registers cmdline there.)
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // cmdline, not a profile: 404
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // metricsMux serves Prometheus's /metrics, /healthz (the process is up)
@@ -482,8 +495,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 			return 1
 		}
 		defer pln.Close()
-		// The default mux holds only what net/http/pprof registers.
-		go http.Serve(pln, nil)
+		go http.Serve(pln, pprofMux())
 		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
 	}
 

@@ -498,6 +498,56 @@ func TestAnnounceChecked(t *testing.T) {
 	}
 }
 
+// --pprof serves the profiles, but not the command line: it holds
+// --requirepass and --cluster-password, and /debug/pprof/cmdline would
+// give them to anyone who reaches the pprof address.
+func TestPprofHidesTheCommandLine(t *testing.T) {
+	cmd := exec.Command(binary(t), "--log-format", "json", "--listen", "127.0.0.1:0", "--pprof", "127.0.0.1:0",
+		"--requirepass", "pprof-secret", "--cluster", "127.0.0.1:1", "--cluster-password", "cluster-secret")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	var addr string
+	for sc := bufio.NewScanner(stderr); addr == "" && sc.Scan(); {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "pprof listening" {
+			addr, _ = line["addr"].(string)
+		}
+	}
+	if addr == "" {
+		t.Fatal("no \"pprof listening\" log line with its address")
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/debug/pprof/cmdline"); strings.Contains(body, "secret") {
+		t.Errorf("/debug/pprof/cmdline: %d %q: the passwords are served", code, body)
+	}
+	if code, body := get("/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/: %d %q; want the index", code, body)
+	}
+	if code, body := get("/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("/debug/pprof/goroutine: %d, want 200 and the profile; got %.200q", code, body)
+	}
+	if code, _ := get("/debug/pprof/symbol"); code != http.StatusOK {
+		t.Errorf("/debug/pprof/symbol: %d, want 200", code)
+	}
+}
+
 // A --metrics-listen that cannot be listened on stops the start before
 // "sluice started" is logged: a supervisor or an operator reading the log
 // must not see a start that did not happen.
