@@ -105,3 +105,48 @@ func TestDrainClosesAClientAddedMeanwhile(t *testing.T) {
 		t.Errorf("Shutdown: %v after %v, want nil within the second a closed client lingers", err, time.Since(start))
 	}
 }
+
+// An idle client (a pooled connection that sent nothing since its last
+// reply) is closed at once when the loop drains: it owes nothing and was
+// sent nothing it has not read, so its close loses no reply, and pooled
+// connections must not hold Shutdown for the second a closing client
+// lingers. A client with a command still being decided gets its reply
+// first.
+func TestDrainClosesIdleClientsAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Decider: router.NewMemory(0), Loops: 1, Backend: "test"})
+	go s.Serve(ln)
+	idle := make([]net.Conn, 3)
+	for i := range idle {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("PING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "+PONG\r\n" {
+			t.Fatalf("PING: %q, %v", got, err)
+		}
+		idle[i] = c
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= lingerTime {
+		t.Errorf("Shutdown took %v with idle clients only: they lingered", took)
+	}
+	for i, c := range idle {
+		if n, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("idle client %d: read %d, %v after Shutdown; want EOF", i, n, err)
+		}
+	}
+}

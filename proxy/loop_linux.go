@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -641,11 +642,19 @@ func (l *loop) wakeUp() bool {
 		// Those just added too, accepted as the listener closed: no
 		// wake-up may come after this one to close them.
 		for _, c := range l.conns {
-			if !c.closing {
-				c.closing = true
-				c.cancelBlocked() // as Redis ends blocked clients at shutdown
-				l.mark(&c.client)
+			if c.closing {
+				continue
 			}
+			if c.owesNothing() && inputWaiting(c.fd) == 0 {
+				// Closed at once: with nothing to answer and nothing sent
+				// to it unread, its close loses nothing, and pooled idle
+				// connections must not hold Shutdown for lingerTime.
+				l.close(c)
+				continue
+			}
+			c.closing = true
+			c.cancelBlocked() // as Redis ends blocked clients at shutdown
+			l.mark(&c.client)
 		}
 	}
 	return !stopping
@@ -1074,6 +1083,24 @@ func (l *loop) pastLimit(c *fdConn) bool {
 	logOutputLimit(l.s.log, c.addr, pending)
 	l.close(c)
 	return true
+}
+
+// owesNothing reports whether c waits for no reply and has nothing
+// pending in either direction: no command in flight or half read, no
+// reply unwritten, no blocking command or subscription.
+func (c *fdConn) owesNothing() bool {
+	return c.inFlight() == 0 && c.sent == len(c.out.b) && len(c.held.b) == c.heldOff &&
+		len(c.pend) == 0 && c.block == nil && c.tunnel == nil
+}
+
+// inputWaiting is how many bytes the socket fd holds unread (-1 when it
+// cannot tell).
+func inputWaiting(fd int) int {
+	var n int32
+	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TIOCINQ, uintptr(unsafe.Pointer(&n))); errno != 0 {
+		return -1
+	}
+	return int(n)
 }
 
 // linger shuts c's write side, its replies written, and watches it for
