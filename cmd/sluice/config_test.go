@@ -105,9 +105,10 @@ func TestBadConfig(t *testing.T) {
 	dir := t.TempDir()
 	for _, tt := range []struct{ text, want string }{
 		{"nope: 1\n", `line 1: unknown key "nope"`},
-		{"backend-timeout: fast\n", "backend-timeout: parse error"},
+		{"backend-timeout: fast\n", `backend-timeout: invalid duration "fast": a duration is a number and its unit`},
+		{"backend-timeout: 50\n", `backend-timeout: missing unit in duration "50"`},
 		// A bad value names its line, as an unknown key does.
-		{"log-level: info\nmax-blocking: many\n", "line 2: max-blocking: parse error"},
+		{"log-level: info\nmax-blocking: many\n", `line 2: max-blocking: "many" is not a whole number`},
 		{"backend-timeout: 0s\n", "must be positive"},
 		{"hot-keys: {a: b}\n", "hot-keys: want a value or a list of values"},
 		{"config: other.yaml\n", "cannot name another"},

@@ -102,7 +102,8 @@ type options struct {
 func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// A bad value is said once, by run, not buried under the usage.
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:6380", "`address` to serve RESP on")
 	fs.StringVar(&o.cluster, "cluster", "", "Redis Cluster seed nodes, `host:port[,host:port...]`; empty runs the embedded in-memory backend")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
@@ -147,7 +148,15 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.tls.clusterUser, "cluster-user", "", "ACL `user` sluice authenticates as to the cluster's nodes; empty is the default user")
 	fs.StringVar(&o.tls.clusterPassword, "cluster-password", "", "`password` sluice authenticates with to the cluster's nodes (AUTH)")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of named policies, the key patterns that select them, and any flag by its name; SIGHUP reloads its policies")
+	fs.VisitAll(func(f *flag.Flag) { f.Value = &explained{f.Value} })
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			// The values' own types name what each flag takes.
+			fs.VisitAll(func(f *flag.Flag) { f.Value = f.Value.(*explained).Value })
+			fmt.Fprintln(stderr, "Usage of sluice:")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+		}
 		return o, err
 	}
 	if fs.NArg() > 0 {
@@ -217,8 +226,11 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 			o.settings[name] = fmt.Sprintf("%s %x %v", path, sum[:8], err)
 		}
 	}
-	// Redis reads its yes/no settings in any case.
-	o.protectedMode, o.tls.authClients = strings.ToLower(o.protectedMode), strings.ToLower(o.tls.authClients)
+	// Redis reads its yes/no settings, and the names its settings take
+	// (maxmemory-policy ALLKEYS-LRU), in any case.
+	for _, v := range []*string{&o.protectedMode, &o.tls.authClients, &o.fallback, &o.fallbackShare, &o.logFormat} {
+		*v = strings.ToLower(*v)
+	}
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
 	}
@@ -296,6 +308,13 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 // /debug/pprof/cmdline, which would give anyone who reaches --pprof the
 // command line: --requirepass and --cluster-password with it. (The
 // default mux is not served: net/http/pprof registers cmdline there.)
+// httpServer serves h with bounds on a connection that sends no request
+// (http.Serve has none): each such connection holds a goroutine. Writes
+// are not bounded: a CPU profile takes its seconds to answer.
+func httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+}
+
 func pprofMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // cmdline, not a profile: 404
@@ -495,7 +514,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 			return 1
 		}
 		defer pln.Close()
-		go http.Serve(pln, pprofMux())
+		go httpServer(pprofMux()).Serve(pln)
 		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
 	}
 
@@ -534,7 +553,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 
 	var ready atomic.Bool // serving: the cluster answered, or its keys go to the fallback
 	if mln != nil {
-		go http.Serve(mln, metricsMux(srv, &ready))
+		go httpServer(metricsMux(srv, &ready)).Serve(mln)
 		log.Info("metrics listening", zap.String("addr", mln.Addr().String()))
 	}
 	served := make(chan error, 1)

@@ -565,3 +565,38 @@ func TestMetricsListenFailsBeforeStarted(t *testing.T) {
 		}
 	}
 }
+
+// A bad number or duration says what is wrong with it, once, on the
+// command line and in the environment alike: the flag package alone says
+// "parse error", after the whole usage.
+func TestBadValuesExplained(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: []string{"--backend-timeout", "50"}, want: `missing unit in duration "50"`},
+		{env: map[string]string{"SLUICE_BACKEND_TIMEOUT": "50"}, want: `SLUICE_BACKEND_TIMEOUT: missing unit in duration "50"`},
+		{args: []string{"--maxclients", "lots"}, want: `"lots" is not a whole number`},
+		{args: []string{"--hot-threshold", "hot"}, want: `"hot" is not a number`},
+	} {
+		var out strings.Builder
+		code := run(tt.args, envOf(tt.env), &out)
+		if code != 2 || !strings.Contains(out.String(), tt.want) || strings.Contains(out.String(), "Usage") {
+			t.Errorf("%v %v: exit %d, %q; want 2 and only %q", tt.args, tt.env, code, out.String(), tt.want)
+		}
+	}
+	var out strings.Builder
+	if code := run([]string{"-h"}, noEnv, &out); code != 0 || !strings.Contains(out.String(), "-backend-timeout duration") {
+		t.Errorf("-h: exit %d, %q; want the usage, each flag's type named", code, out.String())
+	}
+}
+
+// Names a setting takes are read in any case, as Redis reads its own
+// (maxmemory-policy ALLKEYS-LRU).
+func TestSettingNamesInAnyCase(t *testing.T) {
+	o, err := parseFlags([]string{"--fallback", "OPEN", "--fallback-share", "AUTO", "--log-format", "JSON", "--protected-mode", "Yes"}, noEnv, io.Discard)
+	if err != nil || o.fallback != "open" || o.fallbackShare != "auto" || o.logFormat != "json" || o.protectedMode != "yes" {
+		t.Fatalf("%v: fallback %q, share %q, log format %q, protected mode %q", err, o.fallback, o.fallbackShare, o.logFormat, o.protectedMode)
+	}
+}
