@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluice-rl/sluice/router"
 	hashslot "github.com/sluice-rl/sluice/router/slot"
 )
 
@@ -66,9 +67,26 @@ var clusterAdmin = map[string]bool{
 	"SET-CONFIG-EPOCH": true, "SETSLOT": true,
 }
 
-// clusterKeys read the keys a node stores: sluice's buckets live on the
-// cluster's nodes (or in memory), not in a slot of this one-node view.
+// clusterKeys read the keys of a slot: before a cluster they go to the
+// slot's primary (forwardSlotKeys), which holds all of them; the
+// embedded backend has no slots to read.
 var clusterKeys = map[string]bool{"COUNTKEYSINSLOT": true, "GETKEYSINSLOT": true}
+
+// forwardSlotKeys takes CLUSTER COUNTKEYSINSLOT or GETKEYSINSLOT whose
+// arguments Redis would take to the primary that owns the slot, as the
+// one node of sluice's view owns every slot; false for any other CLUSTER
+// call, which sluice answers.
+func (s *Server) forwardSlotKeys(c *client, r *round, args [][]byte) bool {
+	sub := strings.ToUpper(string(args[1]))
+	if !clusterKeys[sub] || len(args) != clusterArity[sub] || checkSlotArgs(args) != nil {
+		return false
+	}
+	slot, _ := parseRedisInt(args[2])
+	r.fwd = append(r.fwd, router.Forward{Slot: int(slot), Cmd: r.command(args)})
+	r.queueItem(c, fwdItem{first: len(r.fwd) - 1})
+	s.metrics.forwarded("cluster|" + strings.ToLower(sub))
+	return true
+}
 
 // clusterHelp is CLUSTER HELP for the subcommands sluice answers, in
 // Redis's wording.
@@ -135,7 +153,7 @@ func cmdClusterMode(s *Server, c *client, conn respConn, args [][]byte) {
 			s.writeError(conn, err)
 			return
 		}
-		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s reads the keys of a node; run it on the cluster's nodes", sub))
+		s.writeError(conn, fmt.Errorf("sluice: CLUSTER %s reads a slot of a cluster's node, and the embedded backend has none", sub))
 		return
 	}
 	switch sub {

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	hashslot "github.com/sluice-rl/sluice/router/slot"
 )
 
 // respError is an error reply, told apart from a bulk string.
@@ -154,8 +155,8 @@ func TestClusterReplies(t *testing.T) {
 			{[]string{"CLUSTER", "ADDSLOTS", "1"}, "-ERR sluice: CLUSTER ADDSLOTS is cluster administration; run it on the cluster's nodes\r\n"},
 			{[]string{"CLUSTER", "FAILOVER"}, "-ERR sluice: CLUSTER FAILOVER is cluster administration; run it on the cluster's nodes\r\n"},
 			{[]string{"CLUSTER", "RESET", "HARD"}, "-ERR sluice: CLUSTER RESET is cluster administration; run it on the cluster's nodes\r\n"},
-			{[]string{"CLUSTER", "COUNTKEYSINSLOT", "1"}, "-ERR sluice: CLUSTER COUNTKEYSINSLOT reads the keys of a node; run it on the cluster's nodes\r\n"},
-			{[]string{"CLUSTER", "GETKEYSINSLOT", "1", "10"}, "-ERR sluice: CLUSTER GETKEYSINSLOT reads the keys of a node; run it on the cluster's nodes\r\n"},
+			{[]string{"CLUSTER", "COUNTKEYSINSLOT", "1"}, "-ERR sluice: CLUSTER COUNTKEYSINSLOT reads a slot of a cluster's node, and the embedded backend has none\r\n"},
+			{[]string{"CLUSTER", "GETKEYSINSLOT", "1", "10"}, "-ERR sluice: CLUSTER GETKEYSINSLOT reads a slot of a cluster's node, and the embedded backend has none\r\n"},
 			{[]string{"READONLY"}, "+OK\r\n"},
 			{[]string{"READWRITE"}, "+OK\r\n"},
 			{[]string{"ASKING"}, "+OK\r\n"},
@@ -497,6 +498,45 @@ func TestErrorsQuoteAsRedisDoes(t *testing.T) {
 		}
 		if got := dialRaw(t, addr).do(args...); got != want {
 			t.Errorf("%.40q:\n got %q\nRedis %q", args, got, want)
+		}
+	}
+}
+
+// Before a cluster, CLUSTER COUNTKEYSINSLOT and GETKEYSINSLOT read the
+// slot on the primary that owns it, which holds all of its keys: a
+// cluster-mode client sees the one node of sluice's view own them. Bad
+// arguments still get Redis's own error from sluice. Both serving paths.
+func TestClusterSlotKeysForwarded(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	slot := strconv.Itoa(hashslot.Of("{slotkeys}"))
+	written := 0
+	for _, loops := range []int{1, -1} {
+		_, ln, _ := startServer(t, proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
+		addr := ln.Addr().String()
+		rc := dialRaw(t, addr)
+		want := map[string]bool{}
+		for i := range 3 {
+			key := fmt.Sprintf("{slotkeys}%d:%d", loops, i)
+			rc.do("SET", key, "v")
+			want[key] = true
+		}
+		written += len(want)
+		if got := rc.do("CLUSTER", "COUNTKEYSINSLOT", slot); got != fmt.Sprintf(":%d\r\n", written) {
+			t.Errorf("loops %d: COUNTKEYSINSLOT %s: %q, want the %d keys written", loops, slot, got, written)
+		}
+		keys, ok := command(t, addr, "CLUSTER", "GETKEYSINSLOT", slot, "100").([]any)
+		seen := 0
+		for _, k := range keys {
+			if want[k.(string)] {
+				seen++
+			}
+		}
+		if !ok || seen != len(want) {
+			t.Errorf("loops %d: GETKEYSINSLOT %s: %v, want %v among them", loops, slot, keys, want)
+		}
+		if got, want := rc.do("CLUSTER", "GETKEYSINSLOT", "16384", "1"), "-ERR Invalid slot or number of keys\r\n"; got != want {
+			t.Errorf("loops %d: GETKEYSINSLOT of no slot: %q, want %q", loops, got, want)
 		}
 	}
 }

@@ -146,7 +146,7 @@ var resetCommand *command
 
 // commandCommand and infoCommand are answered with the cluster's help
 // when there is one.
-var commandCommand, infoCommand *command
+var commandCommand, infoCommand, clusterCommand *command
 
 func init() {
 	table := []*command{
@@ -199,6 +199,7 @@ func init() {
 	resetCommand = commands["reset"]
 	commandCommand = commands["command"]
 	infoCommand = commands["info"]
+	clusterCommand = commands["cluster"]
 }
 
 // lookup finds args' command and checks its arity.

@@ -831,6 +831,8 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		return true
 	} else if cmd == infoCommand && err == nil && s.cfg.Forwarder != nil && s.forwardInfo(c, r, args) {
 		return true
+	} else if cmd == clusterCommand && err == nil && s.cfg.Forwarder != nil && s.forwardSlotKeys(c, r, args) {
+		return true
 	} else if cmd == nil && s.cfg.Forwarder != nil {
 		err = s.forward(c, r, args)
 		if err == nil {
