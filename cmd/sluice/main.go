@@ -17,6 +17,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -454,6 +455,16 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	// Read before the cluster is waited for: a missing or bad certificate
+	// is said at once, not after the wait and the other listeners.
+	var serverTLS *tls.Config
+	if o.tls.listen != "" {
+		if serverTLS, err = o.tls.serverTLS(); err != nil {
+			log.Error("cannot serve TLS", zap.Error(err))
+			return 1
+		}
+	}
+
 	var decider proxy.Decider
 	var forwarder proxy.Forwarder // the cluster's, for ordinary commands
 	backend := "embedded"
@@ -528,7 +539,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		}
 		defer mln.Close()
 	}
-	lns, err := listeners(o)
+	lns, err := listeners(o, serverTLS)
 	if err != nil {
 		log.Error("cannot listen", zap.Error(err))
 		return 1

@@ -600,3 +600,17 @@ func TestSettingNamesInAnyCase(t *testing.T) {
 		t.Fatalf("%v: fallback %q, share %q, log format %q, protected mode %q", err, o.fallback, o.fallbackShare, o.logFormat, o.protectedMode)
 	}
 }
+
+// A --tls-listen whose certificate cannot be read stops the start before
+// the cluster is waited for (up to 2 s when it does not answer), with
+// nothing listened on or logged as started.
+func TestBadCertificateFailsFirst(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	var out strings.Builder
+	code := run([]string{"--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0", "--tls-cert-file", missing, "--tls-key-file", missing, "--tls-auth-clients", "no",
+		"--cluster", "127.0.0.1:1", "--log-format", "json"}, noEnv, &out)
+	log := out.String()
+	if code != 1 || !strings.Contains(log, "cannot serve TLS") || strings.Contains(log, "cluster not reachable") || strings.Contains(log, "sluice started") {
+		t.Errorf("exit %d, log:\n%s\nwant 1 and the certificate's error before any word of the cluster", code, log)
+	}
+}

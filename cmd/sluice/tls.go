@@ -125,10 +125,10 @@ func loadCA(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// listeners listens on --listen and --tls-listen, those that are set:
-// the plain one first, so that it is the address INFO and CLUSTER SLOTS
+// listeners listens on --listen and on --tls-listen with serverTLS, those
+// that are set: the plain one first, so that it is the address INFO and CLUSTER SLOTS
 // give when both are served.
-func listeners(o options) ([]net.Listener, error) {
+func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 	var lns []net.Listener
 	if o.listen != "" {
 		ln, err := net.Listen("tcp", o.listen)
@@ -138,12 +138,9 @@ func listeners(o options) ([]net.Listener, error) {
 		lns = append(lns, ln)
 	}
 	if o.tls.listen != "" {
-		cfg, err := o.tls.serverTLS()
+		ln, err := net.Listen("tcp", o.tls.listen)
 		if err == nil {
-			var ln net.Listener
-			if ln, err = net.Listen("tcp", o.tls.listen); err == nil {
-				lns = append(lns, tls.NewListener(ln, cfg))
-			}
+			lns = append(lns, tls.NewListener(ln, serverTLS))
 		}
 		if err != nil {
 			for _, ln := range lns {
