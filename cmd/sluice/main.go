@@ -519,7 +519,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	}
 
 	if o.pprof != "" {
-		pln, err := net.Listen("tcp", o.pprof)
+		pln, err := listen(o.pprof)
 		if err != nil {
 			log.Error("cannot listen for pprof", zap.Error(err))
 			return 1
@@ -533,7 +533,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	// must not have said "sluice started".
 	var mln net.Listener
 	if o.metrics != "" {
-		if mln, err = net.Listen("tcp", o.metrics); err != nil {
+		if mln, err = listen(o.metrics); err != nil {
 			log.Error("cannot listen for metrics", zap.Error(err))
 			return 1
 		}

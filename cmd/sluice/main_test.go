@@ -614,3 +614,37 @@ func TestBadCertificateFailsFirst(t *testing.T) {
 		t.Errorf("exit %d, log:\n%s\nwant 1 and the certificate's error before any word of the cluster", code, log)
 	}
 }
+
+// --listen 0.0.0.0:port serves IPv4 alone, as Redis's bind 0.0.0.0:
+// Go's own listener for it takes IPv6 too.
+func TestListenOnIPv4Alone(t *testing.T) {
+	if l6, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback to tell: %v", err)
+	} else {
+		l6.Close()
+	}
+	ln, err := listen("0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	if c, err := net.Dial("tcp4", net.JoinHostPort("127.0.0.1", port)); err != nil {
+		t.Fatalf("over IPv4: %v", err)
+	} else {
+		c.Close()
+	}
+	if c, err := net.Dial("tcp6", net.JoinHostPort("::1", port)); err == nil {
+		c.Close()
+		t.Fatalf("listening on 0.0.0.0 took a connection over IPv6 too (%s)", ln.Addr())
+	}
+}

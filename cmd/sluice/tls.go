@@ -131,14 +131,14 @@ func loadCA(file string) (*x509.CertPool, error) {
 func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 	var lns []net.Listener
 	if o.listen != "" {
-		ln, err := net.Listen("tcp", o.listen)
+		ln, err := listen(o.listen)
 		if err != nil {
 			return nil, err
 		}
 		lns = append(lns, ln)
 	}
 	if o.tls.listen != "" {
-		ln, err := net.Listen("tcp", o.tls.listen)
+		ln, err := listen(o.tls.listen)
 		if err == nil {
 			lns = append(lns, tls.NewListener(ln, serverTLS))
 		}
@@ -150,6 +150,18 @@ func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 		}
 	}
 	return lns, nil
+}
+
+// listen listens on addr as Redis binds: an IPv4 address, 0.0.0.0 too,
+// on IPv4 alone (Go would take 0.0.0.0 for a socket of both families).
+func listen(addr string) (net.Listener, error) {
+	network := "tcp"
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
+			network = "tcp4"
+		}
+	}
+	return net.Listen(network, addr)
 }
 
 // servedAddrs are the addresses of listeners' plain and TLS listener, ""
