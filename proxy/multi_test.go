@@ -550,3 +550,72 @@ func TestClientListNamesTransactionCommands(t *testing.T) {
 		}
 	})
 }
+
+// A watched slot that moves to another primary before EXEC, and that
+// sluice has read in the slot map by then, has lost its watch: the
+// transaction on the watched key must not run unwatched on the new owner
+// (it ran there, as one on another primary's keys does).
+func TestTransactionWatchedSlotMovedAway(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		w, other := dialRaw(t, addr), dialRaw(t, addr)
+		k := "{wmoved" + strconv.Itoa(-loops) + "}k"
+		from := primaryOf(t, c, k)
+		to := c.Nodes[0]
+		if to == from {
+			to = c.Nodes[1]
+		}
+		other.do("SET", k, "0")
+		if got := w.do("WATCH", k); got != "+OK\r\n" {
+			t.Fatalf("loops %d: WATCH: %q", loops, got)
+		}
+		if err := c.MoveSlot(ctx, slot.Of(k), to); err != nil {
+			t.Fatal(err)
+		}
+		// Until sluice sends the key's commands to its new owner: the old
+		// one refuses no more of them.
+		waitUntil(t, "sluice reads the moved slot", func() bool {
+			before := rejectedGets(t, from)
+			other.do("GET", k)
+			return rejectedGets(t, from) == before
+		})
+		w.send([]string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
+		for i, want := range []string{"+OK\r\n", "+QUEUED\r\n", "*-1\r\n"} {
+			if got := w.read(); got != want {
+				t.Errorf("loops %d: transaction whose watched slot moved away, reply %d: %q, want %q", loops, i, got, want)
+			}
+		}
+		if got := other.do("GET", k); got != "$1\r\n0\r\n" {
+			t.Errorf("loops %d: the watched key after the aborted transaction: %q", loops, got)
+		}
+		// The client's retry, watching again, runs on the new owner.
+		w.send([]string{"WATCH", k}, []string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
+		for i, want := range []string{"+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "*1\r\n:1\r\n"} {
+			if got := w.read(); got != want {
+				t.Errorf("loops %d: the retry, reply %d: %q, want %q", loops, i, got, want)
+			}
+		}
+	}
+}
+
+// rejectedGets is how many GETs n has refused (MOVED, ASK, ...).
+func rejectedGets(t *testing.T, n *clustertest.Node) int {
+	t.Helper()
+	stats, err := n.Do(context.Background(), "INFO", "commandstats").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(stats, "cmdstat_get:")
+	if !ok {
+		return 0
+	}
+	_, after, ok = strings.Cut(after, "rejected_calls=")
+	if !ok {
+		return 0
+	}
+	v, _ := strconv.Atoi(after[:strings.IndexAny(after, ",\r\n")])
+	return v
+}

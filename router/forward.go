@@ -168,7 +168,7 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 	for i := range cmds {
 		b.idx[i] = i
 		f := &fs[i]
-		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, batch: b, i: i}
+		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, batch: b, i: i}
 		addr := c.addrOf(topo, cmds[i].Slot)
 		if cmds[i].Pin != nil && cmds[i].Slot == AnySlot {
 			// Not any primary: a transaction without keys sent to another
@@ -553,6 +553,7 @@ type forwarded struct {
 	discarded []byte   // the reply of a transaction's command that made the node discard it
 	onPin     bool     // counted in its pin's commands in flight
 	replayed  bool     // an EVALSHA sent again as EVAL after NOSCRIPT
+	slot      int      // its keys' slot, or AnySlot
 	addr      string   // the node it was sent to
 	sentAt    time.Time
 	batch     *fwdBatch // where its reply goes: batch.replies[i]
@@ -799,6 +800,7 @@ type Pin struct {
 	exec     *forwarded // the transaction, waiting for them
 	execAddr string     // the primary of its slot
 	lost     bool       // a WATCH or the transaction met a key its node does not hold
+	watched  []int      // the slots of its WATCHes
 }
 
 // Pin makes a client's own connection to the primary of slot sl, dialled
@@ -833,6 +835,13 @@ func (p *Pin) run(f *forwarded, addr string) {
 	p.mu.Lock()
 	abort := f.replies > 1 && p.lost
 	elsewhere := f.replies > 1 && !abort && addr != p.b.addr
+	if elsewhere && slices.Contains(p.watched, f.slot) {
+		// The watched slot itself is on another primary now (a failover,
+		// a migration that ended, seen in the slot map before EXEC): the
+		// watches on the pin's node count for nothing there, and the
+		// transaction must not run unwatched. The watch is lost.
+		abort, elsewhere, p.lost = true, false, true
+	}
 	// A WATCH of keys another primary holds than those watched already:
 	// no transaction could use both, and on the pin's node it would meet
 	// MOVED and lose every watch, silently.
@@ -852,6 +861,9 @@ func (p *Pin) run(f *forwarded, addr string) {
 	f.onPin = !abort && !elsewhere && !crossNode && !lostWatch && !gone
 	if f.onPin {
 		p.inflight++
+		if f.replies == 1 && isWatch(f.cmd) && !slices.Contains(p.watched, f.slot) {
+			p.watched = append(p.watched, f.slot)
+		}
 	}
 	p.mu.Unlock()
 	switch {
