@@ -44,6 +44,10 @@ type Forwarder interface {
 	Pin(slot int, resp3 bool) *router.Pin
 	// Tunnel opens a subscriber's own connections to the nodes.
 	Tunnel(resp3 bool, onData func(data []byte, subscribed, answered bool), onEnd func(error)) *router.Tunnel
+	// Route points each of cmds at its slot's primary now, by one slot
+	// map, and returns that map's generation, which changes when a map
+	// moves a slot to another primary.
+	Route(cmds []router.Forward) uint64
 }
 
 // merge is how the replies of a command split across slots make the one
@@ -100,8 +104,11 @@ type fwdItem struct {
 }
 
 var (
-	errCrossSlot = errors.New("CROSSSLOT Keys in request don't hash to the same slot")
-	errNoTable   = errors.New("TRYAGAIN sluice has not read the cluster's command table yet")
+	// errRouteAgain is a command not taken: it waits until what its client
+	// sent before is answered (routedGen).
+	errRouteAgain = errors.New("route again")
+	errCrossSlot  = errors.New("CROSSSLOT Keys in request don't hash to the same slot")
+	errNoTable    = errors.New("TRYAGAIN sluice has not read the cluster's command table yet")
 )
 
 // forward takes a command sluice does not answer itself into c's queue,
@@ -176,21 +183,33 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3})
 			return nil
 		}
+		cmds0 := len(r.cmds)
 		if one {
 			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: r.command(args)})
-			break
+		} else {
+			sp, ok := splits[spec.Name]
+			if !ok {
+				return errCrossSlot
+			}
+			if (len(args)-1)%sp.step != 0 {
+				// MSET's last key has no value, so no part could carry it;
+				// Redis refuses such a line whatever its keys' slots.
+				return fmt.Errorf("ERR wrong number of arguments for '%s' command", spec.Name)
+			}
+			it.how = sp.how
+			it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
 		}
-		sp, ok := splits[spec.Name]
-		if !ok {
-			return errCrossSlot
+		// Routed now, by the map whose generation is checked: a command
+		// c sent by an older map may be redirected to where this one
+		// goes, and be overtaken there (a pipeline of RPUSHes to a key
+		// whose slot moves would land out of order). Then this one waits
+		// until those are answered, and is taken again.
+		gen := s.cfg.Forwarder.Route(r.fwd[it.first:])
+		if c.routedGen != 0 && c.routedGen != gen+1 && c.inFlight() > 0 {
+			r.fwd, r.cmds, it.order = r.fwd[:it.first], r.cmds[:cmds0], nil
+			return errRouteAgain
 		}
-		if (len(args)-1)%sp.step != 0 {
-			// MSET's last key has no value, so no part could carry it;
-			// Redis refuses such a line whatever its keys' slots.
-			return fmt.Errorf("ERR wrong number of arguments for '%s' command", spec.Name)
-		}
-		it.how = sp.how
-		it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
+		c.routedGen = gen + 1
 	}
 	for k := it.first; k < len(r.fwd); k++ {
 		r.fwd[k].Pin = c.pin

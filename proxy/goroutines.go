@@ -211,6 +211,11 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 			c.r.start = time.Now()
 		}
 		more = s.take(&c.client, &c.r, rest[0].Args)
+		if c.retake {
+			// Taken again once what it sent before is answered.
+			c.retake, c.drainFirst = false, true
+			continue
+		}
 		rest = rest[1:]
 	}
 	if c.cut {

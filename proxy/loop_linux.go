@@ -964,7 +964,7 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 // take parses one whole command, as framed, and takes it into c's queue.
 // Redis ignores a blank inline line and a multibulk of no arguments. It
 // reports false for a command that must wait until what c sent before it
-// is answered (subscribesAfter): not taken.
+// is answered (waitsFirst): not taken.
 func (l *loop) take(c *fdConn, raw []byte) bool {
 	ok := true
 	if raw[0] == '*' {
@@ -983,6 +983,9 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 		taken = false
 	default:
 		l.s.take(&c.client, l.round(), l.argv)
+		if c.retake {
+			c.retake, taken = false, false
+		}
 	}
 	clear(l.argv) // they point into the client's input
 	return taken

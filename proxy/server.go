@@ -561,7 +561,13 @@ type client struct {
 	// flight (unpinned), and after a RESP2 subscription command, whose
 	// answer says whether it is in subscribed mode then.
 	drainFirst bool
-	softOver   time.Time // since when its pending replies passed the soft output limit
+	// routedGen is the generation, plus one, of the slot map that routed
+	// its last command by its keys (errRouteAgain); 0 before any.
+	routedGen uint64
+	// retake: the command just given to take was not taken, and is to be
+	// given again once what c sent before is answered (errRouteAgain).
+	retake   bool
+	softOver time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
 	user *User
@@ -772,6 +778,10 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	c.skip, c.replyOn = false, false
 	q0, out0, held0 := len(c.q), len(c.out.b), len(c.held.b)
 	more := s.takeOne(c, r, args)
+	if c.retake {
+		c.skip = skip // not taken: it skips its reply when it is
+		return more
+	}
 	if (c.replyOff || skip) && !c.replyOn {
 		// Its reply is dropped: what it wrote now, and what it waits for
 		// once rendered. A slot stays, so that later slots keep their
@@ -836,6 +846,11 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 	} else if cmd == nil && s.cfg.Forwarder != nil {
 		err = s.forward(c, r, args)
 		if err == nil {
+			return true
+		}
+		if err == errRouteAgain {
+			s.stats.commands.Add(-1) // counted when taken again
+			c.retake = true
 			return true
 		}
 	}

@@ -30,6 +30,9 @@ import (
 // which any primary may answer.
 type Forward struct {
 	Slot int
+	// Addr is the primary the command goes to, when the caller routed it
+	// already (Cluster.Route); "" routes it by the slot map when sent.
+	Addr string
 	Cmd  []byte
 	// Replies is how many replies Cmd gets when it is several commands
 	// (a transaction: MULTI, its commands, EXEC); the last one is the
@@ -169,7 +172,10 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		b.idx[i] = i
 		f := &fs[i]
 		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, batch: b, i: i}
-		addr := c.addrOf(topo, cmds[i].Slot)
+		addr := cmds[i].Addr
+		if addr == "" {
+			addr = c.addrOf(topo, cmds[i].Slot)
+		}
 		if cmds[i].Pin != nil && cmds[i].Slot == AnySlot {
 			// Not any primary: a transaction without keys sent to another
 			// than the pin's would run there, unwatched.

@@ -44,6 +44,10 @@ type topology struct {
 	replicas map[string][]string
 	// primaries are the shards, by address: keyless commands go to one.
 	primaries []*shard
+	// gen counts the slot maps that moved a slot to another primary: a
+	// command routed by an older one may be redirected, and overtaken by
+	// one routed by this (Route).
+	gen uint64
 }
 
 // shard is one primary's slot ranges and health.
@@ -345,7 +349,29 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		t.split = len(owning)
 	}
 	t.split = min(t.split, len(t.tags))
+	if old := c.topo.Load(); old != nil {
+		t.gen = old.gen
+		if old.owners != t.owners {
+			t.gen++
+		}
+	}
 	c.topo.Store(t)
+}
+
+// Route points each of cmds at its slot's primary now (Forward.Addr), by
+// one slot map, and returns that map's generation, which changes when a
+// map moves a slot to another primary.
+func (c *Cluster) Route(cmds []Forward) uint64 {
+	t := c.topo.Load()
+	if t == nil {
+		return 0
+	}
+	for i := range cmds {
+		if cmds[i].Slot != AnySlot {
+			cmds[i].Addr = c.addrOf(t, cmds[i].Slot)
+		}
+	}
+	return t.gen
 }
 
 // readSlots reads CLUSTER SLOTS from one of nodes (the cluster client's,
