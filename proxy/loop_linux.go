@@ -802,7 +802,7 @@ func (l *loop) deliver(d decision) {
 			c.closing = true
 			c.cancelBlocked()
 			l.mark(&c.client)
-		case !c.pushData(d.data, d.subscribed):
+		case !c.pushData(d.data, d.subscribed, c.sent):
 			l.s.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", c.addr))
 			l.close(c)
 		default:
@@ -1032,6 +1032,13 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 		c.active = l.now
 	}
 	unsent := len(c.out.b) - c.sent
+	if unsent > 0 && c.sent >= readSize && c.sent >= unsent {
+		// A client that reads, but never all that waits for it (a
+		// subscriber kept a little behind by a steady flood), would
+		// otherwise have out keep everything it was ever sent. Moving
+		// what is left costs no more than what was written.
+		c.out.b, c.sent = c.out.b[:copy(c.out.b, c.out.b[c.sent:])], 0
+	}
 	if unsent == 0 {
 		c.out.b, c.sent = c.out.b[:0], 0
 		if cap(c.out.b) > keepReplies {

@@ -225,10 +225,11 @@ const maxPushBacklog = 32 << 20
 
 // pushData puts what a client's tunnel sent in its output, behind the
 // replies to what it sent before; a RESP2 client is in subscribed mode
-// while it has a subscription. It reports false when the client must be
-// closed: it does not read what it is sent.
-func (c *client) pushData(data []byte, subscribed bool) bool {
-	if len(c.out.b)+len(c.pushed)+len(data) > maxPushBacklog {
+// while it has a subscription. sent is how much of its output its socket
+// has taken already: not part of what waits for it. It reports false when
+// the client must be closed: it does not read what it is sent.
+func (c *client) pushData(data []byte, subscribed bool, sent int) bool {
+	if len(c.out.b)-sent+len(c.pushed)+len(data) > maxPushBacklog {
 		return false
 	}
 	c.subscribedNow(subscribed)

@@ -1,0 +1,95 @@
+package proxy_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/reply"
+)
+
+// A subscriber that reads its messages, but stays some megabytes behind a
+// steady flood, is kept as Redis keeps it: what counts against the 32 MiB
+// of messages sluice holds for it is what waits, not what it was sent
+// since it last caught up. The subscriber's receive buffer is small, so
+// that most of its lag (16 MiB) waits in sluice, never written out all at
+// once; then, in lockstep, the publisher adds a megabyte and the
+// subscriber reads one, 48 times. On the event loops it was closed once
+// 32 MiB had passed through. Both serving paths.
+func TestPassthroughSubscriberThatKeepsUpIsNotClosed(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 256<<10)
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		nc, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		sub := &rawConn{t: t, c: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+		pub := dialRaw(t, addr)
+		ch := "lag:" + t.Name()
+		if got := sub.do("SUBSCRIBE", ch); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		payload := []byte(strings.Repeat("m", 64<<10))
+		var mb []byte
+		for range 16 { // a megabyte of messages
+			mb = router.AppendCommand(mb, [][]byte{[]byte("PUBLISH"), []byte(ch), payload})
+		}
+		publish := func() {
+			t.Helper()
+			pub.c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := pub.c.Write(mb); err != nil {
+				t.Fatal(err)
+			}
+			for range 16 {
+				if got := pub.read(); got != ":1\r\n" {
+					t.Fatalf("PUBLISH: %q", got)
+				}
+			}
+		}
+		var msg []byte
+		readMB := func(i int) {
+			t.Helper()
+			sub.c.SetDeadline(time.Now().Add(10 * time.Second))
+			for range 16 {
+				if msg, err = reply.Read(sub.br, msg[:0]); err != nil {
+					t.Fatalf("message, after %d MiB read: %v", i, err)
+				}
+				if !strings.HasPrefix(string(msg), "*3\r\n$7\r\nmessage\r\n") {
+					t.Fatalf("message: %.60q", msg)
+				}
+			}
+		}
+		for range 16 {
+			publish()
+		}
+		for i := range 48 {
+			publish()
+			readMB(i)
+		}
+		for i := range 16 {
+			readMB(48 + i)
+		}
+		if got := sub.do("PING"); got != "*2\r\n$4\r\npong\r\n$0\r\n\r\n" {
+			t.Fatalf("PING: %q", got)
+		}
+	})
+}
