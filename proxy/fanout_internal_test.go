@@ -26,3 +26,27 @@ func TestScanCursorEmptyIsZero(t *testing.T) {
 		}
 	}
 }
+
+// KEYS's reply is every primary's array in one, its elements as they
+// are; and sluice copies them once, not into an allocation each, which
+// for a key space of millions made it hold ten times the reply.
+func TestKeysConcatenatesWithoutSplitting(t *testing.T) {
+	it := fwdItem{how: mergeConcat}
+	parts := [][]byte{[]byte("*2\r\n$1\r\na\r\n$2\r\nbb\r\n"), []byte("*0\r\n"), []byte("*1\r\n$3\r\nccc\r\n")}
+	if got, want := string(it.merged(parts)), "*3\r\n$1\r\na\r\n$2\r\nbb\r\n$3\r\nccc\r\n"; got != want {
+		t.Fatalf("KEYS merged: %q, want %q", got, want)
+	}
+	for _, bad := range []string{"*-1\r\n", ":1\r\n", "*x\r\n"} {
+		if got := string(it.merged([][]byte{parts[0], []byte(bad)})); got[0] != '-' {
+			t.Errorf("KEYS merged with a part %q: %q, want an error", bad, got)
+		}
+	}
+	var big []byte
+	for range 10000 {
+		big = append(big, "$6\r\nkey:42\r\n"...)
+	}
+	big = append([]byte("*10000\r\n"), big...)
+	if n := testing.AllocsPerRun(10, func() { it.merged([][]byte{big, big, big}) }); n > 5 {
+		t.Fatalf("KEYS of 30,000 keys: %v allocations", n)
+	}
+}

@@ -624,6 +624,8 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		return parts[0]
 	case mergeScan:
 		return it.scanReply(parts[0])
+	case mergeConcat:
+		return concatArrays(parts)
 	}
 	var elems [][]byte
 	for _, p := range parts {
@@ -697,6 +699,32 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 	out := appendArrayHeader(nil, len(elems))
 	for _, e := range elems {
 		out = append(out, e...)
+	}
+	return out
+}
+
+// concatArrays is KEYS's reply: every primary's array, in one. The
+// elements are copied as they are, once: splitting millions of keys into
+// an allocation each made sluice hold ten times the reply.
+func concatArrays(parts [][]byte) []byte {
+	total, size := 0, 0
+	bodies := make([][]byte, len(parts))
+	for i, p := range parts {
+		eol := bytes.IndexByte(p, '\n')
+		if eol < 3 || p[0] != '*' || p[eol-1] != '\r' {
+			return unexpected(p)
+		}
+		n, err := strconv.Atoi(string(p[1 : eol-1]))
+		if err != nil || n < 0 {
+			return unexpected(p)
+		}
+		total += n
+		bodies[i] = p[eol+1:]
+		size += len(bodies[i])
+	}
+	out := appendArrayHeader(make([]byte, 0, 24+size), total)
+	for _, b := range bodies {
+		out = append(out, b...)
 	}
 	return out
 }
