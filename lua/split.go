@@ -90,8 +90,13 @@ type Renewal struct {
 	TTL time.Duration
 	// TTF < 0 keeps the states the marker has; otherwise it is the
 	// sub-buckets' mean time until full, read from them now, and becomes
-	// the split's state.
+	// the state the split lapses into.
 	TTF time.Duration
+	// Spread, with TTF >= 0, is how much sooner than TTF the fullest
+	// sub-bucket is full, read with it: the base (the fullest a
+	// sub-bucket may be from now on, where a missing one starts) is
+	// TTF - Spread. 0 takes the mean as the base.
+	Spread time.Duration
 }
 
 // ErrNotSplit answers a Renewal with N < 0 when the bucket has no split
@@ -106,6 +111,9 @@ func (s *Splitter) Renew(ctx context.Context, c rueidis.Client, key string, r Re
 		ttf = strconv.FormatInt(r.TTF.Microseconds(), 10)
 	}
 	args := []string{strings.Join(r.Tags, ","), strconv.FormatInt(r.TTL.Milliseconds(), 10), ttf, strconv.Itoa(r.N), r.Gen}
+	if r.TTF >= 0 && r.Spread > 0 {
+		args = append(args, strconv.FormatInt(max(r.TTF-r.Spread, 0).Microseconds(), 10))
+	}
 	res := s.script.Exec(ctx, c, []string{key}, args)
 	if err := res.Error(); err != nil {
 		return Split{}, err
@@ -121,13 +129,15 @@ func (s *Splitter) Renew(ctx context.Context, c rueidis.Client, key string, r Re
 }
 
 // End ends the split of the bucket at key: it lapses when it was to, into
-// a bucket ttf from full at that instant, the sub-buckets' state now, and
-// no renewal extends it. The sub-buckets keep deciding until then
+// a bucket ttf from full at that instant, the sub-buckets' mean state now,
+// and no renewal extends it; full, the fullest sub-bucket's time until
+// full, is the base until then. The sub-buckets keep deciding until then
 // (instances that follow the marker may use them that long), so the
 // bucket must not start fuller. ended is false when there was no live
 // split.
-func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf time.Duration) (ended bool, err error) {
-	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", strconv.FormatInt(max(ttf.Microseconds(), 0), 10)}).AsInt64()
+func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf, full time.Duration) (ended bool, err error) {
+	us := func(d time.Duration) string { return strconv.FormatInt(max(d.Microseconds(), 0), 10) }
+	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", us(ttf), "0", "", us(min(full, ttf))}).AsInt64()
 	return n == 1, err
 }
 

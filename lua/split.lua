@@ -23,12 +23,19 @@
 --          renewed as it was, same sub-buckets, from the state they reached
 --          meanwhile (ARGV[3]), so that the key is counted in one set of
 --          sub-buckets across the outage.
+-- ARGV[6]  optional, with ARGV[3] >= 0: the fullest sub-bucket's time
+--          until full, in µs, which becomes the base (none: ARGV[3]). The
+--          mean is right for the lapse, which holds all the sub-buckets'
+--          tokens in one bucket; as the base it would make the sub-buckets
+--          that are missing (never taken from, or full and expired) as
+--          empty as the mean, and each renewal of a split used unevenly
+--          would take tokens that were never spent.
 --
 -- The marker is '~<base>:<until>:<lapse>:<gen>:<tags>', TATs in ns (19
 -- digits, or 0 for full) and until in ms on this shard's clock:
 --   base   the fullest a sub-bucket may be (a missing one starts there):
---          the bucket's own state at the split, then the sub-buckets'
---          state at each renewal;
+--          the bucket's own state at the split, then the fullest
+--          sub-bucket's state at each renewal;
 --   until  when the split lapses;
 --   lapse  the bucket the key is again once the split lapses: as empty as
 --          the sub-buckets were when last read, as of until. The
@@ -61,6 +68,7 @@ local t = redis.call('TIME')
 local nowus = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local nowms = math.floor(nowus / 1000)
 local ttl, ttf = tonumber(ARGV[2]), tonumber(ARGV[3])
+local full = tonumber(ARGV[6] or ARGV[3])
 local want = tonumber(ARGV[4] or '0')
 -- How long a split that is not closing is kept past its end, in ms.
 local keep = 60000
@@ -117,7 +125,7 @@ if s and string.byte(s, 1) == 126 then
       -- End or close it: it lapses when it was to, as empty then as the
       -- sub-buckets are now.
       if ttf >= 0 then
-        base, lapse = tat(nowus + ttf), tat(old * 1000 + ttf)
+        base, lapse = tat(nowus + full), tat(old * 1000 + ttf)
       end
       local marker = store(base, old, lapse, gen, tags .. '!')
       if ARGV[1] == '' then
@@ -128,7 +136,7 @@ if s and string.byte(s, 1) == 126 then
     -- Renew it, for the tags it has.
     local untilms = nowms + ttl
     if ttf >= 0 then
-      base, lapse = tat(nowus + ttf), tat(untilms * 1000 + ttf)
+      base, lapse = tat(nowus + full), tat(untilms * 1000 + ttf)
     elseif lapse ~= '0' then
       -- The state read before, still as of the (new) lapse.
       lapse = string.format('%.0f', tonumber(string.sub(lapse, 1, -7)) + untilms - old) .. string.sub(lapse, -6)

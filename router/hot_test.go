@@ -755,3 +755,40 @@ func TestHotKeyUnrenewedSplitLapsesWithoutBurst(t *testing.T) {
 		t.Fatalf("admitted %.0f, want at most %.1f", got, ideal+capacity/3+3)
 	}
 }
+
+// A split used unevenly keeps the tokens no call took: a renewal's base
+// (where a sub-bucket never taken from starts) is the fullest
+// sub-bucket's state, not the mean, which made those sub-buckets as empty
+// as the mean and, renewal after renewal, spent tokens of them (10 of the
+// 20 left here were lost). The bucket it lapses into holds the mean.
+func TestHotKeyUnevenSplitKeepsItsTokens(t *testing.T) {
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
+	const key = "uneven"
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{key}, HotCooldown: 600 * time.Millisecond})
+	waitConnected(t, r)
+	iv := interval(t, 30, 30, 3600_000_000) // 30 an hour: nothing refills meanwhile
+	if res := decide(r, key, iv); res.Err != nil || res.Limited {
+		t.Fatalf("the first call: %+v", res)
+	}
+	waitFor(t, 2*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
+	res := make([]router.Result, 1)
+	submit(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 9}}, res) // on one sub-bucket
+	if res[0].Err != nil || res[0].Limited {
+		t.Fatalf("a call of 9 on the split: %+v", res[0])
+	}
+	// Renewed, cooled, ended (its tags closed with "!"), lapsed.
+	waitFor(t, 10*time.Second, "the split ended and lapsed", func() bool {
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
+		f := strings.Split(v, ":")
+		if err != nil || len(f) != 5 || !strings.HasSuffix(f[4], "!") {
+			return false
+		}
+		until, err := strconv.ParseInt(f[1], 10, 64) // ms, on the shard's clock: this machine's
+		return err == nil && time.Now().UnixMilli() > until
+	})
+	submit(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 0}}, res)
+	// 30 - 1 - 9, less up to a token per sub-bucket that a split rounds.
+	if got := res[0].Remaining; res[0].Err != nil || got > 20 || got < 17 {
+		t.Fatalf("after the split lapsed: %d remaining (%v), want 20 less up to 3", got, res[0].Err)
+	}
+}

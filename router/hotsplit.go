@@ -76,15 +76,15 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	if st == nil || topo == nil || cl == nil {
 		return
 	}
-	ttf := c.readTTF(ctx, *cl, topo, hk, st)
+	ttf, full := c.readTTF(ctx, *cl, topo, hk, st)
 	if ttf < 0 {
 		return // the split lapses at its last renewal's state
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf)
+	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf, full)
 	if c.redirected([]error{err}) != nil {
-		ended, err = c.splitter.End(ctx, *cl, hk.parent, ttf)
+		ended, err = c.splitter.End(ctx, *cl, hk.parent, ttf, full)
 	}
 	if err != nil {
 		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
@@ -97,8 +97,9 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 
 // readTTF reads a split's sub-buckets where they are decided now (a
 // stand-in for one whose shard is down), within the backend timeout, and
-// returns their mean time until full, each as throttle.lua sees it (never
-// fuller than the base, a missing one at the base); -1 when none answers.
+// returns their mean time until full and the fullest one's, each as
+// throttle.lua sees it (never fuller than the base, a missing one at the
+// base); -1 when none answers.
 // Other instances' calls count too, which an estimate from this
 // instance's own replies would miss. Each is read by a peek, so that its
 // TAT is set against its own shard's clock in the script that reads it:
@@ -107,7 +108,7 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 // next state (or the bucket it lapses into) with it. A peek's time until
 // full is its TAT's distance from now whatever the limit: the smallest
 // limit asks it.
-func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, hk *hotKey, st *splitState) time.Duration {
+func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, hk *hotKey, st *splitState) (mean, fullest time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	var calls []lua.Call
@@ -117,22 +118,24 @@ func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topo
 		}
 	}
 	if len(calls) == 0 {
-		return -1
+		return -1, -1
 	}
 	res, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
 	c.throttle.Do(ctx, client, calls, res, errs)
 	var sum, n int64
+	least := int64(math.MaxInt64)
 	for i := range calls {
 		if errs[i] != nil {
 			continue // its shard is down: the others tell
 		}
 		sum += res[i].ResetAfter
+		least = min(least, res[i].ResetAfter)
 		n++
 	}
 	if n == 0 {
-		return -1
+		return -1, -1
 	}
-	return time.Duration(sum/n) * time.Microsecond
+	return time.Duration(sum/n) * time.Microsecond, time.Duration(least) * time.Microsecond
 }
 
 // reread reads again the marker of a split hk follows, a quarter of its
@@ -208,7 +211,9 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	held := hk.held.Load()
 	if old != nil {
 		r.Gen = old.gen
-		r.TTF = c.readTTF(ctx, *cl, topo, hk, old)
+		var fullest time.Duration
+		r.TTF, fullest = c.readTTF(ctx, *cl, topo, hk, old)
+		r.Spread = r.TTF - fullest
 	}
 	// A time of its own: a sub-bucket's hung shard must not use it up and
 	// get the parent's shard marked unhealthy.

@@ -37,7 +37,7 @@ func TestSplitTTFOnTheShardsClocks(t *testing.T) {
 		}
 	}
 	fullAt(time.Now().Add(10 * time.Second))
-	if ttf := c.readTTF(ctx, cl, topo, hk, st); ttf > 10*time.Second || ttf < 9*time.Second {
+	if ttf, _ := c.readTTF(ctx, cl, topo, hk, st); ttf > 10*time.Second || ttf < 9*time.Second {
 		t.Fatalf("time until full of sub-buckets full in 10s: %v", ttf)
 	}
 
@@ -55,7 +55,7 @@ func TestSplitTTFOnTheShardsClocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ttf := c.readTTF(ctx, cl, topo, hk, st); ttf != 0 {
+	if ttf, _ := c.readTTF(ctx, cl, topo, hk, st); ttf != 0 {
 		t.Fatalf("time until full of sub-buckets full when read: %v, want 0", ttf)
 	}
 }
