@@ -127,6 +127,9 @@ type Cluster struct {
 	scripts     scripts               // loaded or run through sluice, for NOSCRIPT replay
 	blocking    atomic.Int64          // blocking commands in flight
 	nextReplica atomic.Uint64         // turns reads over a primary's replicas
+	// replicaDown is when each replica last failed a read (unix ns), by
+	// address: reads pass it over for replicaRest after.
+	replicaDown sync.Map
 
 	commands atomic.Pointer[map[string]*command.Spec] // the cluster's command table
 

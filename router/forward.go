@@ -217,8 +217,9 @@ func (c *Cluster) sendTo(addr string, f *forwarded) {
 	c.backend(addr, f.resp3, f.readonly).send(f)
 }
 
-// replicaOf is a replica of the primary at addr, in turn, or "" when it
-// has none.
+// replicaOf is a replica of the primary at addr, in turn, passing over
+// those that failed a read in the last replicaRest; "" when it has none
+// left.
 func (c *Cluster) replicaOf(t *topology, addr string) string {
 	if t == nil {
 		return ""
@@ -227,7 +228,37 @@ func (c *Cluster) replicaOf(t *topology, addr string) string {
 	if len(rs) == 0 {
 		return ""
 	}
-	return rs[c.nextReplica.Add(1)%uint64(len(rs))]
+	first, now := c.nextReplica.Add(1), time.Now().UnixNano()
+	for i := range uint64(len(rs)) {
+		r := rs[(first+i)%uint64(len(rs))]
+		if at, ok := c.replicaDown.Load(r); !ok || now-at.(int64) > int64(replicaRest) {
+			return r
+		}
+	}
+	return ""
+}
+
+// replicaRest is how long a replica that failed a read gets no other:
+// until the cluster drops a dead one from its slot map
+// (cluster-node-timeout, 15 s by default) each read sent to it would
+// wait for a refused connection, or the forward timeout.
+const replicaRest = time.Second
+
+// readAgain sends f, a read a replica could not answer (its connection
+// failed, before or after f was sent), to its slot's primary: a read runs
+// again without harm. false when there is no primary to send it to.
+func (f *forwarded) readAgain(replica string) bool {
+	if !f.readonly || f.c == nil || f.pin != nil || f.blocked != nil || f.slot == AnySlot {
+		return false
+	}
+	f.c.replicaDown.Store(replica, time.Now().UnixNano())
+	primary := f.c.addrOf(f.c.topo.Load(), f.slot)
+	if primary == "" || primary == replica {
+		return false
+	}
+	f.readonly = false
+	f.c.sendTo(primary, f)
+	return true
 }
 
 // maxBlocking is ClusterConfig.MaxBlocking with its default.
@@ -1115,6 +1146,9 @@ func fail(fs []*forwarded, addr string, err error) {
 	for _, f := range fs {
 		if f.bucket != nil {
 			f.bucket.lost(err)
+			continue
+		}
+		if f.readAgain(addr) {
 			continue
 		}
 		// A node that cannot be reached may have been replaced: read the

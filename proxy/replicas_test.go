@@ -1,0 +1,69 @@
+package proxy_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// With --read-from-replicas, a read whose replica is down goes to its
+// slot's primary: the client gets its value, not a refused connection,
+// for the seconds until the cluster drops the replica from its slot map
+// (every read failed meanwhile). Both serving paths, each with a router
+// of its own, which passes over a replica once it failed.
+func TestReadsFromReplicasOutliveADeadReplica(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	ctx := context.Background()
+	const key = "{deadreplica}k"
+	primary := primaryOf(t, c, key)
+	_, port, _ := strings.Cut(primary.Addr, ":")
+	var replica *clustertest.Node
+	for _, n := range c.Nodes {
+		info, err := n.Do(ctx, "INFO", "replication").ToString()
+		if err == nil && strings.Contains(info, "master_port:"+port+"\r\n") {
+			replica = n
+		}
+	}
+	if replica == nil {
+		t.Fatalf("no replica of %s", primary.Addr)
+	}
+	gets := func() int {
+		stats, _ := replica.Do(ctx, "INFO", "commandstats").ToString()
+		_, after, ok := strings.Cut(stats, "cmdstat_get:calls=")
+		if !ok {
+			return 0
+		}
+		n, _ := strconv.Atoi(after[:strings.IndexByte(after, ',')])
+		return n
+	}
+	conns := map[int]*rawConn{}
+	for _, loops := range []int{1, -1} {
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
+		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+	}
+	if got := conns[1].do("SET", key, "v"); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	// The router learns the replicas from the slot map, which a replica
+	// may join after the cluster formed; and a replica lags its primary.
+	for _, rc := range conns {
+		before := gets()
+		waitUntil(t, "a GET reaches the replica, which has the write", func() bool {
+			return rc.do("GET", key) == "$1\r\nv\r\n" && gets() > before
+		})
+	}
+	replica.Kill()
+	for loops, rc := range conns {
+		for i := range 20 {
+			if got := rc.do("GET", key); got != "$1\r\nv\r\n" {
+				t.Fatalf("loops %d: GET %d with the replica dead: %q", loops, i, got)
+			}
+		}
+	}
+}
