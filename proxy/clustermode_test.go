@@ -512,8 +512,7 @@ func TestClusterSlotKeysForwarded(t *testing.T) {
 	slot := strconv.Itoa(hashslot.Of("{slotkeys}"))
 	written := 0
 	for _, loops := range []int{1, -1} {
-		_, ln, _ := startServer(t, proxy.Config{Decider: r, Forwarder: r, Backend: "test", Loops: loops})
-		addr := ln.Addr().String()
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		rc := dialRaw(t, addr)
 		want := map[string]bool{}
 		for i := range 3 {
