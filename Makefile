@@ -51,6 +51,7 @@ fuzz:
 	$(GO) test ./lua -run '^$$' -fuzz FuzzMarker -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzCompletions -fuzztime 20s
 	$(GO) test ./router/reply -run '^$$' -fuzz FuzzRead -fuzztime 20s
+	$(GO) test ./router/reply -run '^$$' -fuzz FuzzScanner -fuzztime 20s
 	$(GO) test ./router/command -run '^$$' -fuzz FuzzKeys -fuzztime 20s
 	$(GO) test ./router/command -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20s
 	$(GO) test ./router -run '^$$' -fuzz FuzzPipeFeed -fuzztime 20s

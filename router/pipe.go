@@ -46,9 +46,9 @@ type Pipe struct {
 	out  []byte
 	sent fifo   // in out or written, waiting for their replies
 	in   []byte // read, not yet a whole reply
-	// need is how many bytes of in make the reply it starts, when its
-	// header says so: a big value is parsed once, not once per read.
-	need  int
+	// scan knows how much of the reply in starts is whole: a big reply
+	// is gone over once, not once per read it comes in.
+	scan  reply.Scanner
 	src   bytes.Reader
 	br    *bufio.Reader
 	arena []byte // replies are cut from it, never overwritten
@@ -182,13 +182,10 @@ func (p *Pipe) ReadBuf(n int) []byte {
 // Fail.
 func (p *Pipe) Feed(n int) error {
 	p.in = p.in[:len(p.in)+n]
-	if len(p.in) < p.need {
-		return nil
-	}
 	p.src.Reset(p.in)
 	p.br.Reset(&p.src)
 	used := 0
-	for used < len(p.in) {
+	for used < len(p.in) && p.scan.Whole(p.in[used:]) > 0 {
 		if cap(p.arena)-len(p.arena) < minArenaLeft {
 			// A reply that does not fit in what is left is allocated on
 			// its own; were the arena kept until it is exactly full, a
@@ -217,7 +214,6 @@ func (p *Pipe) Feed(n int) error {
 	}
 	rest := copy(p.in, p.in[used:])
 	p.in = p.in[:rest]
-	p.need = bulkNeed(p.in)
 	if rest == 0 && cap(p.in) > 64<<10 {
 		p.in = nil
 	}
@@ -231,33 +227,13 @@ const (
 	minArenaLeft = 1 << 10
 )
 
-// bulkNeed is the length of the bulk string reply b starts, once its
-// header is in; 0 when b says nothing sooner.
-func bulkNeed(b []byte) int {
-	if len(b) < 4 || b[0] != '$' {
-		return 0
-	}
-	end := bytes.IndexByte(b, '\n')
-	if end < 0 {
-		return 0
-	}
-	n := 0
-	for _, d := range b[1 : end-1] {
-		if d < '0' || d > '9' || n > 1<<40 {
-			return 0
-		}
-		n = n*10 + int(d-'0')
-	}
-	return end + 1 + n + 2
-}
-
 // Fail answers every command waiting an error: the connection is lost
 // (closed by the loop), and none of them will get its reply now. Its
 // buffers go too: a loop keeps a pipe for every address it has named, and
 // nodes that move (a restarted pod's new address) would leave theirs held.
 func (p *Pipe) Fail(err error) {
 	lost := p.sent.takeAll()
-	p.out, p.in, p.need = nil, nil, 0
+	p.out, p.in, p.scan = nil, nil, reply.Scanner{}
 	fail(lost, p.addr, err)
 	p.failQueued()
 }

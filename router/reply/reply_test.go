@@ -300,3 +300,54 @@ func BenchmarkRead(b *testing.B) {
 		})
 	}
 }
+
+// The Scanner says a reply is whole exactly when its last byte is in,
+// fed a byte at a time, and starts over for the next one.
+func TestScannerFindsEachReply(t *testing.T) {
+	var s Scanner
+	for _, tt := range valid {
+		in := tt.in + "+next\r\n"
+		for k := 1; k <= len(in); k++ {
+			n := s.Whole([]byte(in[:k]))
+			switch {
+			case k < len(tt.in) && n != 0:
+				t.Fatalf("%s: whole at %d of %d bytes: %d", tt.name, k, len(tt.in), n)
+			case k == len(tt.in) && n != len(tt.in):
+				t.Fatalf("%s: %d with all %d bytes in", tt.name, n, len(tt.in))
+			case n > 0:
+				k = len(in) // done
+			}
+		}
+		if n := s.Whole([]byte("+next\r\n")); n != len("+next\r\n") {
+			t.Fatalf("%s: the next reply: %d", tt.name, n)
+		}
+	}
+}
+
+// FuzzScanner: fed what Read reads a byte at a time, the Scanner finds the
+// reply's end where Read does, never claims a reply Read finds unfinished,
+// and says a reply Read refuses is whole, for Read to refuse, by the time
+// all of it is in.
+func FuzzScanner(f *testing.F) {
+	for _, tt := range valid {
+		f.Add([]byte(tt.in))
+	}
+	f.Add([]byte("*2\r\n:abc\r\n:1\r\n"))
+	f.Add([]byte("*3\r\n$2\r\nab\r\n*1\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		got, err := Read(bufio.NewReader(bytes.NewReader(in)), nil)
+		var s Scanner
+		n, at := 0, 0
+		for k := 1; k <= len(in) && n == 0; k++ {
+			n, at = s.Whole(in[:k]), k
+		}
+		switch {
+		case err == nil && (n != len(got) || at != len(got)):
+			t.Fatalf("whole at %d of %d bytes with %d; Read took %d", at, len(in), n, len(got))
+		case errors.Is(err, ErrProtocol) && n == 0:
+			t.Fatalf("a reply Read refuses (%v) never whole", err)
+		case (err == io.EOF || err == io.ErrUnexpectedEOF) && n != 0:
+			t.Fatalf("whole at %d with %d; Read: %v", at, n, err)
+		}
+	})
+}

@@ -1,0 +1,102 @@
+package reply
+
+import "bytes"
+
+// Scanner finds where a reply ends in bytes that arrive a read at a time.
+// Read, given a reply's bytes from their start at each read until it is
+// whole, would go over them all again each time: a big array, which comes
+// in many reads, would cost the square of its size. A Scanner goes on
+// from where it stopped. It checks each line as Read does, and a reply
+// Read would refuse is said to be whole at the first bad line, for Read to
+// refuse: bytes a broken node sends are not held for a reply that is not
+// one.
+type Scanner struct {
+	at   int     // where the next element starts, from the reply's start
+	open []int64 // elements each aggregate around it is still owed, innermost last
+}
+
+// Whole returns the length of the reply that b starts with once b holds
+// all of it, and 0 while it does not. Until Whole returns more than 0, b
+// must start with the same bytes at each call (the reply's, and those
+// that came since); then the Scanner starts over, for the next reply.
+func (s *Scanner) Whole(b []byte) int {
+	for s.at < len(b) {
+		nl := bytes.IndexByte(b[s.at:], '\n')
+		if nl < 0 {
+			return 0
+		}
+		end := s.at + nl + 1
+		if end-s.at < 3 || b[end-2] != '\r' {
+			return s.judge(len(b))
+		}
+		typ, text := b[s.at], b[s.at+1:end-2]
+		next, elems := end, int64(-1)
+		ok := true
+		switch typ {
+		case '+', '-', '(':
+		case ':':
+			ok = isInteger(text)
+		case ',':
+			ok = isDouble(text)
+		case '#':
+			ok = len(text) == 1 && (text[0] == 't' || text[0] == 'f')
+		case '_':
+			ok = len(text) == 0
+		case '$', '!', '=':
+			n, err := length(typ, text)
+			if err != nil {
+				return s.judge(len(b))
+			}
+			if n >= 0 {
+				if int64(len(b)-end) < n+2 {
+					return 0
+				}
+				next = end + int(n) + 2
+				ok = b[next-2] == '\r' && b[next-1] == '\n' && (typ != '=' || (n >= 4 && b[end+3] == ':'))
+			}
+		case '*', '~', '>', '%', '|':
+			n, err := length(typ, text)
+			switch {
+			case err != nil:
+				return s.judge(len(b))
+			case typ == '%':
+				n *= 2
+			case typ == '|':
+				n = 2*n + 1
+			}
+			elems = n
+		default:
+			ok = false
+		}
+		if !ok {
+			return s.judge(len(b))
+		}
+		s.at = next
+		if elems > 0 {
+			if len(s.open) == maxDepth {
+				return s.judge(len(b))
+			}
+			s.open = append(s.open, elems)
+			continue
+		}
+		// One element is whole, which may complete the aggregates around it.
+		for {
+			last := len(s.open) - 1
+			if last < 0 {
+				return s.judge(s.at)
+			}
+			if s.open[last]--; s.open[last] > 0 {
+				break
+			}
+			s.open = s.open[:last]
+		}
+	}
+	return 0
+}
+
+// judge starts over, and returns n: where the reply ends, or all of b for
+// Read to refuse.
+func (s *Scanner) judge(n int) int {
+	s.at, s.open = 0, s.open[:0]
+	return n
+}
