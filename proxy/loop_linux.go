@@ -206,13 +206,16 @@ type fdConn struct {
 	// busyWin is the last window of its loop's busyClients it sent in.
 	busyWin uint64
 
-	pend   []byte    // the start of a command not yet whole, already framed
-	sent   int       // bytes of out the socket has taken
-	mask   uint32    // what epoll watches it for
-	dirty  bool      // in the loop's dirty list
-	delays uint8     // passes its replies were delayed (maxDelays)
-	eof    bool      // the client sent all it will
-	active time.Time // when it last sent or was sent something: for IdleTimeout
+	pend   []byte // the start of a command not yet whole, already framed
+	sent   int    // bytes of out the socket has taken
+	mask   uint32 // what epoll watches it for
+	dirty  bool   // in the loop's dirty list
+	delays uint8  // passes its replies were delayed (maxDelays)
+	eof    bool   // the client sent all it will
+	// drained: closing because its loop drains. What sluice read of it
+	// is still taken and answered, as at its EOF; nothing more is read.
+	drained bool
+	active  time.Time // when it last sent or was sent something: for IdleTimeout
 	// lingerEnd is when a client whose replies are all written, and whose
 	// input is discarded since (see lingerTime), is closed at the latest.
 	lingerEnd time.Time
@@ -578,10 +581,10 @@ func (l *loop) endRound() {
 				l.close(c) // unanswered, as Redis frees it
 				continue
 			}
-			if (!c.closing || c.eof) && !l.pastLimit(c) {
+			if (!c.closing || c.eof || c.drained) && !l.pastLimit(c) {
 				l.resume(c)
 			}
-		} else if c.firstDrained() && (!c.closing || c.eof) && !l.pastLimit(c) {
+		} else if c.firstDrained() && (!c.closing || c.eof || c.drained) && !l.pastLimit(c) {
 			// Past the limit it is closed before what it sent after is
 			// taken, as Redis runs nothing more of a client it closes (a
 			// SUBSCRIBE taken would also exempt it from the limit). At
@@ -652,7 +655,7 @@ func (l *loop) wakeUp() bool {
 				l.close(c)
 				continue
 			}
-			c.closing = true
+			c.closing, c.drained = true, true
 			c.cancelBlocked() // as Redis ends blocked clients at shutdown
 			l.mark(&c.client)
 		}
@@ -881,7 +884,7 @@ func (l *loop) resume(c *fdConn) {
 		// those before it (drainFirst), and resumes after them.
 		c.pend = append(c.pend[:0], c.pend[cmdStart:]...)
 	}
-	if c.eof {
+	if c.eof || c.drained {
 		c.closing = true
 		c.cancelBlocked() // one more among them does not wait either
 	}

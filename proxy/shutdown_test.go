@@ -113,11 +113,11 @@ func TestShutdownWritesAReplyBeingWritten(t *testing.T) {
 	}
 }
 
-// The loops drain together: an idle client (a pool's, which reads its
-// socket only when next used) lingers its second on each loop at once,
-// not a second per loop one after the other, which would take a server
-// with a loop per core past --shutdown-timeout, and close the clients of
-// the last loops with their replies unwritten.
+// The loops drain together: a client that sent half a command (an idle
+// one is closed at once) lingers its second on each loop at once, not a
+// second per loop one after the other, which would take a server with a
+// loop per core past --shutdown-timeout, and close the clients of the
+// last loops with their replies unwritten.
 func TestShutdownDrainsTheLoopsTogether(t *testing.T) {
 	const loops = 8
 	srv, ln, served := startServer(t, proxy.Config{Decider: router.NewMemory(0), Backend: "test", Loops: loops})
@@ -125,6 +125,9 @@ func TestShutdownDrainsTheLoopsTogether(t *testing.T) {
 		c := dialRaw(t, ln.Addr().String())
 		if got := c.do("PING"); got != "+PONG\r\n" {
 			t.Fatalf("PING: %q", got)
+		}
+		if _, err := c.c.Write([]byte("PIN")); err != nil {
+			t.Fatal(err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -204,6 +207,82 @@ func TestShutdownAnswersWhatWasRead(t *testing.T) {
 	conn.c.Close() // ends sluice's linger at once
 	if err := <-shut; err != nil {
 		t.Fatal(err)
+	}
+	<-served
+}
+
+// gatedForwarder holds each round's forwarded commands until release is
+// closed, then forwards them on sluice's own connections (an event loop's
+// pipes are its goroutine's only).
+type gatedForwarder struct {
+	*router.Cluster
+	sent    chan struct{}
+	release chan struct{}
+}
+
+func (g gatedForwarder) Forward(ctx context.Context, _ router.Pipes, cmds []router.Forward, replies [][]byte, done func(idx []int)) {
+	select {
+	case g.sent <- struct{}{}:
+	default:
+	}
+	go func() {
+		<-g.release
+		g.Cluster.Forward(ctx, nil, cmds, replies, done)
+	}()
+}
+
+// On a loop, a command read but waiting for those before it (here a
+// SUBSCRIBE behind a GET, and a PING behind that) is still taken and
+// answered when Shutdown comes meanwhile, as Shutdown answers every
+// command sluice has read; the client is closed after. (The loop dropped
+// them: it stopped taking a closing client's commands.) Both serving
+// paths.
+func TestShutdownTakesCommandsThatWaited(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{1, -1} {
+		t.Run(strconv.Itoa(loops), func(t *testing.T) { shutdownTakesCommandsThatWaited(t, r, loops) })
+	}
+}
+
+func shutdownTakesCommandsThatWaited(t *testing.T, r *router.Cluster, loops int) {
+	g := gatedForwarder{Cluster: r, sent: make(chan struct{}, 1), release: make(chan struct{})}
+	srv, ln, served := startServer(t, proxy.Config{Decider: r, Forwarder: g, Backend: "test", Loops: loops})
+	idle := dialRaw(t, ln.Addr().String())
+	if got := idle.do("PING"); got != "+PONG\r\n" {
+		t.Fatalf("PING: %q", got)
+	}
+	w := dialRaw(t, ln.Addr().String())
+	w.send([]string{"GET", "{shutwait}k"}, []string{"SUBSCRIBE", "shutwait"}, []string{"PING"})
+	<-g.sent // the GET is out; SUBSCRIBE waits for it
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(ctx) }()
+	// Shutdown began once the listener is closed; a loop drains once it
+	// closed the idle client, at once.
+	waitUntil(t, "the listener is closed", func() bool {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	if loops > 0 {
+		idle.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := idle.br.ReadByte(); err != io.EOF {
+			t.Fatalf("the idle client: %v, want EOF once the loop drains", err)
+		}
+	}
+	close(g.release)
+	w.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(w.br)
+	want := "$-1\r\n" + "*3\r\n$9\r\nsubscribe\r\n$8\r\nshutwait\r\n:1\r\n" + "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+	if string(got) != want {
+		t.Errorf("read %q (%v), want the three replies and the close %q", got, err, want)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 	<-served
 }
