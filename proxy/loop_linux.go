@@ -967,7 +967,7 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 // take parses one whole command, as framed, and takes it into c's queue.
 // Redis ignores a blank inline line and a multibulk of no arguments. It
 // reports false for a command that must wait until what c sent before it
-// is answered (waitsFirst): not taken.
+// is answered (subscribesAfter, errRouteAgain): not taken.
 func (l *loop) take(c *fdConn, raw []byte) bool {
 	ok := true
 	if raw[0] == '*' {
