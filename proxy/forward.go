@@ -204,12 +204,10 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		// goes, and be overtaken there (a pipeline of RPUSHes to a key
 		// whose slot moves would land out of order). Then this one waits
 		// until those are answered, and is taken again.
-		gen := s.cfg.Forwarder.Route(r.fwd[it.first:])
-		if c.routedGen != 0 && c.routedGen != gen+1 && c.inFlight() > 0 {
+		if !s.routeNow(c, r.fwd[it.first:]) {
 			r.fwd, r.cmds, it.order = r.fwd[:it.first], r.cmds[:cmds0], nil
 			return errRouteAgain
 		}
-		c.routedGen = gen + 1
 	}
 	for k := it.first; k < len(r.fwd); k++ {
 		r.fwd[k].Pin = c.pin
@@ -217,6 +215,20 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	}
 	r.queueItem(c, it)
 	return nil
+}
+
+// routeNow points fs, a command c sends by its keys, at their slots'
+// primaries by the slot map now (Forward.Addr). It reports false, routing
+// nothing for c, when a command c sent by an older map is still in
+// flight: that one may be redirected to where fs go, and be overtaken
+// there, so fs wait until it is answered (errRouteAgain).
+func (s *Server) routeNow(c *client, fs []router.Forward) bool {
+	gen := s.cfg.Forwarder.Route(fs)
+	if c.routedGen != 0 && c.routedGen != gen+1 && c.inFlight() > 0 {
+		return false
+	}
+	c.routedGen = gen + 1
+	return true
 }
 
 // blocks reports whether a command may wait at its node: one of Redis's

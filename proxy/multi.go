@@ -139,6 +139,22 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	}
 	switch name {
 	case "exec":
+		sl := t.slot
+		if sl == router.AnySlot && c.pin == nil {
+			// Not while watching: keyless, it runs on the watch's node.
+			sl = t.pub
+		}
+		exec := router.Forward{Slot: sl, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil}
+		if !t.cross && !t.dirty && t.n > 0 && c.pin == nil && sl != router.AnySlot {
+			// Routed as a command by its keys outside a transaction
+			// (forward): a push pipelined before it, routed by an older
+			// slot map and redirected, must not be overtaken by it.
+			fs := []router.Forward{exec}
+			if !s.routeNow(c, fs) {
+				return errRouteAgain
+			}
+			exec.Addr = fs[0].Addr
+		}
 		c.multi = nil
 		c.published()
 		switch {
@@ -154,13 +170,8 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 			s.replyNow(c, "*0\r\n")
 			return nil
 		}
-		block := append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
-		sl := t.slot
-		if sl == router.AnySlot && c.pin == nil {
-			// Not while watching: keyless, it runs on the watch's node.
-			sl = t.pub
-		}
-		s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: block, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil})
+		exec.Cmd = append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
+		s.forwardOne(c, r, exec)
 		c.q[len(c.q)-1].exec = true
 		if c.pin != nil {
 			c.unpinned()

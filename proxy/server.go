@@ -832,6 +832,11 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		if err = s.queue(c, r, cmd, args); err == nil {
 			return true
 		}
+		if err == errRouteAgain { // EXEC
+			s.stats.commands.Add(-1) // counted when taken again
+			c.retake = true
+			return true
+		}
 		cmd = nil
 	} else if c.multi != nil && err != nil {
 		// RESET of a wrong number of arguments: Redis refuses it as a
