@@ -87,6 +87,13 @@ func (s *Server) watch(c *client, r *round, args [][]byte) error {
 		return err
 	}
 	if c.pin == nil {
+		if c.inFlight() > 0 {
+			// On a connection of its own, it could run before a command
+			// c sent before it on another (a write to a key it watches,
+			// which would abort EXEC): it waits until they are answered,
+			// as what follows its end does (unpinned).
+			return errRouteAgain
+		}
 		c.pin = s.cfg.Forwarder.Pin(sl, c.resp3)
 	}
 	s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: r.command(args), Pin: c.pin})
