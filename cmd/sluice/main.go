@@ -508,10 +508,8 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		if err := c.WaitConnected(wctx); err != nil {
 			fields := []zap.Field{zap.String("cluster", o.cluster), zap.String("fallback", o.fallback), zap.Error(err)}
-			if clusterTLS == nil && resetAtConnect(err) {
-				// A TLS-only node closes a plain connection unanswered:
-				// the error alone does not say why.
-				fields = append(fields, zap.String("hint", "are the nodes TLS-only? then give --cluster-tls"))
+			if hint := o.tls.resetHint(clusterTLS); hint != "" && resetAtConnect(err) {
+				fields = append(fields, zap.String("hint", hint))
 			}
 			log.Warn("cluster not reachable yet: answering by the fallback policy until it is", fields...)
 		}

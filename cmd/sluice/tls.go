@@ -113,6 +113,24 @@ func (o *tlsOptions) clusterTLS(now time.Time) (cfg *tls.Config, warning string,
 	return cfg, warning, nil
 }
 
+// resetHint is what may be missing when the nodes close the connections
+// sluice opens with cfg (clusterTLS's) unanswered, as the error alone does
+// not say why: a TLS-only node closes a plain connection, and under TLS
+// 1.3 a node that verifies clients' certificates (Redis's default,
+// tls-auth-clients yes) closes one that presents none, or one its
+// authority did not sign, after sluice's side of the handshake is done.
+func (o *tlsOptions) resetHint(cfg *tls.Config) string {
+	switch {
+	case cfg == nil:
+		return "are the nodes TLS-only? then give --cluster-tls"
+	case len(cfg.Certificates) == 0:
+		return "do the nodes require clients' certificates (tls-auth-clients yes, Redis's default)? then give --tls-client-cert-file and --tls-client-key-file (or --tls-cert-file and --tls-key-file)"
+	case o.clientCert != "":
+		return "do the nodes trust the certificate of --tls-client-cert-file (signed by their tls-ca-cert-file's authority)?"
+	}
+	return "do the nodes trust the certificate of --tls-cert-file, presented to them without --tls-client-cert-file (signed by their tls-ca-cert-file's authority)?"
+}
+
 func loadCA(file string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {

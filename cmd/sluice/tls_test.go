@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -140,6 +141,23 @@ func TestClusterTLS(t *testing.T) {
 		t.Errorf("plain connections to TLS-only nodes: %s; want a hint naming --cluster-tls", line)
 	}
 
+	// Nodes that verify clients' certificates (Redis's default) close a
+	// connection that presents none, or one of another authority, once
+	// the handshake is done: sluice sees their alert, or only a reset
+	// (whichever comes first), and then the warning says what may be
+	// missing.
+	tlsArgs := []string{"--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ","), "--cluster-tls",
+		"--tls-ca-cert-file", c.Certs.CAFile, "--cluster-user", c.User, "--cluster-password", c.Password}
+	if line := logLine(t, bin, notReachable, tlsArgs...); !strings.Contains(line, "tls: certificate required") &&
+		!(strings.Contains(line, "reset by peer") && strings.Contains(line, "--tls-client-cert-file")) {
+		t.Errorf("no certificate presented to nodes that require one: %s; want the nodes' alert, or a reset with a hint naming --tls-client-cert-file", line)
+	}
+	other := clustertest.NewCerts(t)
+	if line := logLine(t, bin, notReachable, append(tlsArgs, "--tls-client-cert-file", other.ClientCertFile, "--tls-client-key-file", other.ClientKeyFile)...); !strings.Contains(line, "tls: unknown certificate authority") &&
+		!(strings.Contains(line, "reset by peer") && strings.Contains(line, "trust the certificate of --tls-client-cert-file")) {
+		t.Errorf("a certificate the nodes' authority did not sign: %s; want the nodes' alert, or a reset with a hint that the nodes may not trust --tls-client-cert-file", line)
+	}
+
 	line := logLine(t, bin, notReachable, append(append([]string{"--log-format", "json"}, args...), "--cluster-password", "bad-pass-7")...)
 	if !strings.Contains(line, "WRONGPASS") || strings.Contains(line, "bad-pass-7") {
 		t.Errorf("with a wrong password: %s; want WRONGPASS, without the password", line)
@@ -247,5 +265,25 @@ func TestClusterTLSExpiredClientCert(t *testing.T) {
 	if logLine(t, binary(t), expired, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", nobody, "--cluster-tls",
 		"--tls-client-cert-file", cert, "--tls-client-key-file", key) == "" {
 		t.Fatal("sluice presenting an expired certificate to the nodes logged no warning before it started")
+	}
+}
+
+// A node that closes sluice's connections unanswered gets a hint for what
+// may be missing: --cluster-tls, a certificate, or one the nodes trust.
+func TestClusterResetHint(t *testing.T) {
+	withCert := &tls.Config{Certificates: []tls.Certificate{{}}}
+	for _, tt := range []struct {
+		o    tlsOptions
+		cfg  *tls.Config
+		want string
+	}{
+		{tlsOptions{}, nil, "--cluster-tls"},
+		{tlsOptions{cluster: true}, &tls.Config{}, "tls-auth-clients yes, Redis's default)? then give --tls-client-cert-file"},
+		{tlsOptions{cluster: true, clientCert: "c.crt", clientKey: "c.key"}, withCert, "trust the certificate of --tls-client-cert-file"},
+		{tlsOptions{cluster: true, cert: "s.crt", key: "s.key"}, withCert, "trust the certificate of --tls-cert-file"},
+	} {
+		if got := tt.o.resetHint(tt.cfg); !strings.Contains(got, tt.want) {
+			t.Errorf("%+v: hint %q, want it to say %q", tt.o, got, tt.want)
+		}
 	}
 }
