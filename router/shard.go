@@ -160,8 +160,17 @@ func isFault(err error) bool {
 	}
 	// BUSY: a script or function runs past busy-reply-threshold, and
 	// the node answers nothing else until it ends (or is killed).
+	// WRONGPASS and NOAUTH: the node refused a new connection's
+	// authentication (its password changed under sluice); no call of
+	// sluice's answers them otherwise, and they are not the caller's.
 	return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading() || isRedirect(err) ||
-		strings.HasPrefix(re.Error(), "BUSY ") || strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY")
+		strings.HasPrefix(re.Error(), "BUSY ") || strings.HasPrefix(re.Error(), "MASTERDOWN") || strings.HasPrefix(re.Error(), "READONLY") ||
+		isAuthRefused(re.Error())
+}
+
+// isAuthRefused reports a node's refusal of sluice's credentials.
+func isAuthRefused(msg string) bool {
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH")
 }
 
 // redirected is the indexes of errs that are a MOVED or an ASK, which a
@@ -215,6 +224,8 @@ func errorKind(err error) string {
 		return "replica"
 	case strings.Contains(msg, "non local key"), strings.Contains(msg, "MOVED"), strings.Contains(msg, "ASK "):
 		return "redirect"
+	case isAuthRefused(msg):
+		return "auth"
 	case errors.As(err, &ne), errors.Is(err, io.EOF), strings.Contains(msg, "connection"), strings.Contains(msg, "closed"):
 		return "connection"
 	}

@@ -26,6 +26,8 @@ func TestErrorKind(t *testing.T) {
 		{&lua.Error{Msg: "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."}, "busy"},
 		{&lua.Error{Msg: "READONLY You can't write against a read only replica."}, "replica"},
 		{&lua.Error{Msg: "ERR Script attempted to access a non local key in a cluster node"}, "redirect"},
+		{errors.New("WRONGPASS invalid username-password pair or user is disabled."), "auth"},
+		{errors.New("NOAUTH Authentication required."), "auth"},
 		{io.EOF, "connection"},
 		{errors.New("write tcp: broken pipe: connection reset by peer"), "connection"},
 		{errors.New("something else"), "other"},
