@@ -375,7 +375,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 	conn.WriteBulkString("server")
 	conn.WriteBulkString("sluice")
 	conn.WriteBulkString("version")
-	conn.WriteBulkString(s.cfg.Version)
+	conn.WriteBulkString(redisVersion) // as INFO's redis_version; server says sluice
 	conn.WriteBulkString("proto")
 	conn.WriteInt(proto)
 	conn.WriteBulkString("id")

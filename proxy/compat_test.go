@@ -1922,3 +1922,57 @@ func compatCLIValue(out string) any {
 	}
 	return vs
 }
+
+// HELLO's version is the Redis version sluice speaks, as INFO's
+// redis_version: clients gate features on it. rueidis reads HELLO's, and
+// below 7 it sends no SUNSUBSCRIBE when a dedicated connection goes back
+// to its pool (the shard subscription stayed, at the node), and below 6
+// it refused a DoMulti mixing SUBSCRIBE with other commands in RESP3.
+func TestHelloVersionIsRedisVersion(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		conn := dialRaw(t, addr)
+		if got := conn.do("HELLO", "3"); !strings.Contains(got, "$7\r\nversion\r\n$5\r\n7.0.0\r\n") {
+			t.Errorf("HELLO 3: %q", got)
+		}
+		if got := conn.do("INFO", "server"); !strings.Contains(got, "redis_version:7.0.0\r\n") {
+			t.Errorf("INFO server: %q", got)
+		}
+
+		ctx := context.Background()
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		ch := "hv:{s}" + t.Name()
+		err = rc.Dedicated(func(d rueidis.DedicatedClient) error {
+			d.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(rueidis.PubSubMessage) {}})
+			return d.Do(ctx, d.B().Ssubscribe().Channel(ch).Build()).Error()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the dedicated connection's shard subscription ends once it is back in the pool", func() bool {
+			v, err := rc.Do(ctx, rc.B().PubsubShardnumsub().Channel(ch).Build()).ToArray()
+			if err != nil || len(v) != 2 {
+				t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", v, err)
+			}
+			n, _ := v[1].AsInt64()
+			return n == 0
+		})
+		err = rc.Dedicated(func(d rueidis.DedicatedClient) error {
+			for i, res := range d.DoMulti(ctx, d.B().Subscribe().Channel("hv:ch").Build(), d.B().Ping().Build()) {
+				if err := res.Error(); err != nil {
+					t.Errorf("DoMulti(SUBSCRIBE, PING): %d: %v", i, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}

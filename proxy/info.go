@@ -67,6 +67,13 @@ func (s *Server) infoText(args [][]byte) string {
 	return b.String()
 }
 
+// redisVersion is the Redis version sluice reports, in INFO's
+// redis_version and HELLO's version: clients gate features on it (rueidis
+// reads HELLO's, and below 7 leaves a pooled connection's shard
+// subscriptions in place), and sluice speaks Redis 7's protocol for the
+// commands it has. Its own version is INFO's sluice_version.
+const redisVersion = "7.0.0"
+
 func (s *Server) infoServer(b *strings.Builder) {
 	port := ""
 	if a := s.Addr(); a != nil {
@@ -74,9 +81,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 	}
 	up := time.Since(s.start)
 	fmt.Fprintf(b, "sluice_version:%s\r\n", s.cfg.Version)
-	// Clients gate features on redis_version; sluice speaks Redis 7's
-	// protocol for the commands it has.
-	fmt.Fprintf(b, "redis_version:7.0.0\r\n")
+	fmt.Fprintf(b, "redis_version:%s\r\n", redisVersion)
 	fmt.Fprintf(b, "redis_mode:cluster\r\n")
 	fmt.Fprintf(b, "backend:%s\r\n", s.cfg.Backend)
 	fmt.Fprintf(b, "go_version:%s\r\n", runtime.Version())

@@ -73,7 +73,9 @@ type Config struct {
 	Users *Users
 	// Backend names the decider in INFO ("embedded", "cluster").
 	Backend string
-	// Version is reported by INFO and HELLO; "" means "dev".
+	// Version is reported by INFO (sluice_version); "" means "dev".
+	// HELLO reports the Redis version sluice speaks, as INFO's
+	// redis_version, since clients gate features on it.
 	Version string
 	// Logger receives connection-level problems; nil means none.
 	Logger *zap.Logger
