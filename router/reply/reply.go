@@ -74,41 +74,8 @@ func Read(r *bufio.Reader, dst []byte) ([]byte, error) {
 		if end-at == 2 {
 			return dst[:start], fmt.Errorf("reply: empty line: %w", ErrProtocol)
 		}
-		typ, text := dst[at], dst[at+1:end-2]
-		body := int64(-1)  // bytes after the line, before their own CRLF
-		elems := int64(-1) // elements after the line
-		ok := true
-		switch typ {
-		case '+', '-':
-		case '(':
-			// Not checked: Redis 7.0 passes a Lua script's big_number
-			// ("(x1", "(") on as it is, and refusing it would close a node
-			// connection other clients' replies are on. A line is whole
-			// whatever it holds.
-		case ':':
-			ok = isInteger(text)
-		case ',':
-			ok = isDouble(text)
-		case '#':
-			ok = len(text) == 1 && (text[0] == 't' || text[0] == 'f')
-		case '_':
-			ok = len(text) == 0
-		case '$', '!', '=':
-			body, err = length(typ, text)
-		case '*', '~', '>':
-			elems, err = length(typ, text)
-		case '%':
-			elems, err = length(typ, text)
-			elems *= 2
-		case '|':
-			elems, err = length(typ, text)
-			elems = 2*elems + 1
-		default:
-			err = fmt.Errorf("reply: unknown type byte %q: %w", typ, ErrProtocol)
-		}
-		if !ok {
-			err = fmt.Errorf("reply: malformed %q line: %w", typ, ErrProtocol)
-		}
+		typ := dst[at]
+		body, elems, err := parseLine(typ, dst[at+1:end-2])
 		if err != nil {
 			return dst[:start], err
 		}
@@ -147,6 +114,46 @@ func Read(r *bufio.Reader, dst []byte) ([]byte, error) {
 			open = open[:last]
 		}
 	}
+}
+
+// parseLine reads a reply's line, its type byte typ and what follows it
+// (CRLF excluded): how many bytes follow it before their own CRLF (body),
+// how many elements (elems), -1 for none; an error for a line Read
+// refuses.
+func parseLine(typ byte, text []byte) (body, elems int64, err error) {
+	body, elems = -1, -1
+	ok := true
+	switch typ {
+	case '+', '-':
+	case '(':
+		// Not checked: Redis 7.0 passes a Lua script's big_number ("(x1",
+		// "(") on as it is, and refusing it would close a node connection
+		// other clients' replies are on. A line is whole whatever it holds.
+	case ':':
+		ok = isInteger(text)
+	case ',':
+		ok = isDouble(text)
+	case '#':
+		ok = len(text) == 1 && (text[0] == 't' || text[0] == 'f')
+	case '_':
+		ok = len(text) == 0
+	case '$', '!', '=':
+		body, err = length(typ, text)
+	case '*', '~', '>':
+		elems, err = length(typ, text)
+	case '%':
+		elems, err = length(typ, text)
+		elems *= 2
+	case '|':
+		elems, err = length(typ, text)
+		elems = 2*elems + 1
+	default:
+		err = fmt.Errorf("reply: unknown type byte %q: %w", typ, ErrProtocol)
+	}
+	if !ok {
+		err = fmt.Errorf("reply: malformed %q line: %w", typ, ErrProtocol)
+	}
+	return body, elems, err
 }
 
 // readLine appends the next line of r, its '\n' included, to dst. A line

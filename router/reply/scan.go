@@ -29,47 +29,20 @@ func (s *Scanner) Whole(b []byte) int {
 		if end-s.at < 3 || b[end-2] != '\r' {
 			return s.judge(len(b))
 		}
-		typ, text := b[s.at], b[s.at+1:end-2]
-		next, elems := end, int64(-1)
-		ok := true
-		switch typ {
-		case '+', '-', '(':
-		case ':':
-			ok = isInteger(text)
-		case ',':
-			ok = isDouble(text)
-		case '#':
-			ok = len(text) == 1 && (text[0] == 't' || text[0] == 'f')
-		case '_':
-			ok = len(text) == 0
-		case '$', '!', '=':
-			n, err := length(typ, text)
-			if err != nil {
-				return s.judge(len(b))
-			}
-			if n >= 0 {
-				if int64(len(b)-end) < n+2 {
-					return 0
-				}
-				next = end + int(n) + 2
-				ok = b[next-2] == '\r' && b[next-1] == '\n' && (typ != '=' || (n >= 4 && b[end+3] == ':'))
-			}
-		case '*', '~', '>', '%', '|':
-			n, err := length(typ, text)
-			switch {
-			case err != nil:
-				return s.judge(len(b))
-			case typ == '%':
-				n *= 2
-			case typ == '|':
-				n = 2*n + 1
-			}
-			elems = n
-		default:
-			ok = false
-		}
-		if !ok {
+		body, elems, err := parseLine(b[s.at], b[s.at+1:end-2])
+		if err != nil {
 			return s.judge(len(b))
+		}
+		next := end
+		if body >= 0 {
+			if int64(len(b)-end) < body+2 {
+				return 0
+			}
+			next = end + int(body) + 2
+			// As Read checks a body's end, and a verbatim string's format.
+			if b[next-2] != '\r' || b[next-1] != '\n' || (b[s.at] == '=' && (body < 4 || b[end+3] != ':')) {
+				return s.judge(len(b))
+			}
 		}
 		s.at = next
 		if elems > 0 {
