@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-rl/sluice/router"
 )
 
 // CLIENT LIST shows every client of sluice, each served by its own event
@@ -20,11 +22,15 @@ import (
 type clientView struct {
 	id      int64
 	addr    string
+	laddr   string // the address it connected to
 	created time.Time
 
 	last    atomic.Int64           // unix ns of its last command
 	cmd     atomic.Pointer[string] // its last command's name, from a command table
 	blocked atomic.Bool            // its blocking command is sent, unanswered
+	// tunnel is its subscriptions' (router.Tunnel), whose counts are
+	// CLIENT LIST's sub, psub and ssub; nil without one.
+	tunnel atomic.Pointer[router.Tunnel]
 
 	mu sync.Mutex
 	viewFields
@@ -34,7 +40,8 @@ type clientView struct {
 // set them (CLIENT SETNAME, HELLO, AUTH, MULTI, SUBSCRIBE, RESET, ...).
 type viewFields struct {
 	name, lib, ver, user string
-	resp3, multi, pubsub bool
+	resp3, pubsub        bool
+	multi                int // commands queued in its transaction; -1 outside one
 }
 
 // clientTable is every connected client's view, by id.
@@ -76,19 +83,27 @@ func (t *clientTable) list(keep func(*clientView) bool) []*clientView {
 // published records c's fields for CLIENT LIST; it is called wherever one
 // of them changes.
 func (c *client) published() {
-	f := viewFields{name: c.name, lib: c.lib, ver: c.ver, resp3: c.resp3, multi: c.multi != nil,
+	f := viewFields{name: c.name, lib: c.lib, ver: c.ver, resp3: c.resp3, multi: -1,
 		pubsub: c.subscribed || c.subs}
+	if c.multi != nil {
+		f.multi = c.multi.n
+	}
 	if c.user != nil {
 		f.user = c.user.name
 	}
+	c.view.tunnel.Store(c.tunnel)
 	c.view.mu.Lock()
 	c.view.viewFields = f
 	c.view.mu.Unlock()
 }
 
-// line is v's line of CLIENT LIST and CLIENT INFO, with Redis's field
-// names; the fields Redis gives of its own buffers and memory, which
-// sluice does not keep per client, are left out rather than made up.
+// line is v's line of CLIENT LIST and CLIENT INFO, with Redis 7.0's
+// field names in its order, then 7.2's lib-name and lib-ver. The fields
+// Redis gives of its own buffers and memory (qbuf, qbuf-free, argv-mem,
+// multi-mem, rbs, rbp, obl, oll, omem, tot-mem) and of its event loop
+// (fd, events), which sluice does not keep per client as Redis does, are
+// left out rather than made up; redir is -1, as sluice refuses CLIENT
+// TRACKING.
 func (v *clientView) line(now time.Time) string {
 	v.mu.Lock()
 	f := v.viewFields
@@ -98,7 +113,7 @@ func (v *clientView) line(now time.Time) string {
 	if f.pubsub {
 		flags += "P"
 	}
-	if f.multi {
+	if f.multi >= 0 {
 		flags += "x"
 	}
 	if v.blocked.Load() {
@@ -123,8 +138,13 @@ func (v *clientView) line(now time.Time) string {
 	if user == "" {
 		user = "default"
 	}
-	return fmt.Sprintf("id=%d addr=%s name=%s age=%d idle=%d flags=%s db=0 cmd=%s user=%s resp=%d lib-name=%s lib-ver=%s\n",
-		v.id, v.addr, f.name, int64(now.Sub(v.created)/time.Second), idle, flags, cmd, user, resp, f.lib, f.ver)
+	var chans, pats, shards int64
+	if t := v.tunnel.Load(); t != nil {
+		chans, pats, shards = t.Counts()
+	}
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=%d cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+		v.id, v.addr, v.laddr, f.name, int64(now.Sub(v.created)/time.Second), idle, flags, chans, pats, shards, f.multi,
+		cmd, user, resp, f.lib, f.ver)
 }
 
 // clientList answers CLIENT LIST [TYPE normal|pubsub|master|replica|slave]

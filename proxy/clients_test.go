@@ -336,3 +336,110 @@ func TestClientListCmdInSubscribedMode(t *testing.T) {
 		run(t, serveConfig(t, cfg))
 	})
 }
+
+// fieldsOf is a CLIENT LIST line's fields, name to value, and their names
+// in order.
+func fieldsOf(line string) (map[string]string, []string) {
+	m := map[string]string{}
+	var names []string
+	for _, f := range strings.Fields(line) {
+		k, v, _ := strings.Cut(f, "=")
+		m[k] = v
+		names = append(names, k)
+	}
+	return m, names
+}
+
+// clientLine is a CLIENT LIST reply's text, a bulk string (RESP2) or
+// verbatim one (RESP3).
+func clientLine(t *testing.T, r string) string {
+	t.Helper()
+	head, body, ok := strings.Cut(r, "\r\n")
+	if !ok || (head[0] != '$' && head[0] != '=') {
+		t.Fatalf("CLIENT LIST: %q", r)
+	}
+	return strings.TrimPrefix(strings.TrimSuffix(body, "\r\n"), "txt:")
+}
+
+// CLIENT LIST's fields are Redis 7.0.15's, in its order, but for those of
+// its own buffers, memory and event loop, which sluice leaves out, and
+// 7.2's lib-name and lib-ver at the end; laddr is the address the client
+// connected to, sub, psub and ssub count its subscriptions, multi its
+// queued commands (-1 outside a transaction), redir is -1: as a node's,
+// in RESP2 and RESP3.
+func TestClientListFieldsAsRedis(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	var nodeNames []string
+	run := func(t *testing.T, addr string, node bool) {
+		other := dialRaw(t, addr)
+		for _, proto := range []string{"2", "3"} {
+			sub := dialRaw(t, addr)
+			sub.do("HELLO", proto)
+			id := strings.TrimSuffix(strings.TrimPrefix(sub.do("CLIENT", "ID"), ":"), "\r\n")
+			check := func(when string, want map[string]string) {
+				t.Helper()
+				m, names := fieldsOf(clientLine(t, other.do("CLIENT", "LIST", "ID", id)))
+				if node {
+					if nodeNames == nil {
+						nodeNames = names
+					}
+				} else {
+					var wantNames []string
+					for _, n := range nodeNames {
+						switch n {
+						case "fd", "qbuf", "qbuf-free", "argv-mem", "multi-mem", "rbs", "rbp", "obl", "oll", "omem", "tot-mem", "events":
+						default:
+							wantNames = append(wantNames, n)
+						}
+					}
+					if wantNames = append(wantNames, "lib-name", "lib-ver"); !slices.Equal(names, wantNames) {
+						t.Errorf("RESP%s %s: fields %q, want %q", proto, when, names, wantNames)
+					}
+				}
+				if m["laddr"] != addr || m["redir"] != "-1" {
+					t.Errorf("RESP%s %s: laddr=%s redir=%s, want laddr=%s redir=-1", proto, when, m["laddr"], m["redir"], addr)
+				}
+				for k, v := range want {
+					if m[k] != v {
+						t.Errorf("RESP%s %s: %s=%s, want %s", proto, when, k, m[k], v)
+					}
+				}
+			}
+			none := map[string]string{"sub": "0", "psub": "0", "ssub": "0", "multi": "-1", "flags": "N"}
+			check("new", none)
+			sub.do("SUBSCRIBE", "lf:a", "lf:b")
+			sub.read()
+			sub.do("PSUBSCRIBE", "lf:*")
+			sub.do("SSUBSCRIBE", "{lf}x", "{lf}y")
+			sub.read()
+			sub.do("SUBSCRIBE", "lf:a") // again: counted once
+			check("subscribed", map[string]string{"sub": "2", "psub": "1", "ssub": "2", "multi": "-1", "flags": "P"})
+			sub.do("UNSUBSCRIBE", "lf:a")
+			sub.do("UNSUBSCRIBE", "lf:zz") // not subscribed
+			sub.do("SUNSUBSCRIBE", "{lf}x")
+			check("one of each left", map[string]string{"sub": "1", "psub": "1", "ssub": "1", "multi": "-1"})
+			sub.do("UNSUBSCRIBE")
+			sub.do("PUNSUBSCRIBE")
+			sub.do("SUNSUBSCRIBE")
+			check("unsubscribed", none)
+			sub.do("MULTI")
+			check("in MULTI", map[string]string{"multi": "0", "flags": "x"})
+			sub.do("SET", "lf:k", "v")
+			sub.do("GET", "lf:k")
+			check("two queued", map[string]string{"multi": "2", "flags": "x"})
+			sub.do("DISCARD")
+			check("discarded", none)
+			if proto == "3" {
+				sub.do("SUBSCRIBE", "lf:a")
+				sub.do("RESET")
+				none["resp"] = "2" // RESET's
+				check("reset", none)
+			}
+		}
+	}
+	t.Run("node", func(t *testing.T) { run(t, c.Nodes[0].Addr, true) })
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		run(t, serveConfig(t, cfg), false)
+	})
+}

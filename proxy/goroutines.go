@@ -38,9 +38,8 @@ type goClient struct {
 }
 
 func (s *Server) accept(conn redcon.Conn) bool {
-	c := &goClient{client: s.newClient(conn.RemoteAddr()), wake: make(chan struct{}, 1)}
 	nc := conn.NetConn()
-	c.local = nc.LocalAddr()
+	c := &goClient{client: s.newClient(conn.RemoteAddr(), nc.LocalAddr()), wake: make(chan struct{}, 1)}
 	c.conn, _ = nc.(*framedConn)
 	if c.conn != nil {
 		c.conn.cl = &c.client

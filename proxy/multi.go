@@ -217,6 +217,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	t.cmds = router.AppendCommand(t.cmds, args)
 	t.n++
 	t.names = append(t.names, spec)
+	c.published() // CLIENT LIST's multi= counts it
 	s.replyNow(c, "+QUEUED\r\n")
 	return nil
 }

@@ -580,10 +580,14 @@ type client struct {
 	view           *clientView // what CLIENT LIST shows of it
 }
 
-// newClient names a connection that has begun, counted once admitted.
-func (s *Server) newClient(addr string) client {
-	c := client{id: s.stats.connections.Add(1), addr: addr, user: s.cfg.Users.defaultUser()}
+// newClient names a connection from addr that has begun, counted once
+// admitted; local is the address it reached.
+func (s *Server) newClient(addr string, local net.Addr) client {
+	c := client{id: s.stats.connections.Add(1), addr: addr, local: local, user: s.cfg.Users.defaultUser()}
 	c.view = &clientView{id: c.id, addr: addr, created: time.Now()}
+	if local != nil {
+		c.view.laddr = local.String()
+	}
 	c.published()
 	s.clients.add(c.view)
 	return c
@@ -1007,6 +1011,7 @@ func (c *client) reset() {
 func (c *client) closeTunnel() {
 	c.tunnel.Close()
 	c.tunnel, c.subscribed, c.subs, c.tunnelReset = nil, false, false, false
+	c.published()
 	c.tunnelGen++
 	if c.push != nil {
 		c.push.drop()

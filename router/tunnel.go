@@ -72,8 +72,10 @@ type tunnelConns struct {
 	resp3  bool
 	home   *tunnelConn   // channels and patterns; nil until used
 	shards []*tunnelConn // shard channels, a connection per node, in the order opened
-	// homeSubs is the client's channels and patterns, as home last said.
-	homeSubs int64
+	// homeSubs is the client's channels and patterns, as home last said;
+	// chans and pats split it (CLIENT LIST's sub and psub): each
+	// confirmation's count moves by the one channel or pattern it names.
+	homeSubs, chans, pats int64
 }
 
 func (g *tunnelConns) shardSubs() int64 {
@@ -497,6 +499,12 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 			}
 			return
 		case ok:
+			switch kind {
+			case "subscribe", "unsubscribe":
+				g.chans += n - g.homeSubs
+			case "psubscribe", "punsubscribe":
+				g.pats += n - g.homeSubs
+			}
 			g.homeSubs = n
 		}
 		t.deliver(tc, r)
@@ -575,6 +583,19 @@ func (t *Tunnel) Subscribed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.conns.subscribed()
+}
+
+// Counts are the client's channels, patterns and shard channels, as the
+// nodes last confirmed (CLIENT LIST's sub, psub and ssub); none once the
+// tunnel is closed.
+func (t *Tunnel) Counts() (chans, pats, shards int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return 0, 0, 0
+	}
+	g := t.conns
+	return g.chans, g.pats, g.shardSubs()
 }
 
 // SetProtocol switches the client's connections to RESP3 or RESP2, as
