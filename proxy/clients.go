@@ -1,10 +1,10 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,49 +148,51 @@ func (v *clientView) line(now time.Time) string {
 }
 
 // clientList answers CLIENT LIST [TYPE normal|pubsub|master|replica|slave]
-// [ID id [id ...]], as Redis 7.
+// or CLIENT LIST [ID id [id ...]], as Redis 7.0: TYPE and ID do not
+// combine, and ID lists the clients in the order given, one as often as
+// it is given, each ID a number as Redis reads one (no leading zero, no
+// "+"); 0 and negative IDs match no client.
 func (s *Server) clientList(args [][]byte) (string, error) {
-	var ids []int64
-	kind := ""
-	for i := 0; i < len(args); i++ {
-		switch opt := strings.ToUpper(string(args[i])); {
-		case opt == "TYPE" && i+1 < len(args):
-			kind = strings.ToLower(string(args[i+1]))
-			switch kind {
-			case "normal", "pubsub", "master", "replica", "slave":
-			default:
-				return "", fmt.Errorf("Unknown client type '%s'", args[i+1])
-			}
-			i++
-		case opt == "ID" && i+1 < len(args):
-			for i++; i < len(args); i++ {
-				id, err := strconv.ParseInt(string(args[i]), 10, 64)
-				if err != nil { // 0 and negative IDs match no client, as in Redis 7.0
-					return "", fmt.Errorf("Invalid client ID")
-				}
-				ids = append(ids, id)
-			}
-		default:
-			return "", errors.New("syntax error")
-		}
-	}
-	views := s.clients.list(func(v *clientView) bool {
-		if ids != nil && !slices.Contains(ids, v.id) {
-			return false
-		}
-		if kind == "" {
-			return true
-		}
-		v.mu.Lock()
-		pubsub := v.pubsub
-		v.mu.Unlock()
-		// sluice has no replicas or masters among its clients.
-		return (kind == "pubsub") == pubsub && (kind == "normal" || kind == "pubsub")
-	})
 	now := time.Now()
 	var b strings.Builder
-	for _, v := range views {
-		b.WriteString(v.line(now))
+	switch {
+	case len(args) == 2 && strings.EqualFold(string(args[0]), "TYPE"):
+		kind := strings.ToLower(string(args[1]))
+		switch kind {
+		case "normal", "pubsub", "master", "replica", "slave":
+		default:
+			return "", fmt.Errorf("Unknown client type '%s'", args[1])
+		}
+		for _, v := range s.clients.list(func(v *clientView) bool {
+			v.mu.Lock()
+			pubsub := v.pubsub
+			v.mu.Unlock()
+			// sluice has no replicas or masters among its clients.
+			return (kind == "pubsub") == pubsub && (kind == "normal" || kind == "pubsub")
+		}) {
+			b.WriteString(v.line(now))
+		}
+	case len(args) > 1 && strings.EqualFold(string(args[0]), "ID"):
+		ids := make([]int64, len(args)-1)
+		for i, a := range args[1:] {
+			id, ok := parseRedisInt(a)
+			if !ok {
+				return "", errors.New("Invalid client ID")
+			}
+			ids[i] = id
+		}
+		views := s.clients.list(func(v *clientView) bool { return slices.Contains(ids, v.id) })
+		for _, id := range ids {
+			if i, ok := slices.BinarySearchFunc(views, id, func(v *clientView, id int64) int { return cmp.Compare(v.id, id) }); ok {
+				b.WriteString(views[i].line(now))
+			}
+		}
+	case len(args) > 0:
+		return "", errors.New("syntax error")
+	default:
+		for _, v := range s.clients.list(func(*clientView) bool { return true }) {
+			b.WriteString(v.line(now))
+		}
 	}
 	return b.String(), nil
 }

@@ -443,3 +443,59 @@ func TestClientListFieldsAsRedis(t *testing.T) {
 		run(t, serveConfig(t, cfg), false)
 	})
 }
+
+// CLIENT LIST's options are read as Redis 7.0.15 reads them: TYPE alone,
+// or ID alone, whose clients come in the order given, as often as given;
+// an ID is a number as Redis reads one. (sluice took TYPE and ID
+// together, sorted and deduplicated the IDs, and took "05", "+5", "-0".)
+func TestClientListOptionsAsRedis(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	run := func(t *testing.T, addr string) {
+		a, b := dialRaw(t, addr), dialRaw(t, addr)
+		idA := strings.TrimSuffix(strings.TrimPrefix(a.do("CLIENT", "ID"), ":"), "\r\n")
+		idB := strings.TrimSuffix(strings.TrimPrefix(b.do("CLIENT", "ID"), ":"), "\r\n")
+		ids := func(r string) string {
+			var out []string
+			for _, line := range strings.Split(strings.TrimSuffix(clientLine(t, r), "\n"), "\n") {
+				switch {
+				case strings.HasPrefix(line, "id="+idA+" "):
+					out = append(out, "A")
+				case strings.HasPrefix(line, "id="+idB+" "):
+					out = append(out, "B")
+				case line != "":
+					out = append(out, "?")
+				}
+			}
+			return strings.Join(out, ",")
+		}
+		for _, tc := range []struct {
+			args []string
+			want string // the clients listed, or the error
+		}{
+			{[]string{"ID", idB, idA}, "B,A"},
+			{[]string{"ID", idA, idA, "99999", idB}, "A,A,B"},
+			{[]string{"TYPE", "normal", "ID", idA}, "-ERR syntax error\r\n"},
+			{[]string{"ID", idA, "TYPE", "normal"}, "-ERR Invalid client ID\r\n"},
+			{[]string{"TYPE", "normal", "TYPE", "pubsub"}, "-ERR syntax error\r\n"},
+			{[]string{"TYPE"}, "-ERR syntax error\r\n"},
+			{[]string{"ID"}, "-ERR syntax error\r\n"},
+			{[]string{"ID", "+" + idA}, "-ERR Invalid client ID\r\n"},
+			{[]string{"ID", "0" + idA}, "-ERR Invalid client ID\r\n"},
+			{[]string{"ID", "-0"}, "-ERR Invalid client ID\r\n"},
+			{[]string{"ID", "0", "-1"}, ""},
+		} {
+			got := a.do(append([]string{"CLIENT", "LIST"}, tc.args...)...)
+			if !strings.HasPrefix(got, "-") {
+				got = ids(got)
+			}
+			if got != tc.want {
+				t.Errorf("CLIENT LIST %q: %q, want %q", tc.args, got, tc.want)
+			}
+		}
+	}
+	t.Run("node", func(t *testing.T) { run(t, c.Nodes[0].Addr) })
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		run(t, serveConfig(t, cfg))
+	})
+}
