@@ -453,13 +453,34 @@ var clientHelp = []string{
 	"    Protect current client connection from eviction.",
 	"HELP",
 	"    Prints this help.",
-	"sluice answers these for its own clients; it does not support CACHING, GETREDIR, KILL, PAUSE, TRACKING, TRACKINGINFO, UNBLOCK or UNPAUSE.",
+	"sluice answers these for its own clients, and GETREDIR, TRACKINGINFO and TRACKING OFF as Redis does while tracking is off, as it always is; it does not support CACHING, KILL, PAUSE, TRACKING ON, UNBLOCK or UNPAUSE.",
 }
 
 func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
 	wrongArgs := func() {
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'client|%s' command", strings.ToLower(sub)))
+	}
+	// Tracking is always off in sluice: what Redis answers of a client
+	// whose tracking is off is true of every client, and a client library
+	// that turns it off, or asks, before it works is answered so.
+	switch {
+	case sub == "GETREDIR" && len(args) == 2:
+		conn.WriteInt(-1)
+		return
+	case sub == "TRACKINGINFO" && len(args) == 2:
+		conn.WriteMap(3)
+		conn.WriteBulkString("flags")
+		conn.WriteSet(1)
+		conn.WriteBulkString("off")
+		conn.WriteBulkString("redirect")
+		conn.WriteInt(-1)
+		conn.WriteBulkString("prefixes")
+		conn.WriteArray(0)
+		return
+	case sub == "TRACKING" && len(args) == 3 && strings.EqualFold(string(args[2]), "off"):
+		conn.WriteString("OK")
+		return
 	}
 	if why, ok := clientRefused[sub]; ok {
 		s.writeError(conn, refusedWithArity("client|"+strings.ToLower(sub), args,
