@@ -1029,6 +1029,18 @@ func (b *backend) write() {
 				fail(failed, b.addr, err)
 				return
 			}
+			if br.Buffered() > 0 {
+				conn.Close()
+				failed := b.queue
+				b.queue, b.writing = nil, false
+				b.mu.Unlock()
+				b.lostConn()
+				fail(failed, b.addr, errors.New("the node sent what nothing asked for"))
+				return
+			}
+			// Read on through heard, which keeps the node's deadline
+			// from the last bytes it sent.
+			br.Reset(heard{conn, b.c.forwardTimeout()})
 			b.conn = conn
 			go b.read(conn, br)
 		}
@@ -1090,12 +1102,9 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 			b.mu.Unlock()
 			continue
 		}
-		if b.sent.len() > 0 {
-			// From this reply on: a node answering a backlog (one
-			// client's pipeline of big values) is not hung, as on a
-			// loop's pipe (Pipe.Deadline).
-			conn.SetReadDeadline(time.Now().Add(b.c.forwardTimeout()))
-		} else {
+		if b.sent.len() == 0 {
+			// Nothing waits: the node may say nothing for as long as it
+			// likes. (While commands wait, heard keeps the deadline.)
 			conn.SetReadDeadline(time.Time{})
 		}
 		done := b.release && b.sent.len() == 0 && len(b.queue) == 0
@@ -1109,6 +1118,25 @@ func (b *backend) read(conn net.Conn, br *bufio.Reader) {
 			return
 		}
 	}
+}
+
+// heard reads a backend's connection, and puts its read deadline off
+// whenever bytes come: a node that sends a reply, or a backlog of them,
+// for longer than the forward timeout (one huge value on a slow link, one
+// client's pipeline of big values) is not hung while it keeps sending, as
+// on a loop's pipe (Pipe.Deadline). A deadline put off after the last
+// reply is in is cleared by read, which takes the reply on.
+type heard struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (h heard) Read(p []byte) (int, error) {
+	n, err := h.conn.Read(p)
+	if n > 0 {
+		h.conn.SetReadDeadline(time.Now().Add(h.timeout))
+	}
+	return n, err
 }
 
 // broken closes conn and answers every command it carried an error: none

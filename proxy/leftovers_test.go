@@ -1,0 +1,78 @@
+package proxy_test
+
+import (
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/reply"
+)
+
+// busyScript keeps a node busy for 150ms: it writes nothing meanwhile.
+const busyScript = `local t = redis.call('TIME')
+local from = t[1] * 1000000 + t[2]
+repeat t = redis.call('TIME') until t[1] * 1000000 + t[2] - from > 150000
+return 1`
+
+// A node that streams one big reply for longer than the forward timeout,
+// never silent for that long (a slow link; here the node is kept busy by
+// scripts, and writes a socket buffer's worth between them), is not hung:
+// the reply comes through on both serving paths, as the timeout counts
+// from the last bytes heard.
+func TestPassthroughSlowBigReplyIsNotHung(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
+	const timeout = 500 * time.Millisecond
+	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, ForwardTimeout: timeout})
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	const key, size = "slowbig", 48 << 20
+	node := primaryOf(t, c, key)
+	busy := dialRaw(t, node.Addr)
+	if got := busy.do("SET", key, strings.Repeat("v", size)); got != "+OK\r\n" {
+		t.Fatalf("SET: %q", got)
+	}
+	head := "$" + strconv.Itoa(size) + "\r\n"
+	for _, loops := range []int{1, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		if got := conn.do("STRLEN", key); got != ":"+strconv.Itoa(size)+"\r\n" {
+			t.Fatalf("loops %d: STRLEN: %q", loops, got)
+		}
+		var done atomic.Bool
+		busy.send([]string{"EVAL", busyScript, "0"})
+		start := time.Now()
+		conn.send([]string{"GET", key})
+		got := make(chan string, 1)
+		go func() {
+			conn.c.SetReadDeadline(time.Now().Add(60 * time.Second))
+			b, err := reply.Read(conn.br, nil)
+			if err != nil {
+				b = []byte("read: " + err.Error())
+			}
+			done.Store(true)
+			got <- string(b)
+		}()
+		scripts := 1
+		for ; ; scripts++ {
+			if r := busy.read(); r != ":1\r\n" {
+				t.Fatalf("the busy script: %q", r)
+			}
+			if done.Load() {
+				break
+			}
+			busy.send([]string{"EVAL", busyScript, "0"})
+		}
+		r := <-got
+		took := time.Since(start)
+		t.Logf("loops %d: %d scripts, %v", loops, scripts, took)
+		if !strings.HasPrefix(r, head+"vvv") || len(r) != len(head)+size+2 {
+			t.Errorf("loops %d: GET of a big value streamed for %v: %q", loops, took, r[:min(len(r), 200)])
+		}
+		if took < timeout {
+			t.Errorf("loops %d: the reply came in %v, not slower than the %v timeout: nothing tested", loops, took, timeout)
+		}
+	}
+}
