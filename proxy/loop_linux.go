@@ -1097,6 +1097,9 @@ func (l *loop) pastLimit(c *fdConn) bool {
 	return true
 }
 
+// written is how much of c's output (out) its socket took already.
+func (c *fdConn) written() int { return c.sent }
+
 // owesNothing reports whether c waits for no reply and has nothing
 // pending in either direction: no command in flight or half read, no
 // reply unwritten, no blocking command or subscription.

@@ -25,3 +25,7 @@ type fdConn struct{}
 
 // tunnelCallbacks serve a loop's subscriber; there are none here.
 func (*fdConn) tunnelCallbacks(int) (func([]byte, bool, bool), func(error)) { panic("unreachable") }
+
+// written is how much of a loop's client's output was written; there are
+// none here.
+func (*fdConn) written() int { panic("unreachable") }

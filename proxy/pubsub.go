@@ -40,9 +40,26 @@ var subscribing = map[string]bool{
 // connections: a PUBLISH before a SUBSCRIBE of its channel would reach the
 // client, a PUBLISH before an UNSUBSCRIBE be lost. On one connection to a
 // node they run in the order sent. (In RESP2 subscribed mode all it sends
-// goes through the tunnel, in order.)
+// goes through the tunnel, in order.) It waits too while c's replies not
+// yet written are past the hard output limit: c is then closed before it
+// becomes a subscriber, which the normal class's limit does not bound, as
+// Redis closes a client whose reply is past the limit when it queues it,
+// and runs nothing more of it (a reply sluice makes itself, say a big
+// ECHO, is queued at once, the SUBSCRIBE after it taken in the same pass).
 func (s *Server) subscribesAfter(c *client, args [][]byte) bool {
-	return c.inFlight() > 0 && s.cfg.Forwarder != nil && !c.subscribed && c.multi == nil && len(args) > 0 && isSubscribing(args[0])
+	if c.inFlight() == 0 && (s.cfg.OutputLimit.Hard <= 0 || int64(c.unwritten()) <= s.cfg.OutputLimit.Hard) {
+		return false
+	}
+	return s.cfg.Forwarder != nil && !c.subscribed && c.multi == nil && len(args) > 0 && isSubscribing(args[0])
+}
+
+// unwritten is how many bytes of c's replies wait to be written.
+func (c *client) unwritten() int {
+	n := len(c.out.b) + len(c.held.b) - c.heldOff
+	if c.fd != nil {
+		n -= c.fd.written()
+	}
+	return n
 }
 
 // isSubscribing reports whether name is a subscription command's, in any
