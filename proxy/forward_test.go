@@ -945,6 +945,48 @@ func TestPassthroughBlockingBeforeTheClientsEnd(t *testing.T) {
 	}
 }
 
+// TestPassthroughBlockingBeforeALongEnd pipelines a blocking command, more
+// behind it than a read takes, and its end: Redis reads it all, answers
+// what follows a command answered at once, and frees the client if the
+// command would wait, its replies before it delivered. On a loop, which
+// reads no further while a blocking command is out, the end was taken
+// for an EOF read: nothing after the command ran, and the client was
+// closed with its input unread, which resets the connection (and can drop
+// the replies on their way).
+func TestPassthroughBlockingBeforeALongEnd(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	long := strings.Repeat("e", 70000)
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		k := "{bz" + strconv.Itoa(-loops) + "}"
+		node := primaryOf(t, c, k)
+		for _, full := range []bool{true, false} {
+			replies := func(addr string) string {
+				if full {
+					if err := node.Do(ctx, "RPUSH", k, "a").Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				defer node.Do(ctx, "DEL", k, k+"n")
+				conn := dialRaw(t, addr)
+				conn.send([]string{"PING"}, []string{"BLPOP", k, "0"}, []string{"ECHO", long}, []string{"INCR", k + "n"})
+				out := conn.endAndReadAll()
+				n, _ := node.Do(ctx, "GET", k+"n").ToString()
+				return fmt.Sprintf("%d bytes ending %q, then %s is %q", len(out), out[max(0, len(out)-30):], k+"n", n)
+			}
+			want := replies(node.Addr)
+			for i := range 3 {
+				if got := replies(addr); got != want {
+					t.Errorf("loops %d, list with an element %v, try %d:\n got %s\nwant %s", loops, full, i, got, want)
+					break
+				}
+			}
+		}
+	}
+}
+
 // TestPassthroughBlockedClientThatEnds pipelines a blocking command and an
 // INCR, and ends the connection: Redis runs the INCR only if the blocking
 // command did not wait, for a blocked client whose end it reads is freed,

@@ -211,6 +211,10 @@ type fdConn struct {
 	dirty  bool   // in the loop's dirty list
 	delays uint8  // passes its replies were delayed (maxDelays)
 	eof    bool   // the client sent all it will
+	// hungUp: it ended its side while its blocking command kept it
+	// unread. What it sent is still read (after the command, if that is
+	// answered) up to its EOF, as Redis reads it.
+	hungUp bool
 	// drained: closing because its loop drains. What sluice read of it
 	// is still taken and answered, as at its EOF; nothing more is read.
 	drained bool
@@ -549,8 +553,15 @@ func (l *loop) event(c *fdConn, events uint32) {
 	case events&(syscall.EPOLLERR|syscall.EPOLLHUP) != 0 && events&syscall.EPOLLOUT == 0:
 		l.close(c) // not reading, and nothing can be written
 	case events&syscall.EPOLLRDHUP != 0:
-		// Blocked, so not read: its end is taken as an EOF read would be.
-		l.ended(c)
+		// Blocked, so not read: it sent all it will, so its blocking
+		// command does not wait. What it sent after the command may still
+		// be in the socket, unread: it is read once the command is
+		// answered, up to the EOF, and discarded if it is not (closing
+		// with input unread would reset the connection, dropping replies
+		// on their way).
+		c.closing, c.hungUp = true, true
+		c.cancelBlocked()
+		l.mark(&c.client)
 	}
 	if events&syscall.EPOLLOUT != 0 {
 		l.mark(&c.client)
@@ -572,15 +583,20 @@ func (l *loop) endRound() {
 		if c.gone {
 			continue
 		}
+		answered := len(c.out.b) // before the blocking command's reply
 		l.s.drain(&c.client)
 		if c.blockTurn() {
 			l.round().sendBlocking(&c.client)
 		} else if b := c.block; c.unblocked() {
 			if b.f.Blocked.Ended() {
-				l.close(c) // unanswered, as Redis frees it
-				continue
-			}
-			if (!c.closing || c.eof || c.drained) && !l.pastLimit(c) {
+				// Unanswered, as Redis frees it: nothing it sent after
+				// the command runs. It lingers once the replies before
+				// the command are written, its input discarded, so that
+				// the close resets nothing.
+				c.out.b = c.out.b[:answered]
+				c.closing, c.eof, c.hungUp = true, false, false
+				c.pend = nil
+			} else if (!c.closing || c.eof || c.drained || c.hungUp) && !l.pastLimit(c) {
 				l.resume(c)
 			}
 		} else if c.firstDrained() && (!c.closing || c.eof || c.drained) && !l.pastLimit(c) {
@@ -877,6 +893,7 @@ func (l *loop) read(c *fdConn) {
 func (l *loop) resume(c *fdConn) {
 	l.mark(&c.client)
 	c.closing = false // if at its EOF (ended), until its commands are taken
+	c.hungUp = false  // its EOF is read in turn
 	cmdStart := l.frame(c, c.pend, 0)
 	if !c.closing {
 		// Also at its EOF: a subscription command among them waits for
