@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -1004,6 +1005,13 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 		l.s.take(&c.client, l.round(), l.argv)
 		if c.retake {
 			c.retake, taken = false, false
+		} else if strings.EqualFold(string(l.argv[0]), "throttle.reset") {
+			// A round with a reset is decided apart from the loop's bucket
+			// pipes (router.Cluster.SubmitVia), so a later round's call on
+			// the key could run before it: what c sent after it is taken
+			// once it is answered, as one node runs a client's commands in
+			// order.
+			c.drainFirst = true
 		}
 	}
 	clear(l.argv) // they point into the client's input

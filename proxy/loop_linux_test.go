@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -302,6 +303,28 @@ func TestIdleTimeoutAlone(t *testing.T) {
 		}
 		if took := time.Since(start); took > 3*time.Second {
 			t.Errorf("the idle client was closed after %v", took)
+		}
+	})
+}
+
+// A client sends THROTTLE.RESET, then, in a write of its own, a THROTTLE
+// of the same key: the reset runs first, as one node runs a client's
+// commands in order. On a loop the round with the reset was decided on a
+// goroutine of its own while the next round's THROTTLE went out on the
+// loop's bucket pipe, and most times ran first: the reset emptied the
+// bucket the THROTTLE had just filled, and answered 1.
+func TestResetRunsBeforeWhatFollows(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newRouter(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r}, func(t *testing.T, cfg proxy.Config) {
+		conn := dialRaw(t, serveConfig(t, cfg))
+		for i := range 100 {
+			k := "ro" + strconv.Itoa(cfg.Loops) + ":" + strconv.Itoa(i)
+			conn.send([]string{"THROTTLE.RESET", k})
+			conn.send([]string{"THROTTLE", k, "3", "1", "1h", "3"})
+			if reset, take := conn.read(), conn.read(); reset != ":0\r\n" || !strings.HasPrefix(take, "*5\r\n:0\r\n:3\r\n:0\r\n") {
+				t.Fatalf("try %d: THROTTLE.RESET %q, then THROTTLE %q; want 0, then the bucket emptied", i, reset, take)
+			}
 		}
 	})
 }
