@@ -179,3 +179,26 @@ func TestHelloSwitchKeepsPipelineOrder(t *testing.T) {
 		}
 	}
 }
+
+// RESET, as HELLO 2, takes a RESP3 client back to RESP2: the commands
+// after it go on sluice's RESP2 connections, and must not run before
+// those still in flight on the RESP3 ones. An INCRBY, RESET, INCR of one
+// key, pipelined, ran the INCR first every time on the goroutine path
+// (and now and then on a loop): the INCRBY answered 3, not 2.
+func TestResetToRESP2KeepsTheOrder(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		for i := range 50 {
+			k := "rr" + strconv.Itoa(cfg.Loops) + ":" + strconv.Itoa(i)
+			conn := dialRaw(t, addr)
+			conn.send([]string{"HELLO", "3"}, []string{"INCRBY", k, "2"}, []string{"RESET"}, []string{"INCR", k})
+			conn.read() // HELLO's map
+			if got := conn.read() + conn.read() + conn.read(); got != ":2\r\n+RESET\r\n:3\r\n" {
+				t.Fatalf("try %d: INCRBY, RESET, INCR: %q", i, got)
+			}
+			conn.c.Close()
+		}
+	})
+}

@@ -989,6 +989,13 @@ func (s *Server) drain(c *client) {
 // transaction and of its subscriptions, back to RESP2, without a name
 // (and cmdReset makes it the default user again).
 func (c *client) reset() {
+	if c.resp3 && c.pin == nil && c.inFlight() > 0 {
+		// Back to RESP2: its next commands go on sluice's RESP2
+		// connections, where they could run before those still in flight
+		// on the RESP3 ones; as after HELLO 2, they wait until these are
+		// answered.
+		c.drainFirst = true
+	}
 	c.multi = nil
 	c.unpin()
 	switch {
