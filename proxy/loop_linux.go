@@ -1,12 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -981,6 +981,9 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 	return cmdStart
 }
 
+// throttleResetName is THROTTLE.RESET's name, compared without a copy.
+var throttleResetName = []byte("throttle.reset")
+
 // take parses one whole command, as framed, and takes it into c's queue.
 // Redis ignores a blank inline line and a multibulk of no arguments. It
 // reports false for a command that must wait until what c sent before it
@@ -1005,7 +1008,7 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 		l.s.take(&c.client, l.round(), l.argv)
 		if c.retake {
 			c.retake, taken = false, false
-		} else if strings.EqualFold(string(l.argv[0]), "throttle.reset") {
+		} else if bytes.EqualFold(l.argv[0], throttleResetName) {
 			// A round with a reset is decided apart from the loop's bucket
 			// pipes (router.Cluster.SubmitVia), so a later round's call on
 			// the key could run before it: what c sent after it is taken
