@@ -128,8 +128,14 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		case lookupErr == nil:
 			c.view.cmd.Store(&spec.Name)
 		case strings.HasPrefix(lookupErr.Error(), "ERR unknown"):
-			if own, _ := lookup(args); own == nil { // sluice's own is named already
+			if own, ownErr := lookup(args); own == nil { // sluice's own is named already
 				c.view.cmd.Store(nil)
+			} else {
+				// THROTTLE and the like, unknown to the nodes: as Redis
+				// treats a command it has, its arity is checked, then it
+				// is refused here as any other.
+				lookupErr = ownErr
+				name = own.name
 			}
 		}
 	}
@@ -150,7 +156,7 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		return nil
 	}
 	err := lookupErr
-	if specs != nil && err == nil {
+	if spec != nil && err == nil {
 		name = spec.Name
 	}
 	if err == nil {

@@ -206,6 +206,10 @@ func TestPassthroughPubSubProtocolSwitchSubscribed(t *testing.T) {
 		}{
 			{[]string{"PING"}, "*2\r\n$4\r\npong\r\n$0\r\n\r\n"},
 			{[]string{"GET", "k"}, "-ERR Can't execute 'get'"},
+			// sluice's own commands, unknown to the nodes, as Redis
+			// answers one of its own: arity first, then refused.
+			{[]string{"THROTTLE", "k", "5", "1", "1s"}, "-ERR Can't execute 'throttle': only (P|S)SUBSCRIBE"},
+			{[]string{"cl.throttle", "k"}, "-ERR wrong number of arguments for 'cl.throttle' command"},
 			{[]string{"SUBSCRIBE", ch + ":b"}, "*3\r\n$9\r\nsubscribe\r\n"},
 		} {
 			if got := sub.do(s.cmd...); !strings.HasPrefix(got, s.want) {
