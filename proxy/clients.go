@@ -103,7 +103,7 @@ func (c *client) published() {
 // multi-mem, rbs, rbp, obl, oll, omem, tot-mem) and of its event loop
 // (fd, events), which sluice does not keep per client as Redis does, are
 // left out rather than made up; redir is -1, as sluice refuses CLIENT
-// TRACKING.
+// TRACKING ON (tracking is always off).
 func (v *clientView) line(now time.Time) string {
 	v.mu.Lock()
 	f := v.viewFields

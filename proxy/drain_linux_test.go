@@ -110,8 +110,7 @@ func TestDrainClosesAClientAddedMeanwhile(t *testing.T) {
 // reply) is closed at once when the loop drains: it owes nothing and was
 // sent nothing it has not read, so its close loses no reply, and pooled
 // connections must not hold Shutdown for the second a closing client
-// lingers. A client with a command still being decided gets its reply
-// first.
+// lingers.
 func TestDrainClosesIdleClientsAtOnce(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

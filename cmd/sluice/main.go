@@ -305,10 +305,6 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	return o, nil
 }
 
-// pprofMux serves net/http/pprof's profiles but not its
-// /debug/pprof/cmdline, which would give anyone who reaches --pprof the
-// command line: --requirepass and --cluster-password with it. (The
-// default mux is not served: net/http/pprof registers cmdline there.)
 // httpServer serves h with bounds on a connection that sends no request
 // (http.Serve has none): each such connection holds a goroutine. Writes
 // are not bounded: a CPU profile takes its seconds to answer.
@@ -316,6 +312,10 @@ func httpServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 }
 
+// pprofMux serves net/http/pprof's profiles but not its
+// /debug/pprof/cmdline, which would give anyone who reaches --pprof the
+// command line: --requirepass and --cluster-password with it. (The
+// default mux is not served: net/http/pprof registers cmdline there.)
 func pprofMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // cmdline, not a profile: 404

@@ -144,8 +144,8 @@ func loadCA(file string) (*x509.CertPool, error) {
 }
 
 // listeners listens on --listen and on --tls-listen with serverTLS, those
-// that are set: the plain one first, so that it is the address INFO and CLUSTER SLOTS
-// give when both are served.
+// that are set: the plain one first, so that it is the address INFO and
+// CLUSTER SLOTS give when both are served.
 func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 	var lns []net.Listener
 	if o.listen != "" {
