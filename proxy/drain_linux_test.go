@@ -118,6 +118,7 @@ func TestDrainClosesIdleClientsAtOnce(t *testing.T) {
 	}
 	s := New(Config{Decider: router.NewMemory(0), Loops: 1, Backend: "test"})
 	go s.Serve(ln)
+	defer s.Close() // after a Fatal before Shutdown too
 	idle := make([]net.Conn, 3)
 	for i := range idle {
 		c, err := net.Dial("tcp", ln.Addr().String())

@@ -159,6 +159,9 @@ func TestCloseEndsBlockingCommandsAtTheNodes(t *testing.T) {
 }
 
 // startServer serves cfg on a loopback port; served has Serve's result.
+// The server is closed when t ends, if the test did not shut it down: a
+// Fatal before the test's own Shutdown or Close must not leave a loop
+// running, which TestInfoReportsLoops would wait for.
 func startServer(t *testing.T, cfg proxy.Config) (*proxy.Server, net.Listener, <-chan error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -168,6 +171,7 @@ func startServer(t *testing.T, cfg proxy.Config) (*proxy.Server, net.Listener, <
 	srv := proxy.New(cfg)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
 	return srv, ln, served
 }
 
