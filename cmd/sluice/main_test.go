@@ -615,36 +615,16 @@ func TestBadCertificateFailsFirst(t *testing.T) {
 	}
 }
 
-// --listen 0.0.0.0:port serves IPv4 alone, as Redis's bind 0.0.0.0:
-// Go's own listener for it takes IPv6 too.
+// --listen 0.0.0.0:port serves IPv4 alone, as Redis's bind 0.0.0.0: Go's
+// own listener for "tcp" takes IPv6 too. (Decided here without binding:
+// tests listen on loopback only.)
 func TestListenOnIPv4Alone(t *testing.T) {
-	if l6, err := net.Listen("tcp6", "[::1]:0"); err != nil {
-		t.Skipf("no IPv6 loopback to tell: %v", err)
-	} else {
-		l6.Close()
-	}
-	ln, err := listen("0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
+	for addr, want := range map[string]string{
+		"0.0.0.0:6380": "tcp4", "127.0.0.1:6380": "tcp4", "10.1.2.3:1": "tcp4",
+		"[::]:6380": "tcp", ":6380": "tcp", "[::1]:6380": "tcp", "localhost:6380": "tcp",
+	} {
+		if got := listenNetwork(addr); got != want {
+			t.Errorf("%s: listened on %q, want %q", addr, got, want)
 		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	if c, err := net.Dial("tcp4", net.JoinHostPort("127.0.0.1", port)); err != nil {
-		t.Fatalf("over IPv4: %v", err)
-	} else {
-		c.Close()
-	}
-	if c, err := net.Dial("tcp6", net.JoinHostPort("::1", port)); err == nil {
-		c.Close()
-		t.Fatalf("listening on 0.0.0.0 took a connection over IPv6 too (%s)", ln.Addr())
 	}
 }

@@ -173,13 +173,17 @@ func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 // listen listens on addr as Redis binds: an IPv4 address, 0.0.0.0 too,
 // on IPv4 alone (Go would take 0.0.0.0 for a socket of both families).
 func listen(addr string) (net.Listener, error) {
-	network := "tcp"
+	return net.Listen(listenNetwork(addr), addr)
+}
+
+// listenNetwork is the network listen takes for addr.
+func listenNetwork(addr string) string {
 	if host, _, err := net.SplitHostPort(addr); err == nil {
 		if ip := net.ParseIP(host); ip != nil && ip.To4() != nil {
-			network = "tcp4"
+			return "tcp4"
 		}
 	}
-	return net.Listen(network, addr)
+	return "tcp"
 }
 
 // servedAddrs are the addresses of listeners' plain and TLS listener, ""
