@@ -235,10 +235,21 @@ func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) er
 			home.sent = append(home.sent, &shardCmd{cmd: cmd, kind: name, all: all})
 			t.writeFenced(home, cmd, of)
 		}
-	case name == "ping" && len(g.shards) > 0:
+	case name == "ping":
 		// A node answers PING as a subscriber's only on a connection
 		// that subscribes: it goes to each, answered once all have.
+		// Every PING is counted on each connection it goes to, also one
+		// on a single connection: a pong still on its way there would
+		// otherwise be taken for a later PING's, sent once the client
+		// has shard channels, and the earlier PING answered nothing.
 		conns := slices.DeleteFunc(append([]*tunnelConn{g.home}, g.shards...), func(tc *tunnelConn) bool { return tc == nil || tc.done })
+		if len(conns) == 0 {
+			home, err := t.homeConn(AnySlot)
+			if err != nil {
+				return err
+			}
+			conns = append(conns, home)
+		}
 		pm := &pingMerge{left: len(conns)}
 		for _, tc := range conns {
 			tc.pings = append(tc.pings, pm)
