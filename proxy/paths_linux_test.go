@@ -272,10 +272,10 @@ func bucketsAlike(x, y []byte) bool {
 }
 
 // pathsPubSub (PATHS_PUBSUB=1) adds subscription commands to the
-// pipelines. Off by default: in RESP2 subscribed mode a reply to a PING
-// sent through the subscription's connection now and then comes after
-// the refusals of the commands behind it (either path; PATHS_SEED=893
-// fails about a third of the runs on a loop).
+// pipelines. It found a PING in RESP2 subscribed mode answered after the
+// refusals behind it (PATHS_SEED=893, either path): a PING sent on the
+// channel connection alone, its pong taken for a later PING's once the
+// client had shard channels (TestPassthroughSubscribedPingBeforeARefusal).
 var pathsPubSub = os.Getenv("PATHS_PUBSUB") == "1"
 
 // pathsReset (PATHS_RESET=1) adds THROTTLE.RESET to the pipelines. Off
