@@ -242,6 +242,37 @@ func (s *sampler) finish() []sample {
 	return s.samples
 }
 
+// lastSource is the source of the latest sample, SourceLocal if none.
+func (s *sampler) lastSource() router.Source {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return router.SourceLocal
+	}
+	return s.samples[len(s.samples)-1].source
+}
+
+// returned is whether the samples show the key decided by fallback after
+// brokeAt, and when it was first decided by the cluster again after that
+// (zero if not yet).
+func (s *sampler) returned(brokeAt time.Time) (fellBack bool, back time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return returnedIn(s.samples, brokeAt)
+}
+
+func returnedIn(samples []sample, brokeAt time.Time) (fellBack bool, back time.Time) {
+	for _, s := range samples {
+		if s.at.After(brokeAt) && s.source == router.SourceLocal {
+			fellBack = true
+		}
+		if fellBack && back.IsZero() && s.source == router.SourceCluster {
+			back = s.at
+		}
+	}
+	return fellBack, back
+}
+
 // waitPrimaryChange polls until a primary other than old serves slot.
 func waitPrimaryChange(t *testing.T, c *clustertest.Cluster, sl int, old *clustertest.Node) time.Time {
 	t.Helper()
@@ -340,7 +371,8 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	l := startLoad(t, addr, keys)
 	victimSamples := sample1(r, victimKeys[0], iv)
 	healthySamples := sample1(r, healthyKeys[0], iv)
-	time.Sleep(300 * time.Millisecond) // load before the outage, to compare with
+	// Load before the outage, to compare with: enough calls for a p99.
+	waitFor(t, 10*time.Second, "1000 calls before the outage", func() bool { return l.calls.Load() >= 1000 })
 	victim := c.Nodes[0]
 	brokeAt := time.Now()
 	breakNode(victim)
@@ -350,8 +382,13 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 		healNode(victim)
 	}
 	// Decisions for the victim's keys must return to the cluster within 1s
-	// of the promotion; give the samples a little longer to show it.
-	time.Sleep(1500 * time.Millisecond)
+	// of the promotion; give the samples a little longer to show it, or
+	// until both keys are decided by the cluster again.
+	for deadline := promotedAt.Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, back := victimSamples.returned(brokeAt); !back.IsZero() && healthySamples.lastSource() == router.SourceCluster {
+			break
+		}
+	}
 	vs, hs := victimSamples.finish(), healthySamples.finish()
 	p99 := l.finish(t)
 	// A call that waits out the backend timeout also waits what every call
@@ -366,16 +403,7 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 		t.Errorf("p99 latency %v during the outage, want <= %v (the %v timeout, plus 5ms and twice the p99 of %v before the break)", p99, limit, backendTimeout, before)
 	}
 
-	var fellBack bool
-	var back time.Time
-	for _, s := range vs {
-		if s.at.After(brokeAt) && s.source == router.SourceLocal {
-			fellBack = true
-		}
-		if fellBack && back.IsZero() && s.source == router.SourceCluster {
-			back = s.at
-		}
-	}
+	fellBack, back := returnedIn(vs, brokeAt)
 	if !fellBack {
 		t.Error("the victim's keys were never decided by fallback")
 	}
