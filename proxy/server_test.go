@@ -1000,7 +1000,7 @@ func TestMaxClientsAcrossListeners(t *testing.T) {
 // closed; one that keeps sending is not. Both serving paths.
 func TestIdleTimeout(t *testing.T) {
 	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
-	for _, loops := range []int{1, -1} {
+	eachClockLoops(t, func(t *testing.T, loops int) {
 		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Loops: loops, IdleTimeout: 700 * time.Millisecond})
 		idle, busy := dialRaw(t, addr), dialRaw(t, addr)
 		if got := idle.do("PING"); got != "+PONG\r\n" {
@@ -1030,7 +1030,21 @@ func TestIdleTimeout(t *testing.T) {
 		if took < 650*time.Millisecond || took > 3500*time.Millisecond {
 			t.Errorf("loops %d: the idle client was closed after %v, want 0.7 s to 3.5 s", loops, took)
 		}
+	})
+}
+
+// eachClockLoops runs f on a loop (Loops 1) and on goroutines (Loops -1)
+// at the same time, for tests that wait on the clock, not the CPU. The
+// subtests are run from goroutines of their own rather than marked
+// parallel: t.Parallel would queue them for one of -parallel's slots (two
+// on two cores) behind the other tests that wait on the clock.
+func eachClockLoops(t *testing.T, f func(t *testing.T, loops int)) {
+	var wg sync.WaitGroup
+	for _, loops := range []int{1, -1} {
+		name := map[int]string{1: "loops", -1: "goroutines"}[loops]
+		wg.Go(func() { t.Run(name, func(t *testing.T) { f(t, loops) }) })
 	}
+	wg.Wait()
 }
 
 // slowShards decides as the embedded backend does, d later: decisions in
@@ -1192,7 +1206,7 @@ func TestThrottleMaxKeyLen(t *testing.T) {
 // than --timeout for a reply is not closed right after it gets it.
 func TestIdleTimeoutCountsFromTheReply(t *testing.T) {
 	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
-	for _, loops := range []int{1, -1} {
+	eachClockLoops(t, func(t *testing.T, loops int) {
 		// Idle 2 s since the reply, 1 s under --timeout for a loaded
 		// machine; 5.5 s since the command, so that counted from it the
 		// client is closed by the sweep (once a second) after the reply,
@@ -1202,9 +1216,11 @@ func TestIdleTimeoutCountsFromTheReply(t *testing.T) {
 		if got := c.do("THROTTLE", "it", "5", "1", "1s"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
 			t.Fatalf("loops %d: THROTTLE: %q", loops, got)
 		}
-		time.Sleep(2 * time.Second) // under --timeout since the reply
+		// Idle 2 s, under --timeout since the reply: time must pass, the
+		// point is that nothing closes the client meanwhile.
+		time.Sleep(2 * time.Second)
 		if got := c.do("PING"); got != "+PONG\r\n" {
 			t.Errorf("loops %d: PING 2 s after a reply, with --timeout 3 s: %q", loops, got)
 		}
-	}
+	})
 }
