@@ -31,7 +31,7 @@ func TestPassthroughSlowBigReplyIsNotHung(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, ForwardTimeout: timeout})
 	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
-	const key, size = "slowbig", 48 << 20
+	const key, size = "slowbig", 24 << 20
 	node := primaryOf(t, c, key)
 	busy := dialRaw(t, node.Addr)
 	if got := busy.do("SET", key, strings.Repeat("v", size)); got != "+OK\r\n" {
