@@ -871,35 +871,51 @@ func TestPassthroughBlockingAfterAReplyPastTheHardLimit(t *testing.T) {
 	})
 }
 
-// A forwarded reply past the hard output limit closes the client before
-// a subscription command pipelined after it is taken (it waits for the
-// replies before it), and so before what follows: the SET after it is not
-// run, as Redis runs nothing more of a client it closes. On a goroutine
-// the client was closed as the reply came in, but the rest of its
-// pipeline was still taken, and the SET ran. Both serving paths, RESP3
-// (a SET is allowed after a SUBSCRIBE).
+// A reply past the hard output limit closes the client before a
+// subscription command pipelined after it is taken, and so before what
+// follows: the SET after it is not run, as Redis runs nothing more of a
+// client it closes. A forwarded reply (GET): on a goroutine the client was
+// closed as the reply came in, but the rest of its pipeline was still
+// taken, and the SET ran. A reply sluice makes itself (ECHO) is queued at
+// once, and the SUBSCRIBE after it was taken in the same pass: a
+// subscriber (whose messages have a bound of their own) by the time the
+// replies were written, the client got the reply whole, though it was
+// queued while the client was a normal one, as Redis checks it. Both
+// serving paths, RESP3 (a SET is allowed after a SUBSCRIBE).
 func TestPassthroughSubscribeAfterAReplyPastTheHardLimit(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 64 << 10}}, func(t *testing.T, cfg proxy.Config) {
-		key := "{hardsub}" + t.Name()
-		conn := dialRaw(t, serveConfig(t, cfg))
-		if got := conn.do("HELLO", "3"); !strings.HasPrefix(got, "%") {
-			t.Fatalf("HELLO 3: %.40q", got)
-		}
-		big := key + ":big"
-		if got := conn.do("SET", big, strings.Repeat("x", 100<<10)); got != "+OK\r\n" {
-			t.Fatalf("SET: %q", got)
-		}
-		conn.send([]string{"GET", big}, []string{"SUBSCRIBE", "hardsub"}, []string{"SET", key, "1"})
-		conn.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if got, err := io.ReadAll(conn.br); len(got) > 0 || err != nil {
-			t.Errorf("%d bytes (%.40q...), %v; want the client closed unanswered", len(got), got, err)
-		}
-		if got, err := primaryOf(t, c, key).Do(context.Background(), "EXISTS", key).AsInt64(); err != nil || got != 0 {
-			t.Errorf("EXISTS %s: %d, %v; want 0: the SET after the closing reply ran", key, got, err)
-		}
-	})
+	big := strings.Repeat("x", 100<<10)
+	for _, tt := range []struct {
+		name  string
+		reply func(t *testing.T, conn *rawConn, key string) []string // the command of the big reply
+	}{
+		{"forwarded", func(t *testing.T, conn *rawConn, key string) []string {
+			if got := conn.do("SET", key+":big", big); got != "+OK\r\n" {
+				t.Fatalf("SET: %q", got)
+			}
+			return []string{"GET", key + ":big"}
+		}},
+		{"local", func(*testing.T, *rawConn, string) []string { return []string{"ECHO", big} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 64 << 10}}, func(t *testing.T, cfg proxy.Config) {
+				key := "{hardsub}" + t.Name()
+				conn := dialRaw(t, serveConfig(t, cfg))
+				if got := conn.do("HELLO", "3"); !strings.HasPrefix(got, "%") {
+					t.Fatalf("HELLO 3: %.40q", got)
+				}
+				conn.send(tt.reply(t, conn, key), []string{"SUBSCRIBE", "hardsub:" + tt.name}, []string{"SET", key, "1"})
+				conn.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if got, err := io.ReadAll(conn.br); len(got) > 0 || err != nil {
+					t.Errorf("%d bytes (%.40q...), %v; want the client closed unanswered", len(got), got, err)
+				}
+				if got, err := primaryOf(t, c, key).Do(context.Background(), "EXISTS", key).AsInt64(); err != nil || got != 0 {
+					t.Errorf("EXISTS %s: %d, %v; want 0: the SET after the closing reply ran", key, got, err)
+				}
+			})
+		})
+	}
 }
 
 // TestPassthroughBlockingBeforeTheClientsEnd sends blocking commands the

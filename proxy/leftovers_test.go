@@ -1,8 +1,6 @@
 package proxy_test
 
 import (
-	"context"
-	"io"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -77,29 +75,4 @@ func TestPassthroughSlowBigReplyIsNotHung(t *testing.T) {
 			t.Errorf("loops %d: the reply came in %v, not slower than the %v timeout: nothing tested", loops, took, timeout)
 		}
 	}
-}
-
-// A reply sluice makes itself (ECHO) past the hard output limit closes
-// the client, though a SUBSCRIBE pipelined after it made the client a
-// subscriber (whose messages have a bound of their own) by the time the
-// replies are written: the reply was queued while the client was a normal
-// one, as Redis checks it. Both serving paths, RESP3.
-func TestPassthroughSubscribeAfterALocalReplyPastTheHardLimit(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := newForwarding(t, c)
-	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 64 << 10}}, func(t *testing.T, cfg proxy.Config) {
-		key := "{hardlocal}" + t.Name()
-		conn := dialRaw(t, serveConfig(t, cfg))
-		if got := conn.do("HELLO", "3"); !strings.HasPrefix(got, "%") {
-			t.Fatalf("HELLO 3: %.40q", got)
-		}
-		conn.send([]string{"ECHO", strings.Repeat("x", 100<<10)}, []string{"SUBSCRIBE", "hardlocal"}, []string{"SET", key, "1"})
-		conn.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if got, err := io.ReadAll(conn.br); len(got) > 0 || err != nil {
-			t.Errorf("%d bytes (%.40q...), %v; want the client closed unanswered", len(got), got, err)
-		}
-		if got, err := primaryOf(t, c, key).Do(context.Background(), "EXISTS", key).AsInt64(); err != nil || got != 0 {
-			t.Errorf("EXISTS %s: %d, %v; want 0: the SET after the closing reply ran", key, got, err)
-		}
-	})
 }
