@@ -178,6 +178,9 @@ func TestClientInfoIdleIsSinceTheLastCommand(t *testing.T) {
 		if err := c.Do(ctx, "PING").Err(); err != nil {
 			t.Fatal(err)
 		}
+		// Time must pass, there is nothing to poll: idle is in whole
+		// seconds, and the round's start the bug kept shows only once
+		// more than one has gone by since the PING.
 		time.Sleep(1100 * time.Millisecond)
 		info, err := c.Do(ctx, "CLIENT", "INFO").Text()
 		if err != nil || !strings.Contains(info, " idle=0 ") {

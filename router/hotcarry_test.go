@@ -137,7 +137,8 @@ func TestFollowedSplitHeldWithoutCalls(t *testing.T) {
 	if time.Now().UnixNano() >= until {
 		t.Fatal("the split ran out before its parent's shard went down: the setup took longer than its TTL")
 	}
-	// Past the split's end and two rounds of the background (every 50ms).
+	// Past the split's end and two rounds of the background (every 50ms):
+	// time must pass, a sweep that rightly keeps the split shows nothing.
 	for time.Now().UnixNano() < until+int64(150*time.Millisecond) {
 		time.Sleep(10 * time.Millisecond)
 	}
