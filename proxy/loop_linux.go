@@ -252,6 +252,7 @@ type loop struct {
 	in     []byte     // what the current read brought
 	argv   [][]byte   // the current command's arguments, into in
 	cur    *round     // the bucket requests read since the last submit
+	resets *round     // the THROTTLE.RESETs read since then (takeReset)
 	free   []*round   // rounds to reuse
 	back   []decision // taken from decided, to deliver
 	dirty  []*fdConn
@@ -680,25 +681,29 @@ func (l *loop) wakeUp() bool {
 }
 
 // round is the round the requests being read join.
-func (l *loop) round() *round {
-	if l.cur == nil {
+func (l *loop) round() *round { return l.pending(&l.cur) }
+
+// pending is *p, the round of l.cur or l.resets, made when there is none.
+func (l *loop) pending(p **round) *round {
+	r := *p
+	if r == nil {
 		if n := len(l.free); n > 0 {
-			l.cur = l.free[n-1]
+			r = l.free[n-1]
 			l.free = l.free[:n-1]
 		} else {
-			r := &round{}
+			r = &round{}
 			r.done = func(idx []int) { l.decided1(r, idx) }
-			l.cur = r
 		}
+		*p = r
 	}
-	if len(l.cur.reqs)+len(l.cur.fwd) == 0 {
+	if len(r.reqs)+len(r.fwd) == 0 {
 		// A round of local commands only is never submitted, so it stays
 		// l.cur: its start must move with what is read, or CLIENT LIST's
 		// idle and the latency of its first request count from when it
 		// was first taken.
-		l.cur.start = l.now
+		r.start = l.now
 	}
-	return l.cur
+	return r
 }
 
 // decision is results of a round that came back together.
@@ -718,15 +723,24 @@ type decision struct {
 // What it decides at once (the embedded backend, fallback) is delivered in
 // this round, without a wake-up.
 func (l *loop) submit() {
-	r := l.cur
-	if r == nil || len(r.reqs)+len(r.fwd) == 0 {
-		return
+	cur := l.submit1(&l.cur)
+	if resets := l.submit1(&l.resets); cur || resets {
+		l.mu.Lock()
+		l.takeDecided()
+		l.mu.Unlock()
 	}
-	l.cur = nil
+}
+
+// submit1 submits *p, l.cur or l.resets, if it holds requests, and
+// reports whether it did.
+func (l *loop) submit1(p **round) bool {
+	r := *p
+	if r == nil || len(r.reqs)+len(r.fwd) == 0 {
+		return false
+	}
+	*p = nil
 	r.submit(l.s.ctx, l.s.cfg.Decider, l.s.cfg.Forwarder, l)
-	l.mu.Lock()
-	l.takeDecided()
-	l.mu.Unlock()
+	return true
 }
 
 // sleep is how long the next epoll_wait may block, in ms: not at all when
@@ -740,8 +754,10 @@ func (l *loop) sleep() int {
 		l.takeDecided()
 		return 0
 	}
-	if r := l.cur; r != nil && len(r.reqs)+len(r.fwd) > 0 {
-		return 0 // a blocking command's turn came, or its client resumed
+	for _, r := range [...]*round{l.cur, l.resets} {
+		if r != nil && len(r.reqs)+len(r.fwd) > 0 {
+			return 0 // a blocking command's turn came, or its client resumed
+		}
 	}
 	if len(l.dirtyNodes) > 0 {
 		return 0 // sent on a node since the flush: no event would write it
@@ -982,6 +998,16 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 }
 
 // throttleResetName is THROTTLE.RESET's name, compared without a copy.
+//
+// takeReset: a round with a reset is decided apart from the loop's bucket
+// pipes (router.Cluster.SubmitVia), on the router's own connections, so a
+// call on those pipes may run before a call of that round that was read
+// first. So the resets read in a pass go in a round of their own
+// (l.resets), and the others' calls go on the pipes as always: no call but
+// a reset waits on one. A reset's client keeps its order around it, as one
+// node runs a client's commands in order: the reset is taken once what the
+// client sent before it is answered, and what it sent after it once the
+// reset is.
 var throttleResetName = []byte("throttle.reset")
 
 // take parses one whole command, as framed, and takes it into c's queue.
@@ -998,23 +1024,22 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 		l.argv, ok = splitInline(l.argv[:0], raw)
 	}
 	taken := true
+	reset := ok && len(l.argv) > 0 && bytes.EqualFold(l.argv[0], throttleResetName)
 	switch {
 	case !ok:
 		c.protocolError(errUnbalancedQuotes.Error())
 	case len(l.argv) == 0:
 	case l.s.subscribesAfter(&c.client, l.argv):
 		taken = false
+	case reset && c.inFlight() > 0:
+		taken = false // takeReset
+	case reset:
+		l.s.take(&c.client, l.pending(&l.resets), l.argv)
+		c.drainFirst = true // takeReset
 	default:
 		l.s.take(&c.client, l.round(), l.argv)
 		if c.retake {
 			c.retake, taken = false, false
-		} else if bytes.EqualFold(l.argv[0], throttleResetName) {
-			// A round with a reset is decided apart from the loop's bucket
-			// pipes (router.Cluster.SubmitVia), so a later round's call on
-			// the key could run before it: what c sent after it is taken
-			// once it is answered, as one node runs a client's commands in
-			// order.
-			c.drainFirst = true
 		}
 	}
 	clear(l.argv) // they point into the client's input

@@ -279,10 +279,11 @@ func bucketsAlike(x, y []byte) bool {
 var pathsPubSub = os.Getenv("PATHS_PUBSUB") == "1"
 
 // pathsReset (PATHS_RESET=1) adds THROTTLE.RESET to the pipelines. Off
-// by default: on a loop, a round that holds any client's reset is decided
-// on a goroutine apart from the loop's bucket pipes, so another client's
-// call in that round can run after its next round's (a few seeds in
-// 3,000 fail, only with the seeds run side by side).
+// by default, so that the seeds draw the pipelines they drew before. (A
+// few seeds in 3,000 failed, run side by side, while a loop decided a
+// round that held any client's reset apart from its bucket pipes, whole:
+// another client's call in that round could run after its next round's.
+// TestResetRoundDoesNotReorderOthers.)
 var pathsReset = os.Getenv("PATHS_RESET") == "1"
 
 // genPipeline draws a pipeline of seed.
