@@ -62,6 +62,7 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 type tally struct {
 	calls, allowed, errors atomic.Int64
 	fallback               atomic.Int64 // decisions not made by the cluster
+	fallbackAllowed        atomic.Int64 // of allowed, those fallback made
 	first, last            atomic.Int64 // ns of the first and last call
 	firstErr               atomic.Value
 }
@@ -104,6 +105,9 @@ func hammer(rs []*router.Cluster, key string, iv bucket.Interval, workers int, p
 				}
 				if res.Err == nil && res.Source != router.SourceCluster {
 					s.fallback.Add(1)
+					if !res.Limited {
+						s.fallbackAllowed.Add(1)
+					}
 				}
 				if pace > 0 {
 					time.Sleep(pace)
@@ -547,7 +551,7 @@ func TestHotKeyRenewersThatDisagree(t *testing.T) {
 	// One call of 30 through a: a wants 2 sub-buckets from now on, b 3.
 	big := make([]router.Result, 1)
 	submit(a, ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
-	if !big[0].Limited {
+	if !big[0].Limited && big[0].Source == router.SourceCluster {
 		s.allowed.Add(30)
 	}
 	s.runFor(t, 3*time.Second)
@@ -556,11 +560,16 @@ func TestHotKeyRenewersThatDisagree(t *testing.T) {
 	if n := s.errors.Load(); n > 0 {
 		t.Fatalf("%d of %d calls failed, the first with %v", n, s.calls.Load(), s.firstErr.Load())
 	}
+	// What is checked is what the cluster admitted. On a loaded machine a
+	// shard can be slow past the timeout, and the calls that fall back
+	// meanwhile are admitted by each instance's own bucket, by design;
+	// the cluster, not asked then, may then admit less than its share.
 	ideal := capacity + refill*s.span()
-	got := float64(s.allowed.Load())
-	t.Logf("admitted %.0f, ideal %.1f over %.2fs: %.3fx", got, ideal, s.span(), got/ideal)
-	if got > ideal+capacity/3+3 || got < 0.9*ideal {
-		t.Fatalf("admitted %.0f, want within [%.1f, %.1f]", got, 0.9*ideal, ideal+capacity/3+3)
+	got := float64(s.allowed.Load() - s.fallbackAllowed.Load())
+	fallback := s.fallback.Load()
+	t.Logf("the cluster admitted %.0f, ideal %.1f over %.2fs: %.3fx (%d calls decided by the fallback)", got, ideal, s.span(), got/ideal, fallback)
+	if got > ideal+capacity/3+3 || (fallback == 0 && got < 0.9*ideal) {
+		t.Fatalf("the cluster admitted %.0f, want within [%.1f, %.1f] (%d calls decided by the fallback)", got, 0.9*ideal, ideal+capacity/3+3, fallback)
 	}
 }
 
