@@ -321,3 +321,28 @@ func TestPolicyLimitsAreIntegers(t *testing.T) {
 		t.Errorf("YAML integers: %d policies, want 1", n)
 	}
 }
+
+// A value of the file that does not parse is refused even where the
+// command line or the environment overrides it, as the README says: kept
+// quiet, it would stop sluice the day the override is removed. The
+// override still wins when the file's value parses.
+func TestConfigValueCheckedWhenOverridden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeConfig(t, path, "log-level: info\nbackend-timeout: fast\n")
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"--config", path, "--backend-timeout", "30ms"}, nil},
+		{[]string{"--config", path}, map[string]string{"SLUICE_BACKEND_TIMEOUT": "30ms"}},
+	} {
+		if _, err := parseFlags(tt.args, envOf(tt.env), io.Discard); err == nil || !strings.Contains(err.Error(), `line 2: backend-timeout: invalid duration "fast"`) {
+			t.Errorf("%v with %v: %v; want the file's line 2 named", tt.args, tt.env, err)
+		}
+	}
+	writeConfig(t, path, "backend-timeout: 10ms\nlisten: 127.0.0.1:6381\nallow-admin: yes\n")
+	o, err := parseFlags([]string{"--config", path, "--backend-timeout", "30ms", "--listen", "127.0.0.1:6382", "--allow-admin=false"}, noEnv, io.Discard)
+	if err != nil || o.backendTimeout != 30*time.Millisecond || o.listen != "127.0.0.1:6382" || o.admin {
+		t.Errorf("the command line over the file: backend-timeout %v, listen %q, allow-admin %v, %v; want 30ms, 127.0.0.1:6382, false", o.backendTimeout, o.listen, o.admin, err)
+	}
+}

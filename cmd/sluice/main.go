@@ -183,10 +183,18 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 			return o, fmt.Errorf("--config %s: %w", o.config, err)
 		}
 		for name, v := range cfg.flags {
-			if _, _, set := env(fs.Lookup(name)); !set && !onCommandLine[name] {
-				if err := fs.Set(name, v); err != nil {
-					return o, fmt.Errorf("--config %s: line %d: %s: %w", o.config, cfg.lines[name], name, err)
-				}
+			// Every value of the file must parse, even one the command
+			// line or the environment overrides today: a typo kept
+			// quiet would stop sluice the day the override is removed.
+			if err := fs.Set(name, v); err != nil {
+				return o, fmt.Errorf("--config %s: line %d: %s: %w", o.config, cfg.lines[name], name, err)
+			}
+		}
+		if len(onCommandLine) > 0 {
+			// The command line over the file: set its flags again (the
+			// environment comes after).
+			if err := fs.Parse(args); err != nil {
+				return o, err
 			}
 		}
 		o.policies = cfg.policies
