@@ -255,6 +255,11 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 	if _, ok := fanOuts[spec.Name]; ok {
 		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction: it concerns every primary", spec.Name)
 	}
+	if subscribing[spec.Name] {
+		// Redis would run it in EXEC; sluice subscribes on connections of
+		// the client's own, not the one the transaction goes on.
+		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction: its subscription would live on other connections than the transaction's", spec.Name)
+	}
 	if err := refused(spec); err != nil {
 		return "", err
 	}
