@@ -120,8 +120,8 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.hotKeys, "hot-keys", "", "`patterns` of keys split from their first call, comma-separated (Redis glob)")
 	fs.IntVar(&o.hotSplit, "hot-split", 0, "sub-buckets of a hot key this instance splits, at most 16; 0 means one per primary (a split made by another instance keeps its own number)")
 	fs.DurationVar(&o.hotCooldown, "hot-cooldown", 10*time.Second, "how long a hot key stays under the threshold before it is one bucket again")
-	fs.DurationVar(&o.busyPoll, "busy-poll", 200*time.Microsecond, "how long an event loop serving one or two busy clients polls before it sleeps, which spares them the wake-up of a sleeping CPU (tens of µs on a VM) at the cost of that CPU time; at most 1ms, 0 never polls")
-	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means the default, -1 serves each client on its own goroutine")
+	fs.DurationVar(&o.busyPoll, "busy-poll", 200*time.Microsecond, "how long an event loop serving one or two busy clients polls before it sleeps, which spares them the wake-up of a sleeping CPU (tens of µs on a VM) at the cost of that CPU time; at most 1ms, 0 never polls (the default under a CPU quota, which polling would spend)")
+	fs.IntVar(&o.loops, "io-loops", 0, "event loops serving clients (Linux); 0 means one per two cores, at least one; -1 serves each client on its own goroutine")
 	o.protoMaxBulkLen, o.queryBufferLimit, o.maxKeyLen = 512<<20, 1<<30, 1<<20
 	fs.Var(&o.maxKeyLen, "throttle-max-key-len", "longest key THROTTLE, CL.THROTTLE, GCRA and THROTTLE.RESET take (`bytes`, same syntax), at most 1mb; a longer one is answered an error")
 	fs.Var(&o.protoMaxBulkLen, "proto-max-bulk-len", "longest argument a client may send, as Redis's proto-max-bulk-len (`bytes`, or with b, k, kb, m, mb, g, gb)")
