@@ -86,9 +86,20 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			it.post = hideSecrets
 		}
 	default:
+		// Each part checked to have reached its slot's primary: right
+		// after a failover, before sluice reads the new slot map, one
+		// sent to the old primary, now a replica, is sent again to the
+		// promoted one, ahead of what follows it there (Forward.Primary).
 		cmd := router.AppendCommand(nil, args)
 		for _, sl := range primaries {
-			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
+			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd, Primary: true})
+		}
+		// Routed now, as a command by its keys is (forward): one of c's
+		// sent by an older map may be redirected to where a part goes,
+		// and be overtaken there.
+		if !s.routeNow(c, r.fwd[it.first:]) {
+			r.fwd = r.fwd[:it.first]
+			return errRouteAgain
 		}
 		if spec.Name == "script|flush" {
 			// Now, not once flushed: an EVALSHA pipelined behind it, meeting

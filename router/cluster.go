@@ -75,6 +75,10 @@ type ClusterConfig struct {
 	// closed and its commands answered an error; a subscriber's client is
 	// closed after those errors, its subscriptions gone.
 	ForwardTimeout time.Duration
+	// TopologyInterval is how often the slot map is read again while
+	// nothing suggests it changed (a redirect, a node's error, a replica
+	// where a primary was); 0 means a second.
+	TopologyInterval time.Duration
 	// Logger receives one line per change of shard state and per key that
 	// becomes hot or cools down; nil means none.
 	Logger *zap.Logger
@@ -597,7 +601,7 @@ func (c *Cluster) run(ctx context.Context) {
 			// a promoted replica is used as soon as it owns the slots.
 			if c.stale.Swap(false) || c.unhealthy() || !now.Before(nextTopo) {
 				c.refreshTopology(ctx)
-				nextTopo = now.Add(topologyEvery)
+				nextTopo = now.Add(c.topologyEvery())
 			}
 			if c.commands.Load() == nil {
 				c.readCommands(ctx)

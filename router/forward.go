@@ -53,6 +53,15 @@ type Forward struct {
 	// may wait at the node (BLPOP, XREAD BLOCK, ...), which must not hold
 	// up the commands of other clients behind it.
 	Blocked *Blocked
+	// Primary asks, of a command without keys meant for Slot's primary
+	// (a part of FLUSHALL or CONFIG SET sent to every primary), that the
+	// node it ran on still owns Slot after it: one that does not (a
+	// replica now, after a failover sluice's slot map has not caught up
+	// with) answers a check sent behind the command MOVED, and the
+	// command is sent again to the new owner, as a redirect is followed:
+	// ahead of the commands sent behind it on its connection, which
+	// follow their own redirects there after it.
+	Primary bool
 }
 
 // Blocked is a blocking command in flight on a connection of its own.
@@ -172,6 +181,9 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		b.idx[i] = i
 		f := &fs[i]
 		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, batch: b, i: i}
+		if cmds[i].Primary && cmds[i].Slot != AnySlot && f.replies == 1 && f.blocked == nil && f.pin == nil {
+			f.cmd, f.replies, f.check = slices.Concat(f.cmd, c.ownsCheck(cmds[i].Slot)), 2, true
+		}
 		addr := cmds[i].Addr
 		if addr == "" {
 			addr = c.addrOf(topo, cmds[i].Slot)
@@ -596,6 +608,10 @@ type forwarded struct {
 	batch     *fwdBatch // where its reply goes: batch.replies[i]
 	i         int
 	bucket    *bucketCall // or a script call of bucket steps, on a loop's pipe
+	// check: cmd ends with ownsCheck (Forward.Primary), whose reply is
+	// the last; ran is the command's own, the answer.
+	check bool
+	ran   []byte
 }
 
 // fwdBatch is the commands of one Forward call.
@@ -649,6 +665,14 @@ func giveForwarded(fs *[]forwarded) {
 	forwardedPool.Put(fs)
 }
 
+// ownsCheck is a command that a node answers MOVED unless it owns slot
+// sl as a primary (on a connection not made READONLY), and that changes
+// nothing: EXISTS of a key of sl.
+func (c *Cluster) ownsCheck(sl int) []byte {
+	key := probePrefix + "{" + c.tags[sl] + "}"
+	return AppendCommand(nil, [][]byte{[]byte("EXISTS"), []byte(key)})
+}
+
 // answer hands the command's reply back, after following a redirect.
 func (f *forwarded) answer(r []byte) {
 	if f.bucket != nil {
@@ -662,6 +686,20 @@ func (f *forwarded) answer(r []byte) {
 		// split between the two nodes of a slot being migrated), which is
 		// the answer: cluster clients retry it.
 		r, f.discarded = f.discarded, nil
+	}
+	if f.check {
+		// r is the check's: MOVED if the node no longer owns the slot
+		// (ASK is of a key, during a migration: the node still owns it).
+		if moved, _ := isRedirectReply(r); moved && f.redirects < maxRedirects {
+			if addr, ok := redirectAddr(r, f.addr); ok {
+				f.redirects++
+				f.ran = nil
+				f.c.stale.Store(true) // the slot map is behind
+				f.c.sendTo(addr, f)
+				return
+			}
+		}
+		r, f.ran = f.ran, nil
 	}
 	moved, ask := isRedirectReply(r)
 	if (moved || ask) && f.onPin && (f.replies > 1 || isWatch(f.cmd)) {

@@ -28,6 +28,14 @@ import (
 // suggests it changed.
 const topologyEvery = time.Second
 
+// topologyEvery is ClusterConfig.TopologyInterval with its default.
+func (c *Cluster) topologyEvery() time.Duration {
+	if c.cfg.TopologyInterval > 0 {
+		return c.cfg.TopologyInterval
+	}
+	return topologyEvery
+}
+
 // topology is one reading of the slot map.
 type topology struct {
 	owners [slot.Count]*shard

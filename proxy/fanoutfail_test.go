@@ -1,0 +1,222 @@
+package proxy_test
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/reply"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// failOverUnseen fails over the primary of key's slot with CLUSTER
+// FAILOVER on its replica, and waits until every node agrees on the
+// promoted one (and the old primary is its replica, in sync), while r,
+// whose slot map is read only on a sign that it moved, has not read it:
+// r still sends the shard's commands to the old primary.
+func failOverUnseen(t *testing.T, c *clustertest.Cluster, r *router.Cluster, key string) (old, promoted *clustertest.Node) {
+	t.Helper()
+	sl := slot.Of(key)
+	old = primaryOf(t, c, key)
+	for _, n := range c.Nodes {
+		role, _ := nodeDo(n, "ROLE")
+		if strings.HasPrefix(role, "*5\r\n$5\r\nslave\r\n") && slotOwnerOf(role[len("*5\r\n$5\r\nslave\r\n"):]) == old.Addr {
+			promoted = n
+		}
+	}
+	if promoted == nil {
+		t.Fatalf("%s has no replica", old.Addr)
+	}
+	if got, err := nodeDo(promoted, "CLUSTER", "FAILOVER"); got != "+OK\r\n" {
+		t.Fatalf("CLUSTER FAILOVER: %q %v", got, err)
+	}
+	agree := func() error {
+		for _, n := range c.Nodes {
+			slots, err := nodeDo(n, "CLUSTER", "SLOTS")
+			if err != nil {
+				return err
+			}
+			if owner := slotOwnerIn(slots, sl); owner != promoted.Addr {
+				return fmt.Errorf("%s sees slot %d on %q", n.Addr, sl, owner)
+			}
+		}
+		info, err := nodeDo(old, "INFO", "replication")
+		if err != nil || !strings.Contains(info, "role:slave") || !strings.Contains(info, "master_link_status:up") {
+			return fmt.Errorf("%s is not a replica in sync yet: %v", old.Addr, err)
+		}
+		return nil
+	}
+	deadline, asked := time.Now().Add(40*time.Second), time.Now()
+	for err := agree(); err != nil; err = agree() {
+		if info, _ := nodeDo(promoted, "INFO", "replication"); time.Since(asked) > 6*time.Second && strings.Contains(info, "role:slave") {
+			// A manual failover gives up after 5 s (its primary's vote
+			// refused, at times, right after another): ask again.
+			nodeDo(promoted, "CLUSTER", "FAILOVER")
+			asked = time.Now()
+		}
+		if time.Now().After(deadline) {
+			for _, n := range []*clustertest.Node{promoted, old} {
+				dir, _ := nodeDo(n, "CONFIG", "GET", "dir")
+				lines := strings.Split(dir, "\r\n")
+				b, _ := os.ReadFile(lines[len(lines)-2] + "/redis.log")
+				t.Logf("%s:\n%s", n.Addr, b[max(0, len(b)-3000):])
+			}
+			t.Fatalf("the failover did not end: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the nodes, not synchronising with sluice
+	}
+	for _, s := range r.Stats().Cluster.Shards {
+		if s.Addr == promoted.Addr {
+			t.Fatalf("sluice read the slot map already: the test cannot tell")
+		}
+	}
+	return old, promoted
+}
+
+// nodeDo sends one command to n on a connection of its own, and returns
+// its raw reply.
+func nodeDo(n *clustertest.Node, args ...string) (string, error) {
+	conn, err := net.DialTimeout("tcp", n.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	bs := make([][]byte, len(args))
+	for i, a := range args {
+		bs[i] = []byte(a)
+	}
+	if _, err := conn.Write(router.AppendCommand(nil, bs)); err != nil {
+		return "", err
+	}
+	b, err := reply.Read(bufio.NewReader(conn), nil)
+	return string(b), err
+}
+
+// slotOwnerOf reads "$9\r\n127.0.0.1\r\n:7000\r\n..." as an address.
+func slotOwnerOf(s string) string {
+	parts := strings.SplitN(s, "\r\n", 4)
+	if len(parts) < 3 || !strings.HasPrefix(parts[2], ":") {
+		return ""
+	}
+	return net.JoinHostPort(parts[1], parts[2][1:])
+}
+
+// slotOwnerIn is the address of sl's primary in a CLUSTER SLOTS reply,
+// "" if none.
+func slotOwnerIn(slots string, sl int) string {
+	// Each range: *N, :lo, :hi, then the primary's *M, $host, host, :port.
+	lines := strings.Split(slots, "\r\n")
+	for i := 0; i+6 < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], "*") || !strings.HasPrefix(lines[i+1], ":") || !strings.HasPrefix(lines[i+2], ":") {
+			continue
+		}
+		lo, err1 := strconv.Atoi(lines[i+1][1:])
+		hi, err2 := strconv.Atoi(lines[i+2][1:])
+		if err1 != nil || err2 != nil || sl < lo || sl > hi || !strings.HasPrefix(lines[i+3], "*") {
+			continue
+		}
+		return slotOwnerOf(strings.Join(lines[i+4:], "\r\n"))
+	}
+	return ""
+}
+
+// A command fanned out to every primary right after a failover, before
+// sluice has read the new slot map (it reads it once a second, or on a
+// sign that it moved: here only on such a sign), reaches the promoted
+// replica, not only its old primary, now a replica: FLUSHALL answers OK
+// and empties the promoted one (the client's later commands, pipelined
+// behind it, run after it there), CONFIG SET and SCRIPT FLUSH are set
+// and done there, and a script loaded is there for EVALSHA.
+func TestFanOutRightAfterAFailover(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	const key, seed = "fanoutfail", "{fanoutfail}seed"
+	body := "return 'ran ' .. KEYS[1]"
+	sum := sha1.Sum([]byte(body))
+	sha := hex.EncodeToString(sum[:])
+	onNode := func(n *clustertest.Node, args ...string) string {
+		t.Helper()
+		return dialRaw(t, n.Addr).do(args...)
+	}
+	cases := []struct {
+		name string
+		run  func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node)
+	}{
+		{"FLUSHALL pipelined", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
+			conn.send([]string{"FLUSHALL"}, []string{"SET", key, "after"}, []string{"GET", key})
+			for i, want := range []string{"+OK\r\n", "+OK\r\n", "$5\r\nafter\r\n"} {
+				if got := conn.read(); got != want {
+					t.Errorf("reply %d to FLUSHALL, SET, GET: %q, want %q", i, got, want)
+				}
+			}
+			if got := onNode(promoted, "EXISTS", seed); got != ":0\r\n" {
+				t.Errorf("the promoted primary's EXISTS %s after FLUSHALL: %q, want 0", seed, got)
+			}
+		}},
+		{"CONFIG SET", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
+			if got := conn.do("CONFIG", "SET", "maxmemory-samples", "7"); got != "+OK\r\n" {
+				t.Errorf("CONFIG SET: %q", got)
+			}
+			if got := onNode(promoted, "CONFIG", "GET", "maxmemory-samples"); !strings.HasSuffix(got, "$1\r\n7\r\n") {
+				t.Errorf("the promoted primary's maxmemory-samples after CONFIG SET: %q, want 7", got)
+			}
+		}},
+		{"SCRIPT LOAD then EVALSHA", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
+			body := "return 'ran ' .. KEYS[1] -- " + t.Name() // loaded nowhere yet
+			sum := sha1.Sum([]byte(body))
+			sha := hex.EncodeToString(sum[:])
+			if got := conn.do("SCRIPT", "LOAD", body); got != "$40\r\n"+sha+"\r\n" {
+				t.Errorf("SCRIPT LOAD: %q", got)
+			}
+			// Before EVALSHA, which sluice would replay as EVAL, caching it.
+			if got := onNode(promoted, "SCRIPT", "EXISTS", sha); got != "*1\r\n:1\r\n" {
+				t.Errorf("SCRIPT EXISTS on the promoted primary after SCRIPT LOAD: %q, want 1", got)
+			}
+			want := "$" + strconv.Itoa(len("ran "+key)) + "\r\nran " + key + "\r\n"
+			if got := conn.do("EVALSHA", sha, "1", key); got != want {
+				t.Errorf("EVALSHA after SCRIPT LOAD: %q, want %q", got, want)
+			}
+		}},
+		{"SCRIPT FLUSH", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
+			if got := conn.do("SCRIPT", "FLUSH"); got != "+OK\r\n" {
+				t.Errorf("SCRIPT FLUSH: %q", got)
+			}
+			if got := onNode(promoted, "SCRIPT", "EXISTS", sha); got != "*1\r\n:0\r\n" {
+				t.Errorf("SCRIPT EXISTS on the promoted primary after SCRIPT FLUSH: %q, want 0", got)
+			}
+		}},
+	}
+	eachIOConfig(t, proxy.Config{AllowAdmin: true}, func(t *testing.T, cfg proxy.Config) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				// Known to every node, so that a SCRIPT FLUSH missed shows.
+				for _, n := range c.Nodes {
+					onNode(n, "SCRIPT", "LOAD", body)
+					onNode(n, "CONFIG", "SET", "maxmemory-samples", "5")
+				}
+				r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
+					TopologyInterval: time.Hour})
+				waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+				cfg.Decider, cfg.Forwarder = r, r
+				conn := dialRaw(t, serveConfig(t, cfg))
+				for _, k := range []string{key, seed} {
+					if got := conn.do("SET", k, "before"); got != "+OK\r\n" {
+						t.Fatalf("SET: %q", got)
+					}
+				}
+				old, promoted := failOverUnseen(t, c, r, key)
+				tc.run(t, conn, old, promoted)
+			})
+		}
+	})
+}
