@@ -1227,7 +1227,7 @@ func (l *loop) close(c *fdConn) {
 	delete(l.conns, c.id)
 	c.gone = true
 	l.s.countLost(c.q[c.head:], nil, nil)
-	c.cancelBlocked()
+	c.abortBlocked()
 	c.unpin()
 	if c.tunnel != nil {
 		c.tunnel.Close()

@@ -412,7 +412,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lns, loops := s.lns, s.loops
 	s.mu.Unlock()
 	closeAll(lns)
-	s.cancelBlocked()
+	s.cancelBlocked(false)
 	done := make(chan struct{})
 	go func() {
 		// All at once: each lingers up to a second for its last clients.
@@ -453,7 +453,10 @@ func (s *Server) watchBlocked(b *router.Blocked) (forget func()) {
 	}
 	s.blocked[b] = struct{}{}
 	s.blockedMu.Unlock()
-	if s.isDraining() || s.ctx.Err() != nil {
+	switch {
+	case s.ctx.Err() != nil:
+		b.Abort()
+	case s.isDraining():
 		b.Cancel()
 	}
 	return func() {
@@ -465,12 +468,17 @@ func (s *Server) watchBlocked(b *router.Blocked) (forget func()) {
 
 // cancelBlocked ends the goroutine path's blocking commands: draining is
 // set, or the server's context ended, so that one watched after this is
-// ended by watchBlocked.
-func (s *Server) cancelBlocked() {
+// ended by watchBlocked. abort, as the server closes, does not wait for
+// the answers of those the nodes answered meanwhile.
+func (s *Server) cancelBlocked(abort bool) {
 	s.blockedMu.Lock()
 	defer s.blockedMu.Unlock()
 	for b := range s.blocked {
-		b.Cancel()
+		if abort {
+			b.Abort()
+		} else {
+			b.Cancel()
+		}
 	}
 }
 
@@ -480,7 +488,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	rs, lns, loops := s.rs, s.lns, s.loops
 	s.mu.Unlock()
-	s.cancelBlocked()
+	s.cancelBlocked(true)
 	var err error
 	for _, ln := range lns {
 		// Also for redcon's servers, which may not have the listener yet.
@@ -1066,13 +1074,22 @@ func (c *client) firstDrained() bool {
 	return true
 }
 
-// cancelBlocked gives up the blocking command c still waits for: it went
-// away, as Redis unblocks a client whose connection closes. One not sent
-// yet then runs without waiting (router.Blocked), as Redis runs what the
-// client sent before it went away.
+// cancelBlocked gives up the blocking command c still waits for: it sent
+// all it will, as Redis unblocks a client whose connection closes. One
+// not sent yet then runs without waiting (router.Blocked), as Redis runs
+// what the client sent before it went away; one sent is answered if the
+// node answered it before it saw the end.
 func (c *client) cancelBlocked() {
 	if c.block != nil {
 		c.block.f.Blocked.Cancel()
+	}
+}
+
+// abortBlocked ends the blocking command of c, closed: no answer to it
+// would be written.
+func (c *client) abortBlocked() {
+	if c.block != nil {
+		c.block.f.Blocked.Abort()
 	}
 }
 

@@ -65,15 +65,22 @@ type Forward struct {
 }
 
 // Blocked is a blocking command in flight on a connection of its own.
-// Cancel gives up on it (its caller went away): the connection is closed,
-// which ends the wait at the node, and the command is answered an error
-// (Ended). One cancelled before it was sent runs without waiting instead,
-// as Redis runs what a client sent before it went away: answered if the
-// node can answer it at once.
+// Cancel gives up on it (its caller ended its side): one cancelled before
+// it was sent runs without waiting instead, as Redis runs what a client
+// sent before it went away: answered if the node can answer it at once.
+// One sent already has its connection's write side shut, as the client's
+// own end would reach the node: the node answers it if it did not wait
+// (its answer may be on its way: closing the connection would drop it,
+// and the element popped with it), else it frees the connection, which
+// ends the wait, and the command is answered an error (Ended). Abort
+// closes the connection at once: its caller is gone, or sluice closes.
 type Blocked struct {
 	mu       sync.Mutex // guards the fields below
 	conn     net.Conn
+	grace    time.Duration // how long a node may take to answer, once cancelled
+	written  bool          // the command is in conn
 	canceled bool
+	shut     bool // conn's write side is shut
 	ended    bool
 }
 
@@ -94,8 +101,20 @@ func (b *Blocked) end(f *forwarded) {
 	f.finish(errReply("ERR sluice: the client went away"))
 }
 
-// Cancel ends the blocking command's wait, if it is still waiting.
+// Cancel ends the blocking command's wait, if it waits: its caller sent
+// all it will.
 func (b *Blocked) Cancel() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.canceled = true
+	if b.conn != nil && b.written {
+		b.shutWrite()
+	}
+}
+
+// Abort ends the blocking command's wait at once, whether the node
+// answered it meanwhile or not: no one will take the answer.
+func (b *Blocked) Abort() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.canceled = true
@@ -104,16 +123,54 @@ func (b *Blocked) Cancel() {
 	}
 }
 
+// shutWrite tells the node that the command's client ended its side: as
+// to a client of its own, the node answers what it can at once, and frees
+// one that waits. A node that does not within grace (hung) is given up,
+// as an ordinary command's would be. b.mu is held.
+func (b *Blocked) shutWrite() {
+	if b.shut {
+		return
+	}
+	b.shut = true
+	conn := b.conn
+	if tc, ok := conn.(*tls.Conn); ok {
+		// Its close_notify, then the end of the stream under it.
+		if tc.CloseWrite() != nil {
+			conn.Close()
+			return
+		}
+		conn = tc.NetConn()
+	}
+	cw, ok := conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		b.conn.Close()
+		return
+	}
+	b.conn.SetReadDeadline(time.Now().Add(b.grace))
+}
+
 // use records the connection the command waits on; false if it was
 // cancelled already, when the command must not wait (and the connection,
-// not recorded, is not closed by a later Cancel).
-func (b *Blocked) use(conn net.Conn) bool {
+// not recorded, is not closed by a later Cancel). grace is how long the
+// node may take to answer once the command is cancelled.
+func (b *Blocked) use(conn net.Conn, grace time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.canceled {
-		b.conn = conn
+		b.conn, b.grace = conn, grace
 	}
 	return !b.canceled
+}
+
+// wrote records that the command is in its connection: a Cancel that came
+// while it was written, which left the connection alone, takes effect.
+func (b *Blocked) wrote() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.written = true
+	if b.canceled && b.conn != nil {
+		b.shutWrite()
+	}
 }
 
 // release forgets the connection once the reply is in, and reports
@@ -304,7 +361,7 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 			return
 		}
 	}
-	waits := f.blocked.use(conn)
+	waits := f.blocked.use(conn, c.forwardTimeout())
 	cmd, n := f.cmd, f.replies
 	if !waits {
 		// In a transaction a blocking command does not wait.
@@ -315,13 +372,16 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	}
 	var r, queued []byte
 	_, err := conn.Write(cmd)
+	if err == nil && waits {
+		f.blocked.wrote()
+	}
 	for ; err == nil && n > 0; n-- {
 		queued = r
 		r, err = reply.Read(br, nil)
 	}
-	// Cancel closed the connection of a wait it ended; but a reply read
-	// whole before that is the answer, as Redis's to a client that had
-	// not gone yet, rather than an element lost.
+	// Cancel shut the connection's write side (Abort closed it): a reply
+	// read whole, before the node saw that, is the answer, as Redis's to
+	// a client that had not gone yet, rather than an element lost.
 	sound := f.blocked.release() || !waits
 	switch {
 	case err != nil:
