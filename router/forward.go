@@ -1118,6 +1118,11 @@ func (b *backend) write() {
 			resp3 := b.resp3 // a pin's client may switch (Pin.Protocol)
 			b.mu.Unlock()
 			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10)
+			if err == nil {
+				if err = b.c.loadConn(conn, br, b.addr); err != nil {
+					conn.Close()
+				}
+			}
 			b.mu.Lock()
 			if err != nil {
 				failed := b.queue

@@ -115,6 +115,12 @@ func (p *Pipe) Dial() (net.Conn, error) {
 		}
 		conn.SetDeadline(time.Time{})
 	}
+	if err == nil && !p.bucket {
+		if err = p.c.loadConn(conn, br, p.addr); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
 	if err == nil && br.Buffered() > 0 {
 		conn.Close()
 		return nil, errors.New("the node sent what nothing asked for")

@@ -4,10 +4,13 @@
 package router
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -15,11 +18,17 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/tidwall/redcon"
 	"go.uber.org/zap"
+
+	"github.com/sluice-rl/sluice/router/reply"
 )
 
 // maxScripts bounds the scripts run by EVAL that one instance stores for
-// NOSCRIPT replay.
+// NOSCRIPT replay, and the scripts it loads on each new connection.
 const maxScripts = 10_000
+
+// maxLoadBytes bounds the texts of the scripts an instance loads on each
+// new connection: a connection is not made to wait for more.
+const maxLoadBytes = 16 << 20
 
 // scripts are the scripts loaded or run through sluice, for NOSCRIPT
 // replay. Their text lives in the cluster (scriptsKey, a hash by SHA1),
@@ -40,6 +49,17 @@ type scripts struct {
 	known map[string]struct{}
 	ops   []scriptOp // for the cluster, in order
 	busy  bool       // a goroutine is sending ops
+	// loads are the texts of the scripts this instance knows (loaded, run
+	// by EVAL, or replayed through it), by SHA1, which every new
+	// connection to a node gets by SCRIPT LOAD before any client's
+	// command (loadConn): a node that never saw them (a promoted replica,
+	// a restarted node) would answer an EVALSHA NOSCRIPT, and its replay
+	// would run after the commands its client sent behind it. loadCmds
+	// is their SCRIPT LOADs, appended to (never rewritten: a dial may be
+	// writing what it took), or nil to be made again from loads.
+	loads     map[string]string
+	loadBytes int
+	loadCmds  []byte
 }
 
 // scriptOp is a store (sha and body), a flush, or a lookup (sha and found).
@@ -57,7 +77,92 @@ type scriptOp struct {
 func (c *Cluster) RememberScript(body []byte) {
 	c.scripts.mu.Lock()
 	defer c.scripts.mu.Unlock()
-	c.queueScript(scriptOp{sha: shaOf(body), body: string(body)})
+	sha, text := shaOf(body), string(body)
+	c.scripts.load(sha, text)
+	c.queueScript(scriptOp{sha: sha, body: text})
+}
+
+// load keeps a script for new connections (loadConn); s.mu is held.
+func (s *scripts) load(sha, text string) {
+	if _, ok := s.loads[sha]; ok || len(s.loads) >= maxScripts || s.loadBytes+len(text) > maxLoadBytes {
+		return
+	}
+	if s.loads == nil {
+		s.loads = map[string]string{}
+	}
+	s.loads[sha] = text
+	s.loadBytes += len(text)
+	if s.loadCmds != nil {
+		s.loadCmds = appendScriptLoad(s.loadCmds, text)
+	}
+}
+
+// unload forgets a script for new connections; s.mu is held.
+func (s *scripts) unload(sha string) {
+	if text, ok := s.loads[sha]; ok {
+		delete(s.loads, sha)
+		s.loadBytes -= len(text)
+		s.loadCmds = nil
+	}
+}
+
+// loadCmds are the SCRIPT LOADs of the scripts kept for new connections,
+// and how many they are.
+func (c *Cluster) loadCmds() ([]byte, int) {
+	s := &c.scripts
+	s.mu.RLock()
+	cmds, n := s.loadCmds, len(s.loads)
+	s.mu.RUnlock()
+	if cmds != nil || n == 0 {
+		return cmds, n
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loadCmds == nil {
+		cmds := make([]byte, 0, s.loadBytes+len(s.loads)*48)
+		for _, text := range s.loads {
+			cmds = appendScriptLoad(cmds, text)
+		}
+		s.loadCmds = cmds
+	}
+	return s.loadCmds, len(s.loads)
+}
+
+// appendScriptLoad appends SCRIPT LOAD of text.
+func appendScriptLoad(dst []byte, text string) []byte {
+	dst = append(dst, "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n"...)
+	return redcon.AppendBulkString(dst, text)
+}
+
+// loadConn sends SCRIPT LOAD of every script kept for new connections on
+// conn, a new connection to a node for clients' commands, and reads their
+// replies, before any client's command goes on it: an EVALSHA sent on it
+// then meets NOSCRIPT only if the node loses the script while it lives
+// (SCRIPT FLUSH sent to it alone). A refusal (an ACL user allowed EVALSHA
+// but not SCRIPT, a script the node cannot compile) leaves that script to
+// the replay.
+func (c *Cluster) loadConn(conn net.Conn, br *bufio.Reader, addr string) error {
+	cmds, n := c.loadCmds()
+	if n == 0 {
+		return nil
+	}
+	// The node compiles each script it lacks: more than a handshake's
+	// round trip, bounded as a forwarded command is.
+	conn.SetDeadline(time.Now().Add(c.forwardTimeout()))
+	if _, err := conn.Write(cmds); err != nil {
+		return err
+	}
+	for range n {
+		r, err := reply.Read(br, nil)
+		if err != nil {
+			return err
+		}
+		if len(r) == 0 || (r[0] != '$' && r[0] != '-' && r[0] != '!') {
+			return fmt.Errorf("router: SCRIPT LOAD to %s answered %q", addr, bytes.TrimRight(r[:min(len(r), 128)], "\r\n"))
+		}
+	}
+	conn.SetDeadline(time.Time{})
+	return nil
 }
 
 // rememberRan keeps a script run by EVAL, as RememberScript does, once.
@@ -74,9 +179,10 @@ func (c *Cluster) rememberRan(body []byte) {
 	if _, ok := s.known[string(body)]; ok || len(s.known) >= maxScripts {
 		return
 	}
-	text := string(body)
+	text, sha := string(body), shaOf(body)
 	s.known[text] = struct{}{}
-	c.queueScript(scriptOp{sha: shaOf(body), body: text})
+	s.load(sha, text)
+	c.queueScript(scriptOp{sha: sha, body: text})
 }
 
 // ForgetScripts forgets every script remembered, by every instance:
@@ -85,6 +191,7 @@ func (c *Cluster) ForgetScripts() {
 	c.scripts.mu.Lock()
 	defer c.scripts.mu.Unlock()
 	clear(c.scripts.known)
+	c.scripts.loads, c.scripts.loadBytes, c.scripts.loadCmds = nil, 0, nil
 	c.queueScript(scriptOp{flush: true})
 }
 
@@ -190,9 +297,21 @@ func (c *Cluster) scriptsSent(ops []scriptOp, bodies []rueidis.RedisMessage, err
 				// a key any caller with access to it may write: a text that
 				// is not the script the EVALSHA named is not run for it.
 				if body, err := bodies[i].ToString(); err == nil && shaOf([]byte(body)) == op.sha {
+					// Loaded on the next connections too: the replay is
+					// not in its client's order.
+					c.scripts.mu.Lock()
+					c.scripts.load(op.sha, body)
+					c.scripts.mu.Unlock()
 					op.found(body, true)
 					continue
 				}
+			}
+			if err == nil {
+				// No instance remembers it now (a SCRIPT FLUSH through
+				// another): new connections do not load it again.
+				c.scripts.mu.Lock()
+				c.scripts.unload(op.sha)
+				c.scripts.mu.Unlock()
 			}
 			op.found("", false)
 		}
