@@ -21,13 +21,13 @@ import (
 
 // failOverUnseen fails over the primary of key's slot with CLUSTER
 // FAILOVER on its replica, and waits until every node agrees on the
-// promoted one (and the old primary is its replica, in sync), while r,
-// whose slot map is read only on a sign that it moved, has not read it:
-// r still sends the shard's commands to the old primary.
-func failOverUnseen(t *testing.T, c *clustertest.Cluster, r *router.Cluster, key string) (old, promoted *clustertest.Node) {
+// promoted one (and the old primary is its replica, in sync); the
+// caller's routers, whose slot maps are read only on a sign that they
+// moved, still send the shard's commands to the old primary.
+func failOverUnseen(t *testing.T, c *clustertest.Cluster, key string) (promoted *clustertest.Node) {
 	t.Helper()
 	sl := slot.Of(key)
-	old = primaryOf(t, c, key)
+	old := primaryOf(t, c, key)
 	for _, n := range c.Nodes {
 		role, _ := nodeDo(n, "ROLE")
 		if strings.HasPrefix(role, "*5\r\n$5\r\nslave\r\n") && slotOwnerOf(role[len("*5\r\n$5\r\nslave\r\n"):]) == old.Addr {
@@ -75,12 +75,7 @@ func failOverUnseen(t *testing.T, c *clustertest.Cluster, r *router.Cluster, key
 		}
 		time.Sleep(20 * time.Millisecond) // polling the nodes, not synchronising with sluice
 	}
-	for _, s := range r.Stats().Cluster.Shards {
-		if s.Addr == promoted.Addr {
-			t.Fatalf("sluice read the slot map already: the test cannot tell")
-		}
-	}
-	return old, promoted
+	return promoted
 }
 
 // nodeDo sends one command to n on a connection of its own, and returns
@@ -137,49 +132,56 @@ func slotOwnerIn(slots string, sl int) string {
 // replica, not only its old primary, now a replica: FLUSHALL answers OK
 // and empties the promoted one (the client's later commands, pipelined
 // behind it, run after it there), CONFIG SET and SCRIPT FLUSH are set
-// and done there, and a script loaded is there for EVALSHA.
+// and done there, and a script loaded is there for EVALSHA. One failover
+// serves every case: each case's sluice has its own router, made before
+// it, which learns of it only from its own fan-out.
 func TestFanOutRightAfterAFailover(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{})
 	const key, seed = "fanoutfail", "{fanoutfail}seed"
 	body := "return 'ran ' .. KEYS[1]"
 	sum := sha1.Sum([]byte(body))
 	sha := hex.EncodeToString(sum[:])
-	onNode := func(n *clustertest.Node, args ...string) string {
+	onNode := func(t *testing.T, n *clustertest.Node, args ...string) string {
 		t.Helper()
 		return dialRaw(t, n.Addr).do(args...)
 	}
+	// Known to every node, so that a SCRIPT FLUSH missed shows.
+	for _, n := range c.Nodes {
+		onNode(t, n, "SCRIPT", "LOAD", body)
+		onNode(t, n, "CONFIG", "SET", "maxmemory-samples", "5")
+	}
+	type path struct {
+		name  string
+		loops int
+	}
+	paths := []path{{"loops", 0}, {"goroutines", -1}}
 	cases := []struct {
 		name string
-		run  func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node)
+		run  func(t *testing.T, p path, conn *rawConn, promoted *clustertest.Node)
 	}{
-		{"FLUSHALL pipelined", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
-			conn.send([]string{"FLUSHALL"}, []string{"SET", key, "after"}, []string{"GET", key})
-			for i, want := range []string{"+OK\r\n", "+OK\r\n", "$5\r\nafter\r\n"} {
-				if got := conn.read(); got != want {
-					t.Errorf("reply %d to FLUSHALL, SET, GET: %q, want %q", i, got, want)
-				}
+		{"FLUSHALL, CONFIG SET and SCRIPT LOAD pipelined", func(t *testing.T, p path, conn *rawConn, promoted *clustertest.Node) {
+			if got := onNode(t, promoted, "SET", seed, "before"); got != "+OK\r\n" {
+				t.Fatalf("SET on the promoted primary: %q", got)
 			}
-			if got := onNode(promoted, "EXISTS", seed); got != ":0\r\n" {
-				t.Errorf("the promoted primary's EXISTS %s after FLUSHALL: %q, want 0", seed, got)
-			}
-		}},
-		{"CONFIG SET", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
-			if got := conn.do("CONFIG", "SET", "maxmemory-samples", "7"); got != "+OK\r\n" {
-				t.Errorf("CONFIG SET: %q", got)
-			}
-			if got := onNode(promoted, "CONFIG", "GET", "maxmemory-samples"); !strings.HasSuffix(got, "$1\r\n7\r\n") {
-				t.Errorf("the promoted primary's maxmemory-samples after CONFIG SET: %q, want 7", got)
-			}
-		}},
-		{"SCRIPT LOAD then EVALSHA", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
+			samples := strconv.Itoa(6 + len(p.name)%2)        // the paths' differ
 			body := "return 'ran ' .. KEYS[1] -- " + t.Name() // loaded nowhere yet
 			sum := sha1.Sum([]byte(body))
 			sha := hex.EncodeToString(sum[:])
-			if got := conn.do("SCRIPT", "LOAD", body); got != "$40\r\n"+sha+"\r\n" {
-				t.Errorf("SCRIPT LOAD: %q", got)
+			conn.send([]string{"FLUSHALL"}, []string{"SET", key, "after"}, []string{"GET", key},
+				[]string{"CONFIG", "SET", "maxmemory-samples", samples}, []string{"SCRIPT", "LOAD", body})
+			for i, want := range []string{"+OK\r\n", "+OK\r\n", "$5\r\nafter\r\n", "+OK\r\n", "$40\r\n" + sha + "\r\n"} {
+				if got := conn.read(); got != want {
+					t.Errorf("reply %d to FLUSHALL, SET, GET, CONFIG SET, SCRIPT LOAD: %q, want %q", i, got, want)
+				}
+			}
+			if got := onNode(t, promoted, "EXISTS", seed); got != ":0\r\n" {
+				t.Errorf("the promoted primary's EXISTS %s after FLUSHALL: %q, want 0", seed, got)
+			}
+			if got := onNode(t, promoted, "CONFIG", "GET", "maxmemory-samples"); !strings.HasSuffix(got, "$1\r\n"+samples+"\r\n") {
+				t.Errorf("the promoted primary's maxmemory-samples after CONFIG SET: %q, want %s", got, samples)
 			}
 			// Before EVALSHA, which sluice would replay as EVAL, caching it.
-			if got := onNode(promoted, "SCRIPT", "EXISTS", sha); got != "*1\r\n:1\r\n" {
+			if got := onNode(t, promoted, "SCRIPT", "EXISTS", sha); got != "*1\r\n:1\r\n" {
 				t.Errorf("SCRIPT EXISTS on the promoted primary after SCRIPT LOAD: %q, want 1", got)
 			}
 			want := "$" + strconv.Itoa(len("ran "+key)) + "\r\nran " + key + "\r\n"
@@ -187,36 +189,49 @@ func TestFanOutRightAfterAFailover(t *testing.T) {
 				t.Errorf("EVALSHA after SCRIPT LOAD: %q, want %q", got, want)
 			}
 		}},
-		{"SCRIPT FLUSH", func(t *testing.T, conn *rawConn, old, promoted *clustertest.Node) {
+		{"SCRIPT FLUSH", func(t *testing.T, p path, conn *rawConn, promoted *clustertest.Node) {
+			if got := onNode(t, promoted, "SCRIPT", "LOAD", body); got != "$40\r\n"+sha+"\r\n" {
+				t.Fatalf("SCRIPT LOAD on the promoted primary: %q", got)
+			}
 			if got := conn.do("SCRIPT", "FLUSH"); got != "+OK\r\n" {
 				t.Errorf("SCRIPT FLUSH: %q", got)
 			}
-			if got := onNode(promoted, "SCRIPT", "EXISTS", sha); got != "*1\r\n:0\r\n" {
+			if got := onNode(t, promoted, "SCRIPT", "EXISTS", sha); got != "*1\r\n:0\r\n" {
 				t.Errorf("SCRIPT EXISTS on the promoted primary after SCRIPT FLUSH: %q, want 0", got)
 			}
 		}},
 	}
-	eachIOConfig(t, proxy.Config{AllowAdmin: true}, func(t *testing.T, cfg proxy.Config) {
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				// Known to every node, so that a SCRIPT FLUSH missed shows.
-				for _, n := range c.Nodes {
-					onNode(n, "SCRIPT", "LOAD", body)
-					onNode(n, "CONFIG", "SET", "maxmemory-samples", "5")
-				}
-				r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
-					TopologyInterval: time.Hour})
-				waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
-				cfg.Decider, cfg.Forwarder = r, r
-				conn := dialRaw(t, serveConfig(t, cfg))
-				for _, k := range []string{key, seed} {
-					if got := conn.do("SET", k, "before"); got != "+OK\r\n" {
-						t.Fatalf("SET: %q", got)
-					}
-				}
-				old, promoted := failOverUnseen(t, c, r, key)
-				tc.run(t, conn, old, promoted)
-			})
+	type setup struct {
+		r    *router.Cluster
+		conn *rawConn
+	}
+	setups := make(map[string]setup)
+	for _, tc := range cases {
+		for _, p := range paths {
+			r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
+				TopologyInterval: time.Hour})
+			waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+			conn := dialRaw(t, serveConfig(t, proxy.Config{AllowAdmin: true, Loops: p.loops, Decider: r, Forwarder: r}))
+			if got := conn.do("SET", key, "before"); got != "+OK\r\n" {
+				t.Fatalf("SET: %q", got)
+			}
+			setups[tc.name+"/"+p.name] = setup{r, conn}
 		}
-	})
+	}
+	promoted := failOverUnseen(t, c, key)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, p := range paths {
+				t.Run(p.name, func(t *testing.T) {
+					su := setups[tc.name+"/"+p.name]
+					for _, s := range su.r.Stats().Cluster.Shards {
+						if s.Addr == promoted.Addr {
+							t.Fatalf("sluice read the slot map already: the test cannot tell")
+						}
+					}
+					tc.run(t, p, su.conn, promoted)
+				})
+			}
+		})
+	}
 }
