@@ -22,6 +22,14 @@ import (
 // most maxFlushes-1 other pipelines, so the timeout bounds each call, and a
 // long pipeline from one client cannot make a healthy shard look hung.
 // Waiting in the queue is not the shard's fault and does not count.
+//
+// The pipelines in flight are sent by as many goroutines, on rueidis's
+// one connection to the node: a pipeline taken first can be written
+// second. So a key's calls keep their order (a client's pipelined
+// THROTTLEs of one key, on the goroutine path, or on a loop whose pipes
+// are not used, with --cluster-tls) by going in one pipeline at a time: a
+// call whose key a pipeline in flight carries waits in the queue until
+// that pipeline is answered (shardQueue.busy).
 const (
 	maxPipeline = 64
 	maxFlushes  = 4
@@ -29,9 +37,52 @@ const (
 
 // shardQueue is one shard's calls waiting for a pipeline.
 type shardQueue struct {
-	mu       sync.Mutex // guards flushing and queue
+	mu       sync.Mutex // guards flushing, queue, busy and batch
 	flushing int        // pipelines in flight
 	queue    []queued
+	// busy are the keys of the pipelines in flight, each with the number
+	// of the pipeline that carries it (batch, when it was taken).
+	busy  map[string]uint64
+	batch uint64
+}
+
+// next takes the next pipeline's calls off q, in order: at most
+// maxPipeline, and none of a key that another pipeline in flight carries
+// (those wait, in order, with the rest). q.mu is held.
+func (q *shardQueue) next() ([]call, []*shardCalls) {
+	if len(q.queue) == 0 {
+		return nil, nil
+	}
+	if q.busy == nil {
+		q.busy = make(map[string]uint64)
+	}
+	q.batch++
+	n := min(len(q.queue), maxPipeline)
+	calls, groups := make([]call, 0, n), make([]*shardCalls, 0, n)
+	kept, i := 0, 0
+	for ; i < len(q.queue) && len(calls) < maxPipeline; i++ {
+		b := q.queue[i]
+		cl := b.g.calls[b.j]
+		if in, ok := q.busy[cl.step.Key]; ok && in != q.batch {
+			q.queue[kept] = b
+			kept++
+			continue
+		}
+		q.busy[cl.step.Key] = q.batch
+		calls, groups = append(calls, cl), append(groups, b.g)
+	}
+	left := kept + copy(q.queue[kept:], q.queue[i:])
+	clear(q.queue[left:]) // or it keeps finished rounds alive
+	q.queue = q.queue[:left]
+	return calls, groups
+}
+
+// sent frees the keys of calls, a pipeline of q's that is answered, for
+// the calls that wait on them. q.mu is held.
+func (q *shardQueue) sent(calls []call) {
+	for k := range calls {
+		delete(q.busy, calls[k].step.Key)
+	}
 }
 
 // queued is one call of a round's group, or a hot key's step.
@@ -87,22 +138,19 @@ func (c *Cluster) enqueue(g *shardCalls) {
 // are left.
 func (c *Cluster) flushShard(s *shard) {
 	q := &s.out
+	var calls []call
 	for {
 		q.mu.Lock()
-		n := min(len(q.queue), maxPipeline)
-		if n == 0 {
+		q.sent(calls)
+		var groups []*shardCalls
+		calls, groups = q.next()
+		if len(calls) == 0 {
+			// What is left waits on the keys of pipelines in flight,
+			// whose goroutines take it once they are answered.
 			q.flushing--
 			q.mu.Unlock()
 			return
 		}
-		calls := make([]call, n)
-		groups := make([]*shardCalls, n)
-		for k, b := range q.queue[:n] {
-			calls[k], groups[k] = b.g.calls[b.j], b.g
-		}
-		left := copy(q.queue, q.queue[n:])
-		clear(q.queue[left:]) // or it keeps finished rounds alive
-		q.queue = q.queue[:left]
 		q.mu.Unlock()
 		c.flushCalls(s, calls, groups)
 	}
