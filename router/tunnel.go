@@ -86,6 +86,17 @@ func (g *tunnelConns) shardSubs() int64 {
 	return n
 }
 
+// shownSubs is the client's shard channels as the confirmations handed
+// on to it count them: a node's confirmation held behind an earlier
+// command's replies is not counted before its turn.
+func (g *tunnelConns) shownSubs() int64 {
+	var n int64
+	for _, tc := range g.shards {
+		n += tc.shown
+	}
+	return n
+}
+
 func (g *tunnelConns) subscribed() bool { return g.homeSubs+g.shardSubs() > 0 }
 
 // tunnelCmd is one command of the client's: answered once the fences
@@ -96,7 +107,17 @@ type tunnelCmd struct {
 	// held is what its connections sent for it, and after it, while an
 	// earlier command was not answered: a faster node's replies must not
 	// overtake a slower one's to earlier commands.
-	held [][]byte
+	held []heldReply
+}
+
+// heldReply is a reply held behind an earlier command's. A shard
+// channel's confirmation (count, its node's, not -1) is given the
+// client's count when handed on: another node may meanwhile have
+// confirmed a later command, which the client must not see counted yet.
+type heldReply struct {
+	r     []byte
+	tc    *tunnelConn
+	count int64
 }
 
 // tunnelConn is one of a tunnel's connections.
@@ -106,8 +127,9 @@ type tunnelConn struct {
 	conn  net.Conn     // nil until dialled
 	done  bool         // closed after a Reset: what it still sends is dropped
 	queue [][]byte     // sent before the connection was up
-	// count is the client's shard channels on this node, as it last said.
-	count int64
+	// count is the client's shard channels on this node, as it last said;
+	// shown, as its last confirmation handed on to the client said.
+	count, shown int64
 	// sent are the shard commands the node has yet to confirm wholly, in
 	// the order sent: what a MOVED answers, and which confirmations are
 	// the client's own rather than a resharding's.
@@ -369,9 +391,9 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 		t.onData(nil, t.conns.subscribed(), true)
 		if len(t.pending) > 0 {
 			next := t.pending[0]
-			for _, r := range next.held {
-				t.held -= len(r)
-				t.onData(r, t.conns.subscribed(), false)
+			for _, h := range next.held {
+				t.held -= len(h.r)
+				t.hand(h, t.conns.subscribed())
 			}
 			next.held = nil
 		}
@@ -456,7 +478,7 @@ func (t *Tunnel) fail(tc *tunnelConn, err error) {
 	subscribed := t.conns.subscribed()
 	for _, of := range t.pending {
 		for _, h := range of.held {
-			t.onData(h, subscribed, false)
+			t.hand(h, subscribed)
 		}
 		if of.fences > 0 {
 			t.onData(r, subscribed, true)
@@ -493,7 +515,7 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 		if r = pm.sub; r == nil {
 			r = pm.plain
 		}
-		t.deliver(tc, r)
+		t.deliver(tc, r, -1)
 		return
 	}
 	kind, ch, n, ok := confirmation(r)
@@ -518,7 +540,7 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 			}
 			g.homeSubs = n
 		}
-		t.deliver(tc, r)
+		t.deliver(tc, r, -1)
 		return
 	}
 	var head *shardCmd
@@ -557,22 +579,24 @@ func (t *Tunnel) received(tc *tunnelConn, r []byte) {
 		// Otherwise the node dropped the channel itself: its slot moved
 		// away (Redis 7 tells its subscribers so). The client is told as
 		// it is, and subscribes again to follow the slot.
-		r = withCount(r, g.shardSubs())
+		t.deliver(tc, r, n)
+		return
 	}
-	t.deliver(tc, r)
+	t.deliver(tc, r, -1)
 }
 
 // unsubscribedAll counts a node's null answer r to an SUNSUBSCRIBE of
 // every shard channel: the client gets it once every node asked gave it.
 func (t *Tunnel) unsubscribedAll(tc *tunnelConn, all *unsubAll, r []byte) {
 	if all.nulls++; all.nulls == all.nodes {
-		t.deliver(tc, withCount(r, tc.set.shardSubs()))
+		t.deliver(tc, r, 0)
 	}
 }
 
 // deliver hands on r, which tc's node sent, unless it waits behind an
-// earlier command's replies; t.mu is held.
-func (t *Tunnel) deliver(tc *tunnelConn, r []byte) {
+// earlier command's replies; count is the node's in a shard channel's
+// confirmation, else -1. t.mu is held.
+func (t *Tunnel) deliver(tc *tunnelConn, r []byte, count int64) {
 	of := tc.last
 	if len(tc.fences) > 0 {
 		of = tc.fences[0].of
@@ -582,10 +606,20 @@ func (t *Tunnel) deliver(tc *tunnelConn, r []byte) {
 			t.fail(tc, errTunnelHeld)
 			return
 		}
-		of.held = append(of.held, r)
+		of.held = append(of.held, heldReply{r, tc, count})
 		return
 	}
-	t.onData(r, t.conns.subscribed(), false)
+	t.hand(heldReply{r, tc, count}, t.conns.subscribed())
+}
+
+// hand hands h on to the client, a shard channel's confirmation with the
+// count of the client's shard channels now; t.mu is held.
+func (t *Tunnel) hand(h heldReply, subscribed bool) {
+	if h.count >= 0 {
+		h.tc.shown = h.count
+		h.r = withCount(h.r, h.tc.set.shownSubs())
+	}
+	t.onData(h.r, subscribed, false)
 }
 
 // Subscribed reports whether the client has a subscription left, as the
