@@ -686,8 +686,10 @@ func (c *framedConn) fail() error {
 	// reply cannot interleave with one of them. It is written if the
 	// socket takes it in time: a client that reads nothing must not hold
 	// this goroutine, and its connection, for good.
-	c.Conn.SetWriteDeadline(time.Now().Add(lingerTime))
-	c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))
+	if c.cl == nil || !c.cl.silenced() {
+		c.Conn.SetWriteDeadline(time.Now().Add(lingerTime))
+		c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))
+	}
 	c.linger()
 	return fmt.Errorf("%w: %w", errProtocolClosed, c.ferr)
 }

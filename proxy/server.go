@@ -920,12 +920,19 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 // protocolError answers bytes that are not RESP, after the commands before
 // them; the connection closes once it is written, as Redis closes it.
 func (c *client) protocolError(msg string) {
-	w := c.writer()
-	mark := len(w.b)
-	w.b = appendProtocolError(w.b, msg)
-	c.wrote(w, mark)
+	if !c.silenced() {
+		w := c.writer()
+		mark := len(w.b)
+		w.b = appendProtocolError(w.b, msg)
+		c.wrote(w, mark)
+	}
 	c.closing = true
 }
+
+// silenced reports whether CLIENT REPLY OFF, or a SKIP not yet spent on
+// a command, drops what c is told now: Redis's protocol error too, which
+// is no command's reply (its connection still closes).
+func (c *client) silenced() bool { return c.replyOff || c.skip }
 
 // writer is where a reply rendered now goes: out when nothing is ahead of
 // it, held behind undecided ones.

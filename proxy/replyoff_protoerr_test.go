@@ -1,0 +1,43 @@
+package proxy_test
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/router"
+)
+
+// After CLIENT REPLY OFF, or a SKIP not yet spent on a command, Redis 7.0
+// drops its protocol error too (no command's reply, but a reply all the
+// same) and closes the connection; a SKIP spent on a command is not. On
+// both serving paths, as redis-server 7.0.15 answers each of these
+// (TestPathsAnswerAsRedis, PATHS_REDIS=1, seed 38).
+func TestProtocolErrorAfterClientReplyOff(t *testing.T) {
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		for _, c := range []struct{ name, send, want string }{
+			{"off", "PING\r\nCLIENT REPLY OFF\r\nPING\r\n*1\r\n$x\r\n", "+PONG\r\n"},
+			{"off, inline", "PING\r\nCLIENT REPLY OFF\r\nPING \"a\r\n", "+PONG\r\n"},
+			{"skip", "PING\r\nCLIENT REPLY SKIP\r\n*1\r\n$x\r\n", "+PONG\r\n"},
+			{"skip spent", "CLIENT REPLY SKIP\r\nPING\r\nPING\r\n*1\r\n$x\r\n", "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"},
+			{"on again", "CLIENT REPLY OFF\r\nCLIENT REPLY ON\r\n*1\r\n$x\r\n", "+OK\r\n-ERR Protocol error: invalid bulk length\r\n"},
+		} {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := conn.Write([]byte(c.send)); err != nil {
+				t.Fatal(err)
+			}
+			// Not ended by the client: the server closes it.
+			got, err := io.ReadAll(conn)
+			conn.Close()
+			if string(got) != c.want || err != nil {
+				t.Errorf("%s: got %q (%v), want %q, then the end", c.name, got, err, c.want)
+			}
+		}
+	})
+}
