@@ -575,7 +575,9 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		case "OFF":
 			c.replyOff = true
 		case "SKIP":
-			c.skip = true
+			// As Redis: a SKIP while replies are off is nothing, so a
+			// RESET after it is answered.
+			c.skip = !c.replyOff
 		default:
 			s.writeError(conn, errors.New("syntax error"))
 		}

@@ -41,3 +41,30 @@ func TestProtocolErrorAfterClientReplyOff(t *testing.T) {
 		}
 	})
 }
+
+// CLIENT REPLY SKIP while replies are off is nothing to Redis 7.0: a
+// RESET after it, which turns them on, is answered (TestPathsAnswerAsRedis,
+// PATHS_REDIS=1, seed 1297). Both serving paths.
+func TestClientReplySkipWhileOff(t *testing.T) {
+	eachIO(t, func(t *testing.T, serve serveFunc) {
+		addr := serve(t, router.NewMemory(0))
+		for _, c := range []struct{ name, send, want string }{
+			{"reset", "CLIENT REPLY OFF\r\nCLIENT REPLY SKIP\r\nRESET\r\nPING\r\nQUIT\r\n", "+RESET\r\n+PONG\r\n+OK\r\n"},
+			{"skip alone", "CLIENT REPLY SKIP\r\nRESET\r\nPING\r\nQUIT\r\n", "+PONG\r\n+OK\r\n"},
+		} {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := conn.Write([]byte(c.send)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(conn)
+			conn.Close()
+			if string(got) != c.want || err != nil {
+				t.Errorf("%s: got %q (%v), want %q, then the end", c.name, got, err, c.want)
+			}
+		}
+	})
+}
