@@ -791,6 +791,14 @@ func (f *forwarded) answer(r []byte) {
 			return
 		}
 	}
+	if !f.readonly && f.c != nil && len(r) > 0 && (r[0] == '-' && isReadOnlyReply(r) ||
+		f.replies > 1 && r[0] == '*' && bytes.Contains(r, []byte("\r\n-READONLY "))) {
+		// A write that reached a replica where sluice's slot map has a
+		// primary (a keyless command's or transaction's, or its script's,
+		// after a failover): read the map now, not at the next periodic
+		// reading.
+		f.c.stale.Store(true)
+	}
 	// Redis's own words: a script's error reply may begin NOSCRIPT too,
 	// and the script then ran.
 	if bytes.HasPrefix(r, []byte("-NOSCRIPT No matching script")) && !f.replayed {
@@ -860,6 +868,12 @@ func nullArray(resp3 bool) []byte {
 func isWatch(cmd []byte) bool {
 	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
 	return ok && len(rest) >= 11 && string(rest[:4]) == "$5\r\n" && bytes.EqualFold(rest[4:9], []byte("watch"))
+}
+
+// isReadOnlyReply reports whether r is a replica's refusal of a write,
+// or an error reply of a script whose write a replica refused.
+func isReadOnlyReply(r []byte) bool {
+	return bytes.HasPrefix(r, []byte("-READONLY "))
 }
 
 func isRedirectReply(r []byte) (moved, ask bool) {

@@ -262,6 +262,11 @@ func matchReply(sent *fifo, r []byte) (f *forwarded, whole bool, err error) {
 		if moved, ask := isRedirectReply(r); (moved || ask || bytes.HasPrefix(r, []byte("-TRYAGAIN "))) && f.discarded == nil {
 			f.discarded = r
 		}
+		if isReadOnlyReply(r) && !f.readonly && f.c != nil {
+			// A write queued on a replica where sluice's slot map has a
+			// primary (EXEC answers EXECABORT): the map is behind.
+			f.c.stale.Store(true)
+		}
 		return f, false, nil
 	}
 	sent.pop()
