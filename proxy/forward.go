@@ -169,7 +169,12 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		if !anyNode {
 			return fmt.Errorf("sluice does not forward '%s': it has no key to route by", spec.Name)
 		}
-		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
+		// One that may write is checked to have reached a primary: right
+		// after a failover, before sluice reads the new slot map, one
+		// that reached the old primary, now a replica (READONLY), is sent
+		// again to the promoted one (Forward.Primary). A read goes as it
+		// is: a replica answers it alike.
+		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args), Primary: mayWrite(spec)})
 	default:
 		sl := hashslot.Of(string(args[keys[0]]))
 		one := true
@@ -564,6 +569,17 @@ func keyless(spec *cmdspec.Spec) bool {
 		return true
 	}
 	return strings.HasSuffix(spec.Name, "|help")
+}
+
+// mayWrite reports whether a command sent without keys may write, and so
+// needs a primary: a script or function (EVAL, EVALSHA, FCALL: their _RO
+// forms may not write) or a command flagged write.
+func mayWrite(spec *cmdspec.Spec) bool {
+	switch spec.Name {
+	case "eval", "evalsha", "fcall":
+		return true
+	}
+	return spec.Has("write")
 }
 
 // deliverPart takes the reply to part j of r's forwarded commands; the

@@ -12,13 +12,18 @@ import (
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
-// A READONLY that reaches a client right after a failover, before sluice
-// has read the new slot map (a keyless transaction's: EXEC answers
-// EXECABORT, or an array of its script's error), makes sluice read the
-// slot map at once. One primary, so that every keyless command meets the
-// failover; one failover for every case and both paths: each case's
-// sluice has its own router, made before it, which learns of it only
-// from its own commands.
+// A keyless command that may write (EVAL, EVALSHA or FCALL without keys),
+// sent right after a failover before sluice has read the new slot map,
+// runs on the promoted primary, not on its old primary, now a replica,
+// which answers READONLY: it is checked as a fan-out's part is, and sent
+// again. A keyless read (EVAL_RO, FCALL_RO) is not checked: the replica
+// answers it, and sluice learns nothing from it. A READONLY that reaches
+// a client all the same (a keyless transaction's: EXEC answers EXECABORT,
+// or an array of its script's error) makes sluice read the slot map at
+// once. One primary, so that every keyless command meets the failover;
+// one failover for every case and both paths: each case's sluice has its
+// own router, made before it, which learns of it only from its own
+// commands.
 func TestKeylessWritesRightAfterAFailover(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Primaries: 1})
 	const key = "keylessfail"
@@ -62,6 +67,33 @@ func TestKeylessWritesRightAfterAFailover(t *testing.T) {
 		name string
 		run  func(t *testing.T, p path, r *router.Cluster, conn *rawConn, promoted *clustertest.Node)
 	}{
+		{"reads unchecked, then writes checked", func(t *testing.T, p path, r *router.Cluster, conn *rawConn, promoted *clustertest.Node) {
+			conn.send([]string{"EVAL_RO", "return 'ro'", "0"}, []string{"FCALL_RO", "kl_ro", "0"}, []string{"EVAL", "#!lua flags=no-writes\nreturn 'ro'", "0"})
+			for i := range 3 {
+				if got := conn.read(); got != "$2\r\nro\r\n" {
+					t.Errorf("keyless read %d: %q, want ro", i, got)
+				}
+			}
+			// A read sent to the replica is answered there, and costs no
+			// check (whose MOVED would have the slot map read).
+			unseen(t, r, promoted)
+			pre := "{" + key + "}" + p.name
+			conn.send(
+				[]string{"FCALL", "kl_set", "0", pre + "a", "1"}, []string{"GET", pre + "a"},
+				[]string{"EVAL", setScript, "0", pre + "b", "2"}, []string{"GET", pre + "b"},
+				[]string{"EVALSHA", sha, "0", pre + "c", "3"}, []string{"GET", pre + "c"},
+				[]string{"EVAL", "#!lua\nreturn 'w'", "0"})
+			for i, want := range []string{"+OK\r\n", "$1\r\n1\r\n", "+OK\r\n", "$1\r\n2\r\n", "+OK\r\n", "$1\r\n3\r\n", "$1\r\nw\r\n"} {
+				if got := conn.read(); got != want {
+					t.Errorf("reply %d to FCALL, GET, EVAL, GET, EVALSHA, GET, EVAL: %q, want %q", i, got, want)
+				}
+			}
+			for k, want := range map[string]string{"a": "1", "b": "2", "c": "3"} {
+				if got := dialRaw(t, promoted.Addr).do("GET", pre+k); got != "$1\r\n"+want+"\r\n" {
+					t.Errorf("GET %s on the promoted primary: %q, want %s", pre+k, got, want)
+				}
+			}
+		}},
 		{"a keyless transaction refused READONLY", func(t *testing.T, p path, r *router.Cluster, conn *rawConn, promoted *clustertest.Node) {
 			k := "{" + key + "}tx" + p.name
 			send := func() {

@@ -60,7 +60,10 @@ type Forward struct {
 	// with) answers a check sent behind the command MOVED, and the
 	// command is sent again to the new owner, as a redirect is followed:
 	// ahead of the commands sent behind it on its connection, which
-	// follow their own redirects there after it.
+	// follow their own redirects there after it. With Slot AnySlot (a
+	// keyless command that may write: EVAL, EVALSHA or FCALL without
+	// keys), the primary is one of sluice's choosing, checked by a slot
+	// of it.
 	Primary bool
 }
 
@@ -238,12 +241,17 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		b.idx[i] = i
 		f := &fs[i]
 		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, batch: b, i: i}
-		if cmds[i].Primary && cmds[i].Slot != AnySlot && f.replies == 1 && f.blocked == nil && f.pin == nil {
-			f.cmd, f.replies, f.check = slices.Concat(f.cmd, c.ownsCheck(cmds[i].Slot)), 2, true
-		}
 		addr := cmds[i].Addr
+		if cmds[i].Primary && f.slot == AnySlot && addr == "" && f.pin == nil {
+			// A keyless command that may write: to a primary of sluice's
+			// choosing, by a slot of it, so that it is checked there.
+			addr, f.slot = anyPrimary(topo)
+		}
+		if cmds[i].Primary && f.slot != AnySlot && f.replies == 1 && f.blocked == nil && f.pin == nil {
+			f.cmd, f.replies, f.check = slices.Concat(f.cmd, c.ownsCheck(f.slot)), 2, true
+		}
 		if addr == "" {
-			addr = c.addrOf(topo, cmds[i].Slot)
+			addr = c.addrOf(topo, f.slot)
 		}
 		if cmds[i].Pin != nil && cmds[i].Slot == AnySlot {
 			// Not any primary: a transaction without keys sent to another
@@ -510,25 +518,50 @@ func (c *Cluster) addrOf(t *topology, sl int) string {
 		return ""
 	}
 	if sl == AnySlot {
-		// Spread keyless commands over the primaries by time: they are
-		// rare, and any primary answers them alike, so one known to be
-		// unhealthy is passed over while another is not.
-		n := len(t.primaries)
-		if n == 0 {
-			return ""
+		if s := pickPrimary(t); s != nil {
+			return s.addr
 		}
-		first := int(time.Now().UnixNano() % int64(n))
-		for i := range n {
-			if s := t.primaries[(first+i)%n]; s.healthy.Load() {
-				return s.addr
-			}
-		}
-		return t.primaries[first].addr
+		return ""
 	}
 	if s := t.owners[sl]; s != nil {
 		return s.addr
 	}
 	return ""
+}
+
+// pickPrimary is the primary a keyless command goes to, nil without
+// one. Keyless commands are spread over the primaries by time: they are
+// rare, and any primary answers them alike, so one known to be unhealthy
+// is passed over while another is not.
+func pickPrimary(t *topology) *shard {
+	n := len(t.primaries)
+	if n == 0 {
+		return nil
+	}
+	first := int(time.Now().UnixNano() % int64(n))
+	for i := range n {
+		if s := t.primaries[(first+i)%n]; s.healthy.Load() {
+			return s
+		}
+	}
+	return t.primaries[first]
+}
+
+// anyPrimary is a primary picked as addrOf picks one for AnySlot, and a
+// slot it owns by the slot map t (AnySlot if t knows of none); "" and
+// AnySlot without a slot map.
+func anyPrimary(t *topology) (addr string, sl int) {
+	if t == nil {
+		return "", AnySlot
+	}
+	s := pickPrimary(t)
+	if s == nil {
+		return "", AnySlot
+	}
+	if lo, ok := t.lowest[s]; ok {
+		return s.addr, lo
+	}
+	return s.addr, AnySlot
 }
 
 // backend is sluice's connection to the node at addr for forwarded

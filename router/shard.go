@@ -52,6 +52,9 @@ type topology struct {
 	replicas map[string][]string
 	// primaries are the shards, by address: keyless commands go to one.
 	primaries []*shard
+	// lowest is each primary's lowest slot: a keyless command that needs
+	// a primary goes to one by a slot of it (Forward.Primary).
+	lowest map[*shard]int
 	// gen counts the slot maps that moved a slot to another primary: a
 	// command routed by an older one may be redirected, and overtaken by
 	// one routed by this (Route).
@@ -293,7 +296,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	// the host that answered, on its own port, as Redis's CLUSTER SLOTS
 	// documents and cluster clients do: ":port" would dial this host.
 	fromHost, _, _ := net.SplitHostPort(from)
-	t := &topology{replicas: map[string][]string{}}
+	t := &topology{replicas: map[string][]string{}, lowest: map[*shard]int{}}
 	owning := map[*shard]bool{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -333,6 +336,9 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			s.node.Store(nil)
 		}
 		owning[s] = true
+		if at, ok := t.lowest[s]; !ok || int(lo) < at {
+			t.lowest[s] = int(lo)
+		}
 		if len(t.replicas[addr]) == 0 {
 			for _, r := range v[3:] {
 				if rn, err := r.ToArray(); err == nil && len(rn) >= 2 {
