@@ -86,13 +86,19 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			it.post = hideSecrets
 		}
 	default:
-		// Each part checked to have reached its slot's primary: right
-		// after a failover, before sluice reads the new slot map, one
-		// sent to the old primary, now a replica, is sent again to the
-		// promoted one, ahead of what follows it there (Forward.Primary).
+		// One that changes each primary (their one reply is the same:
+		// FLUSHALL, CONFIG SET, SCRIPT LOAD, ...) has each part checked
+		// to have reached its slot's primary: right after a failover,
+		// before sluice reads the new slot map, one sent to the old
+		// primary, now a replica, is sent again to the promoted one,
+		// ahead of what follows it there (Forward.Primary). A read
+		// (DBSIZE, KEYS, PUBSUB NUMSUB, ...) is not: a replica answers it
+		// alike, and after a resharding that moved the slot a part goes
+		// by, its primary still one, the part sent again would count the
+		// slot's new primary twice and the old one not at all.
 		cmd := router.AppendCommand(nil, args)
 		for _, sl := range primaries {
-			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd, Primary: true})
+			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd, Primary: fo.how == mergeSame})
 		}
 		// Routed now, as a command by its keys is (forward): one of c's
 		// sent by an older map may be redirected to where a part goes,

@@ -1,0 +1,100 @@
+package proxy_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// A fan-out that reads (DBSIZE, KEYS) right after a resharding moved a
+// primary's lowest slot to the other primary, before sluice reads the new
+// slot map: each primary is counted once. The part sent to the first
+// primary ran there, a primary still; checked by the slot it lost (MOVED),
+// it was sent again to the second, whose keys were counted twice and the
+// first's not at all. Both serving paths.
+func TestFanOutReadRightAfterAReshard(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 2, Replicas: -1})
+	a, b := c.Nodes[0], c.Nodes[1]
+	var keys []string
+	onA, onB := 0, 0
+	for i := 0; onA < 5 || onB < 3; i++ {
+		k := fmt.Sprintf("rproxy%d", i)
+		switch sl := slot.Of(k); {
+		case sl == 0:
+		case sl < 8192 && onA < 5:
+			onA++
+			keys = append(keys, k)
+		case sl >= 8192 && onB < 3:
+			onB++
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		n := a
+		if slot.Of(k) >= 8192 {
+			n = b
+		}
+		if got, err := nodeDo(n, "SET", k, "v"); got != "+OK\r\n" {
+			t.Fatalf("SET %s on %s: %q %v", k, n.Addr, got, err)
+		}
+	}
+	type path struct {
+		name string
+		conn *rawConn
+		r    *router.Cluster
+	}
+	var paths []path
+	for _, p := range []struct {
+		name  string
+		loops int
+	}{{"loops", 0}, {"goroutines", -1}} {
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
+			TopologyInterval: time.Hour})
+		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		paths = append(paths, path{p.name, dialRaw(t, serveConfig(t, proxy.Config{Loops: p.loops, Decider: r, Forwarder: r})), r})
+	}
+	size := func(n *clustertest.Node) int {
+		got, _ := nodeDo(n, "DBSIZE")
+		var v int
+		fmt.Sscanf(got, ":%d", &v)
+		return v
+	}
+	// What the nodes hold besides: sluice's own keys, say.
+	want := fmt.Sprintf(":%d\r\n", size(a)+size(b))
+	for _, n := range []*clustertest.Node{b, a} {
+		if got, err := nodeDo(n, "CLUSTER", "SETSLOT", "0", "NODE", b.ID); got != "+OK\r\n" {
+			t.Fatalf("CLUSTER SETSLOT 0 NODE on %s: %q %v", n.Addr, got, err)
+		}
+	}
+	waitUntil(t, "the first primary sends slot 0 to the second", func() bool {
+		got, _ := nodeDo(a, "EXISTS", "{06S}x") // slot 0
+		return strings.HasPrefix(got, "-MOVED 0 "+b.Addr)
+	})
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			if got := p.conn.do("DBSIZE"); got != want {
+				t.Errorf("DBSIZE: %q, want %q (%d on the first primary, %d on the second)", got, want, size(a), size(b))
+			}
+			got := p.conn.do("KEYS", "rproxy*")
+			var listed []string
+			for _, l := range strings.Split(got, "\r\n") {
+				if strings.HasPrefix(l, "rproxy") {
+					listed = append(listed, l)
+				}
+			}
+			slices.Sort(listed)
+			sorted := slices.Clone(keys)
+			slices.Sort(sorted)
+			if !slices.Equal(listed, sorted) {
+				t.Errorf("KEYS rproxy*: %v, want %v", listed, sorted)
+			}
+		})
+	}
+}
