@@ -247,9 +247,6 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 			// choosing, by a slot of it, so that it is checked there.
 			addr, f.slot = anyPrimary(topo)
 		}
-		if cmds[i].Primary && f.slot != AnySlot && f.replies == 1 && f.blocked == nil && f.pin == nil {
-			f.cmd, f.replies, f.check = slices.Concat(f.cmd, c.ownsCheck(f.slot)), 2, true
-		}
 		if addr == "" {
 			addr = c.addrOf(topo, f.slot)
 		}
@@ -266,6 +263,11 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		if addr == "" {
 			f.answer(errReply("CLUSTERDOWN sluice has no slot map of the cluster yet"))
 			continue
+		}
+		if cmds[i].Primary && f.slot != AnySlot && f.replies == 1 && f.blocked == nil && f.pin == nil {
+			// Checked once it has a node: an answer of sluice's own
+			// (CLUSTERDOWN above) has no check behind it.
+			f.cmd, f.replies, f.check = slices.Concat(f.cmd, c.ownsCheck(f.slot)), 2, true
 		}
 		c.sendTo(addr, f)
 	}
