@@ -549,6 +549,19 @@ func pickPrimary(t *topology) *shard {
 	return t.primaries[first]
 }
 
+// isPrimaryIn reports whether the slot map t has a primary at addr.
+func isPrimaryIn(t *topology, addr string) bool {
+	if t == nil {
+		return false
+	}
+	for _, s := range t.primaries {
+		if s.addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
 // anyPrimary is a primary picked as addrOf picks one for AnySlot, and a
 // slot it owns by the slot map t (AnySlot if t knows of none); "" and
 // AnySlot without a slot map.
@@ -785,11 +798,15 @@ func (f *forwarded) answer(r []byte) {
 	if f.check {
 		// r is the check's: MOVED if the node no longer owns the slot
 		// (ASK is of a key, during a migration: the node still owns it).
+		// A slot moved by a resharding, from a primary to another that
+		// the slot map has as primaries both, is no failover: the node
+		// that ran the command is a primary, and its answer stands (sent
+		// again, the command would run twice).
 		if moved, _ := isRedirectReply(r); moved && f.redirects < maxRedirects {
-			if addr, ok := redirectAddr(r, f.addr); ok {
+			f.c.stale.Store(true) // the slot map is behind
+			if addr, ok := redirectAddr(r, f.addr); ok && !(isPrimaryIn(f.c.topo.Load(), f.addr) && isPrimaryIn(f.c.topo.Load(), addr)) {
 				f.redirects++
 				f.ran = nil
-				f.c.stale.Store(true) // the slot map is behind
 				f.c.sendTo(addr, f)
 				return
 			}
