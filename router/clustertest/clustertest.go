@@ -468,12 +468,32 @@ func (c *Cluster) form(ctx context.Context, np, nr int) error {
 		}
 	}
 	host, port, _ := net.SplitHostPort(c.Nodes[0].Addr)
-	for _, n := range c.Nodes[1:] {
-		if err := n.do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
-			return err
+	meet := func() error {
+		for _, n := range c.Nodes[1:] {
+			if err := n.do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	if err := poll(ctx, func() error { return c.allKnown(ctx) }); err != nil {
+	if err := meet(); err != nil {
+		return err
+	}
+	met := time.Now()
+	if err := poll(ctx, func() error {
+		err := c.allKnown(ctx)
+		if err != nil && time.Since(met) > 3*time.Second {
+			// A handshake not answered within the node timeout (a loaded
+			// machine) is dropped, and Redis does not try it again. A
+			// MEET of a node being met is ignored, and of one known, a
+			// handshake that ends at its first answer.
+			met = time.Now()
+			if err := meet(); err != nil {
+				return err
+			}
+		}
+		return err
+	}); err != nil {
 		return err
 	}
 	for j := 0; j < np*nr; j++ {
