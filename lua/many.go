@@ -178,11 +178,18 @@ func readMany(r rueidis.RedisResult, out []Outcome) error {
 	return nil
 }
 
-// splitError is the answer {2, marker, ms} as an error.
+// errWrongType is the script's answer for a key that is not a bucket.
+const errWrongType = "WRONGTYPE key holds a value that is not a sluice bucket"
+
+// splitError is the answer {2, marker, ms} as an error. A marker sluice
+// cannot read was not written by sluice (split.lua writes none such) but
+// by a caller, through passthrough: its key is not a bucket, and that is
+// the key's error, WRONGTYPE, not its shard's failure, which would send
+// every key of the shard to the fallback.
 func splitError(marker string, ms int64) error {
 	split, ok := Marker(marker)
 	if !ok {
-		return fmt.Errorf("lua: throttle answered a split marker it cannot read: %q", marker)
+		return &Error{Msg: errWrongType}
 	}
 	split.TTL = time.Duration(ms) * time.Millisecond
 	return &SplitError{Split: split}

@@ -182,19 +182,29 @@ func isWord(s, chars string) bool {
 
 // asSplit reads the answer {2, marker, ms} of either script.
 func asSplit(r rueidis.RedisResult) (Split, bool) {
-	v, err := r.ToArray()
-	if err != nil || len(v) != 3 {
-		return Split{}, false
-	}
-	kind, err1 := v[0].AsInt64()
-	marker, err2 := v[1].ToString()
-	ms, err3 := v[2].AsInt64()
-	if err1 != nil || err2 != nil || err3 != nil || kind != 2 {
+	marker, ms, ok := markerAnswer(r)
+	if !ok {
 		return Split{}, false
 	}
 	split, ok := Marker(marker)
 	split.TTL = time.Duration(ms) * time.Millisecond
 	return split, ok
+}
+
+// markerAnswer reads the answer {2, marker, ms} of either script, the
+// marker as it is, readable or not.
+func markerAnswer(r rueidis.RedisResult) (marker string, ms int64, ok bool) {
+	v, err := r.ToArray()
+	if err != nil || len(v) != 3 {
+		return "", 0, false
+	}
+	kind, err1 := v[0].AsInt64()
+	marker, err2 := v[1].ToString()
+	ms, err3 := v[2].AsInt64()
+	if err1 != nil || err2 != nil || err3 != nil || kind != 2 {
+		return "", 0, false
+	}
+	return marker, ms, true
 }
 
 // SplitOf is the split in err's chain, or nil; nil costs no allocation.

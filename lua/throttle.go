@@ -146,8 +146,8 @@ func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, 
 func result(r rueidis.RedisResult, taken []int64, i int) (Result, error) {
 	v, err := r.AsIntSlice()
 	if err != nil {
-		if split, ok := asSplit(r); ok {
-			return Result{}, &SplitError{Split: split}
+		if marker, ms, ok := markerAnswer(r); ok {
+			return Result{}, splitError(marker, ms)
 		}
 		return Result{}, err
 	}

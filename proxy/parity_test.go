@@ -391,3 +391,46 @@ func parityKind(s string) string {
 	}
 	return s
 }
+
+// A bucket overwritten through passthrough with a value shaped like a
+// split marker that sluice cannot read (no split name or tags, a tag
+// that is no tag) is answered WRONGTYPE, as any other foreign value is,
+// on both serving paths: it is the caller's key's error, not its shard's
+// failure, which would send every key of the shard to the fallback.
+func TestParityForgedMarkerIsWrongType(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		r := newForwarding(t, c)
+		cfg.Decider, cfg.Forwarder = r, r
+		conn := dialRaw(t, serveConfig(t, cfg))
+		for i, v := range []string{"~1:9999999999999:3:", "~1:9999999999999:0:g:a,,b", "~1:9999999999999:0:g:{a}"} {
+			key := fmt.Sprintf("{%s}forged%d", t.Name(), i)
+			if got := conn.do("SET", router.KeyPrefix+key, v); got != "+OK\r\n" {
+				t.Fatalf("SET: %q", got)
+			}
+			for _, cmd := range [][]string{
+				{"THROTTLE", key, "5", "1", "1d"},
+				{"CL.THROTTLE", key, "4", "1", "86400"},
+				{"GCRA", key, "4", "1", "86400"},
+			} {
+				if got := conn.do(cmd...); got != "-WRONGTYPE key holds a value that is not a sluice bucket\r\n" {
+					t.Errorf("%q on %q: %q, want WRONGTYPE", cmd, v, got)
+				}
+			}
+			// A bucket of the same shard is still the cluster's.
+			other := fmt.Sprintf("{%s}other%d", t.Name(), i)
+			if got := conn.do("THROTTLE", other, "5", "1", "1d"); got != "*5\r\n:0\r\n:5\r\n:4\r\n:-1\r\n:86400000\r\n" {
+				t.Errorf("a bucket beside it: %q", got)
+			}
+		}
+		st := r.Stats()
+		if local := st.Cluster.Decisions[router.SourceLocal]; local != 0 {
+			t.Errorf("%d decisions by the local fallback, want none", local)
+		}
+		for _, s := range st.Cluster.Shards {
+			if !s.Healthy {
+				t.Errorf("shard %s unhealthy: %s", s.Addr, s.LastError)
+			}
+		}
+	})
+}
