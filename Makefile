@@ -60,6 +60,7 @@ fuzz:
 	$(GO) test ./lua -run '^$$' -fuzz FuzzParseInt -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzServer -fuzztime 20s
 	$(GO) test ./router/glob -run '^$$' -fuzz FuzzMatch -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseUsers -fuzztime 20s
 
 # A local 6-node cluster (3 primaries, 3 replicas) on ports 7000-7005.
 cluster: deps
