@@ -75,12 +75,15 @@ var allowAll = &User{name: "default", on: true, nopass: true, allKeys: true, all
 func ParseUsers(text, requirepass string) (*Users, error) {
 	us := &Users{byName: map[string]*User{}}
 	for n, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
+		f := aclFields(line)
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 			continue
 		}
 		if f[0] != "user" || len(f) < 2 {
 			return nil, fmt.Errorf("ACL file, line %d: want \"user <name> <rules...>\"", n+1)
+		}
+		if strings.ContainsAny(f[1], asciiSpace+"\x00") {
+			return nil, fmt.Errorf("ACL file, line %d: user name %q contains white space", n+1, f[1])
 		}
 		if _, dup := us.byName[f[1]]; dup {
 			return nil, fmt.Errorf("ACL file, line %d: user %q defined twice", n+1, f[1])
@@ -110,6 +113,25 @@ func ParseUsers(text, requirepass string) (*Users, error) {
 	}
 	slices.Sort(us.order) // Redis keeps its users in a radix tree
 	return us, nil
+}
+
+// asciiSpace is C's isspace.
+const asciiSpace = " \t\n\v\f\r"
+
+// aclFields splits an ACL file's line as Redis's ACLLoadFromFile does: the
+// line trimmed of spaces, tabs and line ends is cut at each space, and each
+// part trimmed of tabs and line ends. A tab, or a Unicode space (U+00A0),
+// inside a password is the password's: ">secret\ton" is one password, not
+// the password "secret" and the rule "on". Empty parts (two spaces) are
+// skipped, as Redis skips an empty rule.
+func aclFields(line string) []string {
+	var f []string
+	for _, part := range strings.Split(strings.Trim(line, " \t\r\n"), " ") {
+		if part = strings.Trim(part, "\t\r\n"); part != "" {
+			f = append(f, part)
+		}
+	}
+	return f
 }
 
 // apply takes one rule of an ACL line. Its keywords are read in any case,

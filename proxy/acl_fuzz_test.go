@@ -92,3 +92,45 @@ func few(ss []string) []string {
 	return ss[:min(len(ss), 16)]
 }
 
+// An ACL file's line is split as Redis splits it (checked against
+// redis-server 7.0's --aclfile): at spaces only, each part trimmed of tabs
+// and line ends. A Unicode space or a tab inside a password is the
+// password's, not the end of a shorter password followed by a rule.
+func TestACLFileSplitsAsRedis(t *testing.T) {
+	for _, tt := range []struct {
+		text      string
+		pass, not string
+		allKeys   bool
+		refused   bool
+	}{
+		{text: "user a on >secret\u00a0on ~* +@all", pass: "secret\u00a0on", not: "secret", allKeys: true},
+		{text: "user a on >secret\u0085on", pass: "secret\u0085on", not: "secret"},
+		{text: "user a on >p\tq ~* +@all", pass: "p\tq", not: "p", allKeys: true},
+		{text: "user a on >x\v~*", pass: "x\v~*", not: "x"},
+		{text: "user a on >x\t ~* +@all\r", pass: "x", allKeys: true},
+		{text: "\tuser a  on \t>x", pass: "x"},
+		{text: "user\ta on nopass", refused: true},
+		{text: "user a\tb on nopass", refused: true},
+	} {
+		us, err := ParseUsers(tt.text, "")
+		if tt.refused {
+			if err == nil {
+				t.Errorf("%q: loaded, want refused as Redis refuses it", tt.text)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tt.text, err)
+			continue
+		}
+		if us.authenticate([]byte("a"), []byte(tt.pass)) == nil {
+			t.Errorf("%q: password %q refused", tt.text, tt.pass)
+		}
+		if tt.not != "" && us.authenticate([]byte("a"), []byte(tt.not)) != nil {
+			t.Errorf("%q: password %q accepted", tt.text, tt.not)
+		}
+		if u := us.byName["a"]; u.allKeys != tt.allKeys {
+			t.Errorf("%q: all keys %v, want %v", tt.text, u.allKeys, tt.allKeys)
+		}
+	}
+}
