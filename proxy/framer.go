@@ -382,8 +382,10 @@ const framedReadSize = 16 << 10
 
 // framedConn is a client connection read through a framer, for redcon. It
 // hands redcon only well-formed multibulk commands: an inline command
-// rewritten as one (split here, in linear time), and no empty multibulk,
-// which Redis ignores and redcon refuses. It holds back only what it may
+// rewritten as one (split here, in linear time), and no empty command (a
+// blank line, an empty multibulk), which redcon refuses: where those came
+// is kept instead (empties), as Redis spends a CLIENT REPLY SKIP on them.
+// It holds back only what it may
 // rewrite or drop, an inline line or a count; the rest goes on as it
 // arrives. redcon grows its buffer as bytes arrive, never for what a
 // header announces (doubling it, so it holds up to twice what arrived, and
@@ -421,6 +423,12 @@ type framedConn struct {
 	// once the one before it ran (it may be AUTH, which lifts the bounds).
 	rest []byte
 	cl   *client // the client served, once redcon accepted it
+	// handed counts the commands handed to redcon, taken those the server
+	// took; empties[emptyAt:] are the counts of commands handed before
+	// each empty command (one for any number in a row), not yet taken.
+	handed, taken int64
+	empties       []int64
+	emptyAt       int
 	// idle closes the client once it sent nothing for that long (the
 	// server's IdleTimeout); redcon reads only between commands, so a
 	// client waiting for a reply is never idle.
@@ -630,6 +638,7 @@ func (c *framedConn) frame(d []byte) error {
 			c.out = append(c.out, d[:k]...)
 			if whole {
 				c.lastEnd = len(c.out)
+				c.handed++
 			}
 			if c.holding && (whole || c.f.nargs <= c.f.size) {
 				c.holding = false
@@ -663,6 +672,7 @@ func (c *framedConn) release(whole bool) error {
 		c.out = append(c.out, held...)
 		return nil
 	case held[0] == '*' || blank(held):
+		c.empty()
 		return nil
 	}
 	var ok bool
@@ -670,7 +680,8 @@ func (c *framedConn) release(whole bool) error {
 		return errUnbalancedQuotes
 	}
 	if len(c.argv) == 0 {
-		return nil // a line that starts with a NUL, which Redis ignores
+		c.empty() // a line that starts with a NUL
+		return nil
 	}
 	c.out = redcon.AppendArray(c.out, len(c.argv))
 	for _, a := range c.argv {
@@ -678,7 +689,34 @@ func (c *framedConn) release(whole bool) error {
 	}
 	clear(c.argv)
 	c.lastEnd = len(c.out)
+	c.handed++
 	return nil
+}
+
+// empty notes an empty command, not handed on, after the commands handed
+// on so far.
+func (c *framedConn) empty() {
+	if n := len(c.empties); n > c.emptyAt && c.empties[n-1] == c.handed {
+		return // one after another: the first spends what they spend
+	}
+	c.empties = append(c.empties, c.handed)
+}
+
+// emptyBefore reports whether an empty command came after the commands
+// the server took, before the next one handed on or a framing error: it is
+// taken now (emptyCommand). A client's commands are taken, and its
+// framing errors reported, on the goroutine that reads it: no lock.
+func (c *framedConn) emptyBefore() bool {
+	if c.emptyAt == len(c.empties) || c.empties[c.emptyAt] != c.taken {
+		return false
+	}
+	if c.emptyAt++; c.emptyAt == len(c.empties) {
+		c.empties, c.emptyAt = c.empties[:0], 0
+		if cap(c.empties) > 64 {
+			c.empties = nil // a long pipeline's: do not keep it
+		}
+	}
+	return true
 }
 
 func (c *framedConn) fail() error {
@@ -686,6 +724,9 @@ func (c *framedConn) fail() error {
 	// reply cannot interleave with one of them. It is written if the
 	// socket takes it in time: a client that reads nothing must not hold
 	// this goroutine, and its connection, for good.
+	if c.cl != nil && c.emptyBefore() {
+		c.cl.emptyCommand()
+	}
 	if c.cl == nil || !c.cl.silenced() {
 		c.Conn.SetWriteDeadline(time.Now().Add(lingerTime))
 		c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))

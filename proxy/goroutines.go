@@ -188,7 +188,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		}
 	}
 	c.r.start = time.Now()
-	more := s.take(&c.client, &c.r, first.Args)
+	more := s.takeNext(c, first.Args)
 	var rest []redcon.Command
 	if more {
 		rest = conn.ReadPipeline()
@@ -209,7 +209,7 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 			}
 			c.r.start = time.Now()
 		}
-		more = s.take(&c.client, &c.r, rest[0].Args)
+		more = s.takeNext(c, rest[0].Args)
 		if c.retake {
 			// Taken again once what it sent before is answered.
 			c.retake, c.drainFirst = false, true
@@ -265,6 +265,19 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		}
 		conn.Close()
 	}
+}
+
+// takeNext takes args, the next command redcon read, after the empty
+// commands before it, which the framer did not hand on.
+func (s *Server) takeNext(c *goClient, args [][]byte) bool {
+	if c.conn != nil && c.conn.emptyBefore() {
+		c.emptyCommand()
+	}
+	more := s.take(&c.client, &c.r, args)
+	if c.conn != nil && !c.retake {
+		c.conn.taken++
+	}
+	return more
 }
 
 // answer waits for the replies to what c's round took, and drains them.

@@ -1011,7 +1011,8 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 var throttleResetName = []byte("throttle.reset")
 
 // take parses one whole command, as framed, and takes it into c's queue.
-// Redis ignores a blank inline line and a multibulk of no arguments. It
+// Redis runs nothing for a blank inline line or a multibulk of no
+// arguments, but spends a CLIENT REPLY SKIP on it (emptyCommand). It
 // reports false for a command that must wait until what c sent before it
 // is answered (subscribesAfter, errRouteAgain): not taken.
 func (l *loop) take(c *fdConn, raw []byte) bool {
@@ -1029,6 +1030,7 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 	case !ok:
 		c.protocolError(errUnbalancedQuotes.Error())
 	case len(l.argv) == 0:
+		c.emptyCommand()
 	case l.s.subscribesAfter(&c.client, l.argv):
 		taken = false
 	case reset && c.inFlight() > 0:

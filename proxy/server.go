@@ -934,6 +934,12 @@ func (c *client) protocolError(msg string) {
 // is no command's reply (its connection still closes).
 func (c *client) silenced() bool { return c.replyOff || c.skip }
 
+// emptyCommand takes an empty command (a blank inline line, a multibulk
+// of no arguments): nothing runs, but Redis resets the client as after a
+// command (processInputBuffer's resetClient), which spends a CLIENT REPLY
+// SKIP. The command after it is answered.
+func (c *client) emptyCommand() { c.skip = false }
+
 // writer is where a reply rendered now goes: out when nothing is ahead of
 // it, held behind undecided ones.
 func (c *client) writer() *replyBuf {
