@@ -1,16 +1,24 @@
 -- sluice bucket reset: delete one bucket, atomically, and nothing that is
 -- not a bucket.
 --
--- KEYS[1] the bucket. A bucket's value is its TAT (19 digits), "0", or a
--- split marker ("~<digits>:<digits>:<digits>:...", split.lua); any other
--- string is not sluice's and is left as it is, answered WRONGTYPE as
--- THROTTLE answers it. A key of another type answers Redis's WRONGTYPE.
+-- KEYS[1] the bucket. What is sluice's, as throttle.lua and split.lua
+-- read it (TestForgedValuesAgree): a TAT, "0" or 19 digits no more than
+-- int64's maximum; or a split marker '~<TAT>:<until>:<TAT>:<gen>:<tags>',
+-- until 1 to 13 digits, gen and each of the comma-separated tags
+-- [0-9a-z]+, the tags with an optional trailing '!'. Any other string is
+-- not sluice's and is left as it is, answered WRONGTYPE as THROTTLE
+-- answers it. A key of another type answers Redis's WRONGTYPE.
 --
 -- Returns the value deleted (a marker names the sub-buckets to delete
 -- next), or nil when there was none or it was full again: a bucket's key
 -- outlives its TAT by up to 2 ms (PXAT rounds up to the ms, and Redis
 -- expires a key only once that ms is past), and the embedded backend
 -- answers such a bucket as none.
+local find, byte = string.find, string.byte
+local function istat(x)
+  return x == '0' or (#x == 19 and not find(x, '%D') and (byte(x, 1) < 57 or x <= '9223372036854775807'))
+end
+
 local v = redis.pcall('GET', KEYS[1])
 if type(v) == 'table' then
   return v
@@ -18,7 +26,7 @@ end
 if not v then
   return false
 end
-if v == '0' or (#v == 19 and string.find(v, '^%d+$')) then
+if istat(v) then
   redis.call('DEL', KEYS[1])
   local t = redis.call('TIME')
   -- Now in ns, 19 digits as a TAT is: equal-length digit strings compare
@@ -28,7 +36,9 @@ if v == '0' or (#v == 19 and string.find(v, '^%d+$')) then
   end
   return v
 end
-if string.find(v, '^~%d+:%d+:%d+:') then
+local base, untilms, lapse, tags = string.match(v, '^~(%d+):(%d+):(%d+):[%da-z]+:([%da-z,]+)!?$')
+if untilms and #untilms <= 13 and istat(base) and istat(lapse) and
+    byte(tags, 1) ~= 44 and byte(tags, -1) ~= 44 and not find(tags, ',,', 1, true) then
   redis.call('DEL', KEYS[1])
   return v
 end

@@ -142,17 +142,17 @@ func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf, f
 }
 
 // Marker reads a stored value as a split marker (live or lapsed):
-// ~<base>:<until>:<lapse>:<gen>:<tags>[!]. TTL is not in it.
+// ~<base>:<until>:<lapse>:<gen>:<tags>[!], base and lapse TATs (see
+// isTAT), until 1 to 13 digits, gen and each tag [0-9a-z]+: the markers
+// the scripts accept, no other. TTL is not in it.
 func Marker(v string) (Split, bool) {
 	f := strings.SplitN(v, ":", 5)
 	if len(f) != 5 || !strings.HasPrefix(v, "~") {
 		return Split{}, false
 	}
 	f[0] = f[0][1:]
-	for _, n := range f[:3] {
-		if !isWord(n, "0123456789") {
-			return Split{}, false
-		}
+	if !isTAT(f[0]) || !isTAT(f[2]) || len(f[1]) > 13 || !isWord(f[1], "0123456789") {
+		return Split{}, false
 	}
 	const alnum = "0123456789abcdefghijklmnopqrstuvwxyz"
 	tags := strings.Split(strings.TrimSuffix(f[4], "!"), ",")
@@ -165,6 +165,16 @@ func Marker(v string) (Split, bool) {
 		return Split{}, false
 	}
 	return Split{Tags: tags, Gen: f[3], Base: f[0]}, true
+}
+
+// maxTAT is int64's maximum: a TAT is a count of ns that Redis stores
+// int-encoded, and sluice writes none past it.
+const maxTAT = "9223372036854775807"
+
+// isTAT reports whether v is a stored TAT as the scripts accept one: "0"
+// (full) or 19 digits no more than int64's maximum.
+func isTAT(v string) bool {
+	return v == "0" || len(v) == len(maxTAT) && isWord(v, "0123456789") && v <= maxTAT
 }
 
 // isWord reports whether s is non-empty and made of chars only.

@@ -81,6 +81,13 @@ local function ms(tat)
   return m
 end
 
+-- What is sluice's, as throttle.lua reads it (TestForgedValuesAgree): a
+-- TAT, "0" or 19 digits no more than int64's maximum; or a marker as
+-- above, until 1 to 13 digits, gen and each tag [0-9a-z]+.
+local function istat(x)
+  return x == '0' or (#x == 19 and not string.find(x, '%D') and (string.byte(x, 1) < 57 or x <= '9223372036854775807'))
+end
+
 local function tat(us)
   return string.format('%.0f000', us)
 end
@@ -95,7 +102,18 @@ local function asof(state, untilms)
   return string.format('%.0f', us + untilms * 1000 - nowus) .. string.sub(state, -3)
 end
 
+-- A state as sluice's (istat): one a shift took before 2001 or below 0
+-- (only a forged marker's can) is past, so full; one past int64's
+-- maximum is that maximum. Every state a marker is written with is read
+-- back by the other scripts.
+local function fit(x)
+  if istat(x) then return x end
+  if string.byte(x, 1) == 45 or #x < 19 then return '0' end
+  return '9223372036854775807'
+end
+
 local function store(base, untilms, lapse, gen, tags)
+  base, lapse = fit(base), fit(lapse)
   local marker = '~' .. base .. ':' .. string.format('%.0f', untilms) .. ':' .. lapse .. ':' .. gen .. ':' .. tags
   local at = math.max(untilms, ms(base), ms(lapse))
   if string.sub(tags, -1) ~= '!' then at = math.max(at, untilms + keep) end
@@ -110,8 +128,9 @@ end
 local base, lapse, cap = '0', '0', nil
 if s and string.byte(s, 1) == 126 then
   local old, gen, tags, closing
-  base, old, lapse, gen, tags, closing = string.match(s, '^~(%d+):(%d+):(%d+):(%w+):([^!]+)(!?)$')
-  if not base then
+  base, old, lapse, gen, tags, closing = string.match(s, '^~(%d+):(%d+):(%d+):([%da-z]+):([%da-z,]+)(!?)$')
+  if not base or #old > 13 or not istat(base) or not istat(lapse) or
+      string.byte(tags, 1) == 44 or string.byte(tags, -1) == 44 or string.find(tags, ',,', 1, true) then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
   old = tonumber(old)
@@ -154,7 +173,7 @@ if s and string.byte(s, 1) == 126 then
 elseif ARGV[1] == '' or want < 0 then
   return 0
 elseif s then
-  if #s ~= 19 or not string.find(s, '^%d+$') then
+  if not istat(s) then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
   base, lapse = s, asof(s, nowms + ttl)

@@ -63,6 +63,18 @@ local byte, sub, find, format = string.byte, string.sub, string.find, string.for
 local pcall = redis.pcall
 local wrongtype = 'WRONGTYPE key holds a value that is not a sluice bucket'
 
+-- What is sluice's: a TAT, "0" or 19 digits no more than int64's maximum
+-- (the ns Redis stores int-encoded); or a split marker
+-- '~<TAT>:<until>:<TAT>:<gen>:<tags>', until 1 to 13 digits (ms), gen and
+-- each of the comma-separated tags [0-9a-z]+, the tags with an optional
+-- trailing '!'. Anything else is WRONGTYPE. reset.lua and split.lua accept
+-- exactly the same values, and lua.Marker the same markers
+-- (TestForgedValuesAgree).
+local maxtat = '9223372036854775807'
+local function istat(x)
+  return x == '0' or (#x == 19 and not find(x, '%D') and (byte(x, 1) < 57 or x <= maxtat))
+end
+
 -- Every division is floor division of integers 0 <= x, 0 < y with
 -- x + y < 2^53, written (x - x % y) / y, or its ceiling ((x + y - 1) ...):
 -- Lua 5.1's % is x - floor(x/y)*y in C, and within that bound the double
@@ -80,8 +92,9 @@ local function step(key, c, u, v, cost, base, n, now)
   local nr = now % 1000
   local nowms = (now - nr) / 1000
   if s and byte(s, 1) == 126 then -- '~': a split marker
-    local untilms, lapse = string.match(s, '^~%d+:(%d+):(%d+):')
-    if not untilms then
+    local mbase, untilms, lapse, tags = string.match(s, '^~(%d+):(%d+):(%d+):[%da-z]+:([%da-z,]+)!?$')
+    if not untilms or #untilms > 13 or not istat(mbase) or not istat(lapse) or
+        byte(tags, 1) == 44 or byte(tags, -1) == 44 or find(tags, ',,', 1, true) then
       return 3, wrongtype, 0, 0, 0
     end
     local left = untilms - nowms
@@ -119,8 +132,9 @@ local function step(key, c, u, v, cost, base, n, now)
   -- rounded up.
   local over = 0
   if s and s ~= '0' then
-    -- A TAT in ns is 19 digits from 2001 to 2286; anything else is not ours.
-    if #s ~= 19 or not find(s, '^%d+$') then
+    -- A TAT in ns is 19 digits from 2001 to 2262 (int64's maximum, and
+    -- Redis's int encoding); anything else is not ours ('9': byte 57).
+    if #s ~= 19 or not find(s, '^%d+$') or (byte(s, 1) == 57 and s > maxtat) then
       return 3, wrongtype, 0, 0, 0
     end
     -- The µs part is a number below 2^53 (until 2255); the ns part is
