@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
@@ -55,6 +56,36 @@ func TestForgedBucketIsWrongType(t *testing.T) {
 			if !s.Healthy {
 				t.Errorf("shard %s unhealthy: %s", s.Addr, s.LastError)
 			}
+		}
+	})
+}
+
+// A split marker in sluice's format that holds for centuries (until
+// 9999999999999 ms: 2286) is followed, as any split: its calls are decided
+// by its sub-bucket in the cluster, never by this instance's fallback,
+// which would count the key apart from every other instance.
+func TestForgedLongSplitIsFollowed(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		r := newForwarding(t, c)
+		cfg.Decider, cfg.Forwarder = r, r
+		conn := dialRaw(t, serveConfig(t, cfg))
+		key := fmt.Sprintf("{%s}long", t.Name())
+		if got := conn.do("SET", router.KeyPrefix+key, "~0:9999999999999:0:g:a"); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		for i := range 3 {
+			// reset_after_ms counts down on the shard's clock: not compared.
+			want := fmt.Sprintf("*5\r\n:0\r\n:5\r\n:%d\r\n:-1\r\n:", 4-i)
+			if got := conn.do("THROTTLE", key, "5", "1", "1d"); !strings.HasPrefix(got, want) {
+				t.Errorf("THROTTLE %d: %q, want %q...", i, got, want)
+			}
+		}
+		if got := conn.do("EXISTS", "sluice{a}g:"+key); got != ":1\r\n" {
+			t.Errorf("the sub-bucket: EXISTS %q", got)
+		}
+		if local := r.Stats().Cluster.Decisions[router.SourceLocal]; local != 0 {
+			t.Errorf("%d decisions by the local fallback, want none", local)
 		}
 	})
 }

@@ -245,7 +245,14 @@ func (hk *hotKey) extendSplit(old *splitState, sp lua.Split, sent int64) {
 
 // reading is the state of marker sp read at sent, after old.
 func (hk *hotKey) reading(old *splitState, sp lua.Split, sent int64) *splitState {
-	st := &splitState{tags: sp.Tags, gen: sp.Gen, base: sp.Base, until: sent + int64(sp.TTL)}
+	// A marker may hold until 2286 (13 digits of ms), past what sent +
+	// TTL can hold in ns: such a split holds for good here, not for a
+	// negative time, which would send its calls to the fallback.
+	until := sent + int64(sp.TTL)
+	if sp.TTL > 0 && until < sent {
+		until = math.MaxInt64
+	}
+	st := &splitState{tags: sp.Tags, gen: sp.Gen, base: sp.Base, until: until}
 	if old != nil && old.gen == sp.Gen {
 		// A split's end on its shard only ever moves later: a reading
 		// answered late must not bring it forward (a split ended early
