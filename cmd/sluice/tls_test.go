@@ -79,7 +79,7 @@ func TestTLSListen(t *testing.T) {
 		t.Fatalf("serving plain on %q and TLS on %q, want TLS only", p.addr, p.tlsAddr)
 	}
 	for want := 4; want >= 0; want-- {
-		got, err := redisCLITLS(p.tlsAddr, certs, certs.ClientCertFile, certs.ClientKeyFile, "THROTTLE", "user:1", "5", "1", "1s")
+		got, err := redisCLITLS(p.tlsAddr, certs, certs.ClientCertFile, certs.ClientKeyFile, "THROTTLE", "user:1", "5", "1", "1m")
 		if f := strings.Fields(got); err != nil || len(f) != 5 || f[0] != "0" || f[2] != strconv.Itoa(want) {
 			t.Fatalf("THROTTLE over TLS: %q, %v; want allowed with %d left", got, err, want)
 		}
