@@ -21,7 +21,7 @@ return 1`
 
 // A node that streams one big reply for longer than the forward timeout,
 // never silent for that long (a slow link; here the node is kept busy by
-// scripts, and writes a socket buffer's worth between them), is not hung:
+// scripts, and writes some of it between them), is not hung:
 // the reply comes through on both serving paths, as the timeout counts
 // from the last bytes heard.
 func TestPassthroughSlowBigReplyIsNotHung(t *testing.T) {
@@ -55,11 +55,34 @@ func TestPassthroughSlowBigReplyIsNotHung(t *testing.T) {
 			done.Store(true)
 			got <- string(b)
 		}()
-		scripts := 1
+		// The node's output so far: the next script starts once it has
+		// sent more of the reply than a script's and INFO's answers, so
+		// that it is never silent for long whatever the machine's load
+		// (a loaded machine could otherwise start the next script before
+		// the node wrote to sluice at all, several times in a row).
+		netOut := func() int64 {
+			info := busy.do("INFO", "stats")
+			_, v, _ := strings.Cut(info, "total_net_output_bytes:")
+			v, _, _ = strings.Cut(v, "\r\n")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO stats: %q", info)
+			}
+			return n
+		}
+		scripts, out := 1, int64(0)
 		for ; ; scripts++ {
 			if r := busy.read(); r != ":1\r\n" {
 				t.Fatalf("the busy script: %q", r)
 			}
+			waitUntil(t, "the node sends more of the reply", func() bool {
+				n := netOut()
+				moved := n-out > 64<<10
+				if moved {
+					out = n
+				}
+				return moved || done.Load()
+			})
 			if done.Load() {
 				break
 			}
