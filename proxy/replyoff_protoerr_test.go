@@ -24,19 +24,8 @@ func TestProtocolErrorAfterClientReplyOff(t *testing.T) {
 			{"skip spent", "CLIENT REPLY SKIP\r\nPING\r\nPING\r\n*1\r\n$x\r\n", "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"},
 			{"on again", "CLIENT REPLY OFF\r\nCLIENT REPLY ON\r\n*1\r\n$x\r\n", "+OK\r\n-ERR Protocol error: invalid bulk length\r\n"},
 		} {
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := conn.Write([]byte(c.send)); err != nil {
-				t.Fatal(err)
-			}
-			// Not ended by the client: the server closes it.
-			got, err := io.ReadAll(conn)
-			conn.Close()
-			if string(got) != c.want || err != nil {
-				t.Errorf("%s: got %q (%v), want %q, then the end", c.name, got, err, c.want)
+			if got := exchangeToEnd(t, addr, c.send, false); got != c.want {
+				t.Errorf("%s: got %q, want %q, then the end", c.name, got, c.want)
 			}
 		}
 	})
@@ -52,19 +41,36 @@ func TestClientReplySkipWhileOff(t *testing.T) {
 			{"reset", "CLIENT REPLY OFF\r\nCLIENT REPLY SKIP\r\nRESET\r\nPING\r\nQUIT\r\n", "+RESET\r\n+PONG\r\n+OK\r\n"},
 			{"skip alone", "CLIENT REPLY SKIP\r\nRESET\r\nPING\r\nQUIT\r\n", "+PONG\r\n+OK\r\n"},
 		} {
-			conn, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn.SetDeadline(time.Now().Add(10 * time.Second))
-			if _, err := conn.Write([]byte(c.send)); err != nil {
-				t.Fatal(err)
-			}
-			got, err := io.ReadAll(conn)
-			conn.Close()
-			if string(got) != c.want || err != nil {
-				t.Errorf("%s: got %q (%v), want %q, then the end", c.name, got, err, c.want)
+			if got := exchangeToEnd(t, addr, c.send, false); got != c.want {
+				t.Errorf("%s: got %q, want %q, then the end", c.name, got, c.want)
 			}
 		}
 	})
+}
+
+// exchangeToEnd sends send to addr, at once or a byte a write, and reads
+// what comes back until the server closes the connection (after a QUIT
+// or a protocol error, which send must end with).
+func exchangeToEnd(t *testing.T, addr, send string, bytewise bool) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	step := len(send)
+	if bytewise {
+		step = 1
+	}
+	for i := 0; i < len(send); i += step {
+		if _, err := conn.Write([]byte(send[i:min(i+step, len(send))])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("%q: %v after %q", send, err, got)
+	}
+	return string(got)
 }

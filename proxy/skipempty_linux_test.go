@@ -1,11 +1,8 @@
 package proxy_test
 
 import (
-	"io"
-	"net"
 	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/sluice-rl/sluice/router"
 )
@@ -38,35 +35,11 @@ var skipEmptyCases = []struct{ name, send, want string }{
 // bytes come at once or one by one, and as redis-server answers them when
 // it is installed.
 func TestClientReplySkipSpentOnEmpty(t *testing.T) {
-	exchange := func(t *testing.T, addr, send string, bytewise bool) string {
-		t.Helper()
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		step := len(send)
-		if bytewise {
-			step = 1
-		}
-		for i := 0; i < len(send); i += step {
-			if _, err := conn.Write([]byte(send[i:min(i+step, len(send))])); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// Ended by QUIT or the protocol error: the server closes it.
-		got, err := io.ReadAll(conn)
-		if err != nil {
-			t.Fatalf("%q: %v after %q", send, err, got)
-		}
-		return string(got)
-	}
 	if _, err := exec.LookPath("redis-server"); err == nil {
 		t.Run("redis", func(t *testing.T) {
 			addr := startRedis(t)
 			for _, c := range skipEmptyCases {
-				if got := exchange(t, addr, c.send, false); got != c.want {
+				if got := exchangeToEnd(t, addr, c.send, false); got != c.want {
 					t.Errorf("%s: redis-server answers %q, the test wants %q", c.name, got, c.want)
 				}
 			}
@@ -76,7 +49,7 @@ func TestClientReplySkipSpentOnEmpty(t *testing.T) {
 		addr := serve(t, router.NewMemory(0))
 		for _, c := range skipEmptyCases {
 			for _, bytewise := range []bool{false, true} {
-				if got := exchange(t, addr, c.send, bytewise); got != c.want {
+				if got := exchangeToEnd(t, addr, c.send, bytewise); got != c.want {
 					t.Errorf("%s (one byte a write: %v): got %q, want %q", c.name, bytewise, got, c.want)
 				}
 			}
