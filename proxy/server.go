@@ -898,6 +898,9 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			return true
 		}
 	}
+	if err == nil && cmd == resetCommand {
+		s.fenceReset(c) // before its reply's place is chosen: behind the fence
+	}
 	w := c.writer()
 	mark := len(w.b)
 	if err == errUnknownCommand {
