@@ -47,13 +47,14 @@ var subscribing = map[string]bool{
 // and runs nothing more of it (a reply sluice makes itself, say a big
 // ECHO, is queued at once, the SUBSCRIBE after it taken in the same pass).
 func (s *Server) subscribesAfter(c *client, args [][]byte) bool {
-	if c.subs && !c.subscribed && c.tunnel != nil && c.inFlight() > 0 && len(args) == 1 && bytes.EqualFold(args[0], resetName) {
-		// A RESET ends the subscriptions on the tunnel's connections: sent
-		// at once, it could end them at the node before a PUBLISH
-		// pipelined ahead of it on another connection runs there, and
-		// the client miss its own message, which Redis pushes it before
-		// RESET's reply. It waits until they are answered, then fences
-		// the tunnel (fenceReset).
+	if c.subs && !c.subscribed && c.tunnel != nil && c.inFlight() > 0 && len(args) > 0 &&
+		(len(args) == 1 && bytes.EqualFold(args[0], resetName) || bytes.EqualFold(args[0], quitName)) {
+		// A RESET ends the subscriptions on the tunnel's connections (a
+		// QUIT the client): at once, it could end them before a PUBLISH
+		// pipelined ahead of it on another connection runs at the node,
+		// and the client miss its own message, which Redis pushes it
+		// before RESET's (QUIT's) reply. It waits until they are
+		// answered, then fences the tunnel (fenceReset).
 		return true
 	}
 	if c.inFlight() == 0 && (s.cfg.OutputLimit.Hard <= 0 || int64(c.unwritten()) <= s.cfg.OutputLimit.Hard) {
@@ -62,15 +63,15 @@ func (s *Server) subscribesAfter(c *client, args [][]byte) bool {
 	return s.cfg.Forwarder != nil && !c.subscribed && c.multi == nil && len(args) > 0 && isSubscribing(args[0])
 }
 
-var resetName = []byte("reset")
+var resetName, quitName = []byte("reset"), []byte("quit")
 
-// fenceReset has a RESET of a client with subscriptions send a PING
+// fenceReset has a RESET or QUIT of a client with subscriptions send a PING
 // through its tunnel first, to every connection, its reply dropped but
 // for the messages that came before it (appendPushes): what the nodes
 // sent the client before the RESET reached them (a message of its own
 // PUBLISH, answered before, subscribesAfter) reaches it, before RESET's
 // reply, as from Redis. The tunnel's connections close once the PING is
-// answered (Tunnel.Reset).
+// answered (Tunnel.Reset), or with the client.
 func (s *Server) fenceReset(c *client) {
 	if c.tunnel == nil || !c.subs || s.toTunnel(c, [][]byte{[]byte("PING")}) != nil {
 		return

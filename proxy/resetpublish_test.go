@@ -48,3 +48,38 @@ func TestPassthroughPublishBeforeResetIsDelivered(t *testing.T) {
 		}
 	})
 }
+
+// So is one pipelined before a QUIT: Redis pushes the message, then
+// answers QUIT. (On the loops the client was closed before its message
+// came; on a goroutine it came after QUIT's +OK.) Both serving paths.
+func TestPassthroughPublishBeforeQuitIsDelivered(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		lost := 0
+		for i := range 50 {
+			for _, kind := range []struct{ sub, pub, message string }{
+				{"SUBSCRIBE", "PUBLISH", "message"},
+				{"SSUBSCRIBE", "SPUBLISH", "smessage"},
+			} {
+				ch := fmt.Sprintf("{pq%d%s}%d", cfg.Loops, kind.sub, i)
+				conn := dialRaw(t, addr)
+				conn.do("HELLO", "3")
+				if got := conn.do(kind.sub, ch); !strings.HasPrefix(got, ">3\r\n") {
+					t.Fatalf("%s %s: %q", kind.sub, ch, got)
+				}
+				conn.send([]string{kind.pub, ch, "hi"}, []string{"PING"}, []string{"QUIT"})
+				message := fmt.Sprintf(">3\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$2\r\nhi\r\n", len(kind.message), kind.message, len(ch), ch)
+				got := conn.endAndReadAll()
+				if !strings.HasSuffix(got, "+OK\r\n") || !strings.Contains(got, message) || strings.Count(got, "+OK\r\n") != 1 {
+					lost++
+					t.Logf("%s then %s %s, PING, QUIT: replies %q, want the message %q before +OK", kind.sub, kind.pub, ch, got, message)
+				}
+			}
+		}
+		if lost > 0 {
+			t.Errorf("%d messages of 100 lost or after QUIT's reply", lost)
+		}
+	})
+}

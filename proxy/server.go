@@ -898,7 +898,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			return true
 		}
 	}
-	if err == nil && cmd == resetCommand {
+	if err == nil && (cmd == resetCommand || cmd == quitCommand) {
 		s.fenceReset(c) // before its reply's place is chosen: behind the fence
 	}
 	w := c.writer()
