@@ -34,7 +34,9 @@ import (
 // hour) are allowed the few ms between the two runs.
 //
 // PATHS_SEEDS sets the number of seeds (default 200), PATHS_SEED runs one,
-// PATHS_DUMP=dir writes a differing pair of streams there.
+// PATHS_DUMP=dir writes a differing pair of streams there. PATHS_PUBSUB,
+// PATHS_RESET (below), PATHS_WIDE and PATHS_PUBLISH (paths_wide_linux_test.go)
+// widen the pipelines.
 func TestPathsAnswerAlike(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
@@ -192,6 +194,9 @@ func (p *pipeline) run(addr string, tags map[int]string, run string, seed int) (
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	b := p.bytes(tags, run, seed)
+	if pathsWide {
+		return p.sendAndRead(c, b, true)
+	}
 	at := 0
 	for _, s := range append(slices.Clip(p.splits), len(b)) {
 		if s > len(b) {
@@ -220,6 +225,14 @@ func diffReplies(a, b []byte) string {
 	b = helloID.ReplaceAllLiteral(b, []byte("$2\r\nid\r\n:0\r\n"))
 	if bytes.Equal(a, b) {
 		return ""
+	}
+	if pathsPublish {
+		var ma, mb []string
+		a, ma = apartMessages(a)
+		b, mb = apartMessages(b)
+		if !slices.Equal(ma, mb) {
+			return fmt.Sprintf("messages: loops %q, goroutines %q", ma, mb)
+		}
 	}
 	ra, rb := bufio.NewReader(bytes.NewReader(a)), bufio.NewReader(bytes.NewReader(b))
 	for n := 0; ; n++ {
@@ -492,6 +505,12 @@ func genPipeline(seed int) *pipeline {
 			p.splits = append(p.splits, rng.Intn(size))
 		}
 		sortInts(p.splits)
+	}
+	if pathsWide {
+		widen(p, seed)
+	}
+	if pathsPublish {
+		publish(p, seed)
 	}
 	return p
 }

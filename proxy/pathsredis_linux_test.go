@@ -132,6 +132,9 @@ func (p *pipeline) runToQuit(addr string, tags map[int]string, run string, seed 
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	b := p.bytes(tags, run, seed)
+	if pathsWide {
+		return p.sendAndRead(c, b, false)
+	}
 	at := 0
 	for _, s := range append(slices.Clip(p.splits), len(b)) {
 		if s = min(s, len(b)); s <= at {
