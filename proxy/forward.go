@@ -174,7 +174,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		// that reached the old primary, now a replica (READONLY), is sent
 		// again to the promoted one (Forward.Primary). A read goes as it
 		// is: a replica answers it alike.
-		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args), Primary: mayWrite(spec)})
+		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args), Primary: mayWrite(spec, args)})
 	default:
 		sl := hashslot.Of(string(args[keys[0]]))
 		one := true
@@ -573,13 +573,35 @@ func keyless(spec *cmdspec.Spec) bool {
 
 // mayWrite reports whether a command sent without keys may write, and so
 // needs a primary: a script or function (EVAL, EVALSHA, FCALL: their _RO
-// forms may not write) or a command flagged write.
-func mayWrite(spec *cmdspec.Spec) bool {
+// forms may not write, nor an EVAL whose shebang says no-writes) or a
+// command flagged write.
+func mayWrite(spec *cmdspec.Spec, args [][]byte) bool {
 	switch spec.Name {
-	case "eval", "evalsha", "fcall":
+	case "eval":
+		return len(args) < 2 || !noWrites(args[1])
+	case "evalsha", "fcall":
 		return true
 	}
 	return spec.Has("write")
+}
+
+// noWrites reports whether script's shebang line (#!lua flags=...) has
+// the no-writes flag, with which Redis runs it on a replica too.
+func noWrites(script []byte) bool {
+	line, _, _ := bytes.Cut(script, []byte("\n"))
+	if !bytes.HasPrefix(line, []byte("#!")) {
+		return false
+	}
+	for _, f := range bytes.Fields(line) {
+		if flags, ok := bytes.CutPrefix(f, []byte("flags=")); ok {
+			for flag := range bytes.SplitSeq(flags, []byte(",")) {
+				if string(flag) == "no-writes" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // deliverPart takes the reply to part j of r's forwarded commands; the

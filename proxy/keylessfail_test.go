@@ -68,6 +68,14 @@ func TestKeylessWritesRightAfterAFailover(t *testing.T) {
 		run  func(t *testing.T, p path, r *router.Cluster, conn *rawConn, promoted *clustertest.Node)
 	}{
 		{"reads unchecked, then writes checked", func(t *testing.T, p path, r *router.Cluster, conn *rawConn, promoted *clustertest.Node) {
+			// EXISTS refused MOVED counts in its rejected_calls.
+			checks := func() string {
+				info, _ := nodeDo(old, "INFO", "commandstats")
+				_, v, _ := strings.Cut(info, "cmdstat_exists:")
+				v, _, _ = strings.Cut(v, "\r\n")
+				return v
+			}
+			before := checks()
 			conn.send([]string{"EVAL_RO", "return 'ro'", "0"}, []string{"FCALL_RO", "kl_ro", "0"}, []string{"EVAL", "#!lua flags=no-writes\nreturn 'ro'", "0"})
 			for i := range 3 {
 				if got := conn.read(); got != "$2\r\nro\r\n" {
@@ -76,6 +84,9 @@ func TestKeylessWritesRightAfterAFailover(t *testing.T) {
 			}
 			// A read sent to the replica is answered there, and costs no
 			// check (whose MOVED would have the slot map read).
+			if after := checks(); after != before {
+				t.Errorf("the old primary's EXISTS went from %q to %q: a keyless read was checked", before, after)
+			}
 			unseen(t, r, promoted)
 			pre := "{" + key + "}" + p.name
 			conn.send(
