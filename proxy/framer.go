@@ -423,6 +423,9 @@ type framedConn struct {
 	// once the one before it ran (it may be AUTH, which lifts the bounds).
 	rest []byte
 	cl   *client // the client served, once redcon accepted it
+	// atEOF runs once, as the client's EOF is handed to redcon, which
+	// closes the client then (Server.fenceAtEOF).
+	atEOF func()
 	// handed counts the commands handed to redcon, taken those the server
 	// took; empties[emptyAt:] are the counts of commands handed before
 	// each empty command (one for any number in a row), not yet taken.
@@ -564,6 +567,11 @@ func (c *framedConn) Read(p []byte) (int, error) {
 	}
 	if c.ferr != nil {
 		return 0, c.fail()
+	}
+	if c.rerr == io.EOF && c.atEOF != nil {
+		f := c.atEOF
+		c.atEOF = nil
+		f()
 	}
 	return 0, c.rerr
 }

@@ -43,6 +43,7 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	c.conn, _ = nc.(*framedConn)
 	if c.conn != nil {
 		c.conn.cl = &c.client
+		c.conn.atEOF = func() { s.fenceAtEOF(c) }
 	}
 	c.r.done = func(idx []int) {
 		// Before the results are handed over: the round is the client's
@@ -265,6 +266,31 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		}
 		conn.Close()
 	}
+}
+
+// fenceAtEOF has a subscriber that ended its side fence its tunnel, as a
+// QUIT does (fenceReset), and be written what the tunnel sent until the
+// fence is answered before it is closed: the messages its nodes sent
+// before its end, say of its own PUBLISH answered just now, as Redis
+// pushes what it made before it reads the client's EOF. A fence not back
+// in the forward timeout ends the tunnel. redcon's goroutine, between
+// pipelines (framedConn.Read).
+func (s *Server) fenceAtEOF(c *goClient) {
+	if c.tunnel == nil || !c.subs || c.push == nil || len(c.tunnelWait) > 0 {
+		return
+	}
+	c.push.begin()
+	s.fenceReset(&c.client)
+	if n := len(c.tunnelWait); n > 0 {
+		chunks, _ := c.push.answered(n)
+		for _, data := range chunks {
+			c.pushed = data
+			c.tunnelAnswered()
+		}
+	}
+	s.drain(&c.client)
+	c.push.flush(c.out.b)
+	c.out.b = c.out.b[:0]
 }
 
 // takeNext takes args, the next command redcon read, after the empty

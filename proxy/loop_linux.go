@@ -212,6 +212,7 @@ type fdConn struct {
 	dirty  bool   // in the loop's dirty list
 	delays uint8  // passes its replies were delayed (maxDelays)
 	eof    bool   // the client sent all it will
+	fenced bool   // its tunnel was fenced after its EOF (send)
 	// hungUp: it ended its side while its blocking command kept it
 	// unread. What it sent is still read (after the command, if that is
 	// answered) up to its EOF, as Redis reads it.
@@ -1100,6 +1101,17 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 		c.out.b, c.sent = c.out.b[:0], 0
 		if cap(c.out.b) > keepReplies {
 			c.out.b = nil
+		}
+		if c.closing && c.inFlight() == 0 {
+			if c.eof && !c.fenced && c.tunnel != nil && c.subs {
+				// As at a QUIT (fenceReset): the messages its nodes sent
+				// before its end, say of its own PUBLISH answered just
+				// now, reach it before it is closed, as Redis pushes
+				// what it made before it reads the client's EOF. A fence
+				// not back in the forward timeout ends the tunnel.
+				c.fenced = true
+				l.s.fenceReset(&c.client)
+			}
 		}
 		if c.closing && c.inFlight() == 0 {
 			if c.eof {
