@@ -218,7 +218,7 @@ func TestCancelledCallerIsNotAShardFault(t *testing.T) {
 	res := make([]router.Result, len(reqs))
 	finished := make(chan struct{})
 	go func() {
-		submit(r, ctx, reqs, res)
+		router.SubmitAndWait(r, ctx, reqs, res)
 		close(finished)
 	}()
 	select {

@@ -31,14 +31,14 @@ func TestCallerErrorsAreNoShardFault(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res := make([]router.Result, 1)
-	submit(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
+	router.SubmitAndWait(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
 	check("a cancelled caller")
 
 	ctx, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	submit(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
+	router.SubmitAndWait(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
 	check("a caller past its deadline")
-	submit(r, ctx, []router.Request{{Op: router.Reset, Key: key}}, res)
+	router.SubmitAndWait(r, ctx, []router.Request{{Op: router.Reset, Key: key}}, res)
 	check("a reset past its caller's deadline")
 
 	wrong := keysIn(2, 0, 5460, "caller:")[1]

@@ -86,29 +86,8 @@ func interval(t *testing.T, c, r, p int64) bucket.Interval {
 
 func decide(r *router.Cluster, key string, iv bucket.Interval) router.Result {
 	res := make([]router.Result, 1)
-	submit(r, context.Background(), []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
+	router.SubmitAndWait(r, context.Background(), []router.Request{{Key: key, Interval: iv, Cost: 1}}, res)
 	return res[0]
-}
-
-// submit decides reqs as sluice's server does, through Submit, and waits
-// until every result is reported.
-func submit(r *router.Cluster, ctx context.Context, reqs []router.Request, res []router.Result) {
-	var mu sync.Mutex
-	left := len(reqs)
-	all := make(chan struct{})
-	r.Submit(ctx, reqs, res, func(idx []int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if idx == nil {
-			left = 0
-		} else {
-			left -= len(idx)
-		}
-		if left == 0 {
-			close(all)
-		}
-	})
-	<-all
 }
 
 // call is one call of a load: when it was sent and how long it took.
@@ -525,7 +504,7 @@ func TestPolicies(t *testing.T) {
 	t.Run("a reset says the cluster was not reset", func(t *testing.T) {
 		r := routers[router.FallbackLocal]
 		res := make([]router.Result, 1)
-		submit(r, context.Background(), []router.Request{{Op: router.Reset, Key: key}}, res)
+		router.SubmitAndWait(r, context.Background(), []router.Request{{Op: router.Reset, Key: key}}, res)
 		if !errors.Is(res[0].Err, router.ErrResetNotInCluster) || res[0].Source != router.SourceLocal {
 			t.Fatalf("reset during the outage: got %+v, want ErrResetNotInCluster from the local fallback", res[0])
 		}
@@ -570,7 +549,7 @@ func TestPolicies(t *testing.T) {
 			for i := range reqs {
 				reqs[i] = router.Request{Key: tag + strconv.Itoa(round*1000+i), Interval: iv, Cost: 1}
 			}
-			submit(r, context.Background(), reqs, res)
+			router.SubmitAndWait(r, context.Background(), reqs, res)
 			if res[0].Source != router.SourceLocal {
 				t.Fatalf("round %d: decided by %v (err %v)\n%+v", round, res[0].Source, res[0].Err, *stats(r))
 			}
@@ -735,7 +714,7 @@ func TestLocalShareNeverExceedsItsRate(t *testing.T) {
 	r := newRouter(t, []string{"127.0.0.1:1"}, router.ClusterConfig{Share: 0.3})
 	iv := interval(t, 10, 1_000_000, 1_000_000) // one token a µs
 	res := make([]router.Result, 1)
-	submit(r, context.Background(), []router.Request{{Key: "k", Interval: iv, Cost: 3}}, res)
+	router.SubmitAndWait(r, context.Background(), []router.Request{{Key: "k", Interval: iv, Cost: 3}}, res)
 	if res[0].Err != nil || res[0].Limited || res[0].Source != router.SourceLocal {
 		t.Fatalf("got %+v, want 3 tokens allowed by the local fallback", res[0])
 	}
@@ -863,7 +842,7 @@ func TestFallbackRetryAfterNeverOnlyAboveTheCapacity(t *testing.T) {
 	} {
 		r := newRouter(t, []string{"127.0.0.1:1"}, router.ClusterConfig{Fallback: tc.policy, Share: 0.5})
 		res := make([]router.Result, 1)
-		submit(r, context.Background(), []router.Request{{Key: "k", Interval: iv, Cost: tc.cost}}, res)
+		router.SubmitAndWait(r, context.Background(), []router.Request{{Key: "k", Interval: iv, Cost: tc.cost}}, res)
 		if res[0].Err != nil || !res[0].Limited || res[0].RetryAfter != tc.retry {
 			t.Errorf("%v, cost %d of 4: got %+v, want denied with retry_after %d µs", tc.policy, tc.cost, res[0], tc.retry)
 		}

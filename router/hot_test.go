@@ -432,12 +432,12 @@ func TestHotKeyMixedCosts(t *testing.T) {
 	waitConnected(t, r)
 	iv := interval(t, 60, 1, 3600_000_000)
 	peek := make([]router.Result, 1)
-	submit(r, ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: 0}}, peek)
+	router.SubmitAndWait(r, ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: 0}}, peek)
 	waitFor(t, 2*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, "mixed"); return ok })
 	tokens := int64(0)
 	for _, cost := range append([]int64{30, 30}, slices.Repeat([]int64{1}, 100)...) {
 		res := make([]router.Result, 1)
-		submit(r, ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: cost}}, res)
+		router.SubmitAndWait(r, ctx, []router.Request{{Key: "mixed", Interval: iv, Cost: cost}}, res)
 		if res[0].Err != nil {
 			t.Fatal(res[0].Err)
 		}
@@ -517,7 +517,7 @@ func TestHotKeyReset(t *testing.T) {
 		}
 	}
 	res := make([]router.Result, 1)
-	submit(r, ctx, []router.Request{{Op: router.Reset, Key: "reset"}}, res)
+	router.SubmitAndWait(r, ctx, []router.Request{{Op: router.Reset, Key: "reset"}}, res)
 	if res[0].Err != nil || !res[0].Existed {
 		t.Fatalf("reset: got %+v, want an existing bucket deleted", res[0])
 	}
@@ -550,7 +550,7 @@ func TestHotKeyRenewersThatDisagree(t *testing.T) {
 	waitFor(t, 5*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
 	// One call of 30 through a: a wants 2 sub-buckets from now on, b 3.
 	big := make([]router.Result, 1)
-	submit(a, ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
+	router.SubmitAndWait(a, ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
 	if !big[0].Limited && big[0].Source == router.SourceCluster {
 		s.allowed.Add(30)
 	}
@@ -781,7 +781,7 @@ func TestHotKeyUnevenSplitKeepsItsTokens(t *testing.T) {
 	}
 	waitFor(t, 2*time.Second, "split marker", func() bool { _, ok := marker(ctx, cl, key); return ok })
 	res := make([]router.Result, 1)
-	submit(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 9}}, res) // on one sub-bucket
+	router.SubmitAndWait(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 9}}, res) // on one sub-bucket
 	if res[0].Err != nil || res[0].Limited {
 		t.Fatalf("a call of 9 on the split: %+v", res[0])
 	}
@@ -795,7 +795,7 @@ func TestHotKeyUnevenSplitKeepsItsTokens(t *testing.T) {
 		until, err := strconv.ParseInt(f[1], 10, 64) // ms, on the shard's clock: this machine's
 		return err == nil && time.Now().UnixMilli() > until
 	})
-	submit(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 0}}, res)
+	router.SubmitAndWait(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 0}}, res)
 	// 30 - 1 - 9, less up to a token per sub-bucket that a split rounds.
 	if got := res[0].Remaining; res[0].Err != nil || got > 20 || got < 17 {
 		t.Fatalf("after the split lapsed: %d remaining (%v), want 20 less up to 3", got, res[0].Err)

@@ -42,7 +42,7 @@ func closingSplit(t *testing.T, ctx context.Context, cl rueidis.Client, a, b *ro
 	}
 	// A call of 30 does not fit a sub-bucket of 20: a wants 2 from now on.
 	big := make([]router.Result, 1)
-	submit(a, ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
+	router.SubmitAndWait(a, ctx, []router.Request{{Key: key, Interval: iv, Cost: 30}}, big)
 	if !big[0].Limited {
 		admitted += 30
 	}

@@ -101,7 +101,7 @@ func TestHotKeyBucketFollowsItsSlotMigrating(t *testing.T) {
 	iv := interval(t, 1000, 1, 3600_000_000)
 	take := func() router.Result {
 		res := make([]router.Result, 1)
-		submit(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 600}}, res)
+		router.SubmitAndWait(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 600}}, res)
 		return res[0]
 	}
 	if got := take(); got.Err != nil || got.Limited || got.Source != router.SourceCluster {
@@ -114,7 +114,7 @@ func TestHotKeyBucketFollowsItsSlotMigrating(t *testing.T) {
 		}
 	}
 	res := make([]router.Result, 1)
-	submit(r, ctx, []router.Request{{Op: router.Reset, Key: key}}, res)
+	router.SubmitAndWait(r, ctx, []router.Request{{Op: router.Reset, Key: key}}, res)
 	if res[0].Err != nil || !res[0].Existed {
 		t.Fatalf("reset of the migrated bucket: %+v, want it deleted", res[0])
 	}
