@@ -81,9 +81,15 @@ func (s *Server) forwardSlotKeys(c *client, r *round, args [][]byte) bool {
 	if !clusterKeys[sub] || len(args) != clusterArity[sub] || checkSlotArgs(args) != nil {
 		return false
 	}
+	if !c.offPin() {
+		s.stats.commands.Add(-1) // counted when taken again
+		c.retake = true
+		return true
+	}
 	slot, _ := parseRedisInt(args[2])
 	r.fwd = append(r.fwd, router.Forward{Slot: int(slot), Cmd: r.command(args)})
 	r.queueItem(c, fwdItem{first: len(r.fwd) - 1})
+	c.offPinSent()
 	s.metrics.forwarded("cluster|" + strings.ToLower(sub))
 	return true
 }

@@ -70,6 +70,9 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 	if len(primaries) == 0 {
 		return errNoPrimaries
 	}
+	if !c.offPin() {
+		return errRouteAgain
+	}
 	it := fwdItem{first: len(r.fwd), how: fo.how}
 	switch {
 	case fo.how == mergeScan:
@@ -124,6 +127,7 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		}
 	}
 	r.queueItem(c, it)
+	c.offPinSent()
 	return nil
 }
 

@@ -259,12 +259,18 @@ func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 	if (!all && !want["keyspace"]) || len(primaries) == 0 {
 		return false
 	}
+	if !c.offPin() {
+		s.stats.commands.Add(-1) // counted when taken again
+		c.retake = true
+		return true
+	}
 	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3}
 	cmd := []byte("*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")
 	for _, sl := range primaries {
 		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
 	}
 	r.queueItem(c, it)
+	c.offPinSent()
 	return true
 }
 

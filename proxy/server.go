@@ -1080,6 +1080,23 @@ func (c *client) unpinned() {
 	c.drainFirst = c.inFlight() > 0
 }
 
+// offPin reports whether c may send now a command that goes on other
+// connections than its WATCH one (a fan-out to every primary, INFO's
+// keyspace, CLUSTER COUNTKEYSINSLOT): not while commands it sent on that
+// one are in flight, which it could overtake (a KEYS that misses the SET
+// pipelined before it); it waits until they are answered. Taken, what c
+// sends after it waits until it is answered (offPinSent).
+func (c *client) offPin() bool { return c.pin == nil || c.inFlight() == 0 }
+
+// offPinSent follows the taking of a command that offPin let go on other
+// connections than c's WATCH one: a command c sends after it, on that
+// one, could run before it (a SET that a FLUSHALL before it deletes).
+func (c *client) offPinSent() {
+	if c.pin != nil {
+		c.drainFirst = true
+	}
+}
+
 // firstDrained reports whether c waited for its replies in flight
 // (drainFirst) and they are in, and forgets it: c may be served again.
 func (c *client) firstDrained() bool {
