@@ -166,41 +166,65 @@ func parseRedisInt(b []byte) (int64, bool) {
 	return parseInt(b)
 }
 
-// parseRedisDouble parses period as Redis 8 does (string2d over
-// fast_float built with FASTFLOAT_ALLOWS_LEADING_PLUS): an optional sign,
-// decimal digits with an optional point and exponent, or inf/infinity in
-// any case after an optional "-" then "+"; no hex, no spaces, no
-// underscores, and NaN refused. Out of range is not an error there: it is
-// ±Inf or 0, for the period check to refuse.
+// parseRedisDouble parses period as Redis 8.8's string2d does: its
+// fast_float path (src/fast_float_strtod.c) and, for whatever that path
+// does not take whole, glibc's strtod, under string2d's checks. So: an
+// optional sign, then inf or infinity in any case, decimal digits with an
+// optional point and exponent, or strtod's "0x" hexadecimal digits with an
+// optional point and binary "p" exponent; no spaces, no underscores, NaN
+// refused, and a value out of range refused (strtod's ERANGE with
+// ±HUGE_VAL or 0), where a subnormal passes.
 func parseRedisDouble(b []byte) (float64, bool) {
-	if v, ok := parseInf(b); ok {
-		return v, true
-	}
-	i := 0
 	neg := false
-	if i < len(b) && (b[i] == '-' || b[i] == '+') {
-		neg = b[i] == '-'
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		neg = b[0] == '-'
+		b = b[1:]
+	}
+	var v float64
+	ok := true
+	switch {
+	case equalFold(b, "inf") || equalFold(b, "infinity"):
+		v = math.Inf(1)
+	case len(b) > 1 && b[0] == '0' && (b[1] == 'x' || b[1] == 'X'):
+		intPart, frac, exp, whole := scanFloat(b[2:], isHexDigit, 'p')
+		if !whole {
+			return 0, false
+		}
+		v, ok = hexValue(intPart, frac, exp)
+	default:
+		intPart, frac, exp, whole := scanFloat(b, isDigit, 'e')
+		if !whole {
+			return 0, false
+		}
+		v, ok = decimalValue(intPart, frac, exp)
+	}
+	if neg {
+		v = -v
+	}
+	return v, ok
+}
+
+// scanFloat reads digits, an optional point and digits (at least one
+// digit in all), and an optional exponent of decimal digits after expChar
+// in either case; whole is whether that is all of b.
+func scanFloat(b []byte, digit func(byte) bool, expChar byte) (intPart, frac []byte, exp int64, whole bool) {
+	i := 0
+	for i < len(b) && digit(b[i]) {
 		i++
 	}
-	start := i
-	for i < len(b) && isDigit(b[i]) {
-		i++
-	}
-	intPart := b[start:i]
-	var frac []byte
+	intPart = b[:i]
 	if i < len(b) && b[i] == '.' {
 		i++
 		f := i
-		for i < len(b) && isDigit(b[i]) {
+		for i < len(b) && digit(b[i]) {
 			i++
 		}
 		frac = b[f:i]
 	}
 	if len(intPart)+len(frac) == 0 {
-		return 0, false
+		return nil, nil, 0, false
 	}
-	var exp int64
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+	if i < len(b) && b[i]|0x20 == expChar {
 		i++
 		eneg := false
 		if i < len(b) && (b[i] == '-' || b[i] == '+') {
@@ -208,7 +232,7 @@ func parseRedisDouble(b []byte) (float64, bool) {
 			i++
 		}
 		if i == len(b) {
-			return 0, false
+			return nil, nil, 0, false
 		}
 		for ; i < len(b) && isDigit(b[i]); i++ {
 			if exp < 1<<40 {
@@ -219,17 +243,42 @@ func parseRedisDouble(b []byte) (float64, bool) {
 			exp = -exp
 		}
 	}
-	if i != len(b) {
-		return 0, false
-	}
-	return decimalValue(neg, intPart, frac, exp), true
+	return intPart, frac, exp, i == len(b)
 }
 
-// decimalValue rounds ±0.digits x 10^exp correctly. It normalises the
-// digits before strconv sees them, because strconv caps a long exponent
-// before adding the point's position and fast_float does not: only a
-// normalised form reads the same in both.
-func decimalValue(neg bool, intPart, frac []byte, exp int64) float64 {
+// decimalValue rounds 0.digits x 10^exp correctly, and is not ok out of
+// range. It normalises the digits before strconv sees them, because
+// strconv caps a long exponent before adding the point's position and
+// strtod does not: only a normalised form reads the same in both.
+func decimalValue(intPart, frac []byte, exp int64) (float64, bool) {
+	digits, point := significant(intPart, frac)
+	switch e := point + exp; {
+	case len(digits) == 0:
+		return 0, true
+	case e < -330 || e > 310:
+		return 0, false
+	default:
+		return inRange(strconv.ParseFloat("0."+string(digits)+"e"+strconv.FormatInt(e, 10), 64))
+	}
+}
+
+// hexValue is decimalValue for strtod's hexadecimal form: 0x0.digits x
+// 2^(exp + 4 x point).
+func hexValue(intPart, frac []byte, exp int64) (float64, bool) {
+	digits, point := significant(intPart, frac)
+	switch e := exp + 4*point; {
+	case len(digits) == 0:
+		return 0, true
+	case e < -1200 || e > 1100:
+		return 0, false
+	default:
+		return inRange(strconv.ParseFloat("0x0."+string(digits)+"p"+strconv.FormatInt(e, 10), 64))
+	}
+}
+
+// significant is the digits of intPart.frac without the zeros at either
+// end, and where the point falls in them.
+func significant(intPart, frac []byte) ([]byte, int64) {
 	digits := append(append(make([]byte, 0, len(intPart)+len(frac)), intPart...), frac...)
 	point := int64(len(intPart))
 	for len(digits) > 0 && digits[0] == '0' {
@@ -238,36 +287,15 @@ func decimalValue(neg bool, intPart, frac []byte, exp int64) float64 {
 	for len(digits) > 0 && digits[len(digits)-1] == '0' {
 		digits = digits[:len(digits)-1]
 	}
-	var v float64
-	switch e := point + exp; {
-	case len(digits) == 0 || e < -330:
-		v = 0 // below half the least subnormal
-	case e > 310:
-		v = math.Inf(1)
-	default:
-		s := "0." + string(digits) + "e" + strconv.FormatInt(e, 10)
-		v, _ = strconv.ParseFloat(s, 64) // well-formed; a range error is ±Inf or 0, wanted
-	}
-	if neg {
-		v = -v
-	}
-	return v
+	return digits, point
 }
 
-// parseInf reads fast_float's infinities: "-"?, then "+"?, then "inf" or
-// "infinity" in any case. "nan" parses there too, but Redis refuses it.
-func parseInf(b []byte) (float64, bool) {
-	sign := 1.0
-	if len(b) > 0 && b[0] == '-' {
-		sign, b = -1, b[1:]
-	}
-	if len(b) > 0 && b[0] == '+' {
-		b = b[1:]
-	}
-	if equalFold(b, "inf") || equalFold(b, "infinity") {
-		return math.Inf(int(sign)), true
-	}
-	return 0, false
+// inRange reads a well-formed non-zero number: strtod's ERANGE is an
+// infinity, or a 0 for digits that are not all zeros.
+func inRange(v float64, err error) (float64, bool) {
+	return v, err == nil && v != 0 && !math.IsInf(v, 0)
 }
+
+func isHexDigit(c byte) bool { return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'f' }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
