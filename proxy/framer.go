@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -454,6 +456,49 @@ type framedConn struct {
 	draining func() bool
 	busy     *atomic.Int64
 	counted  atomic.Bool
+	// readers are the server's clients waiting in a read, which Shutdown
+	// wakes to be closed.
+	readers *readerSet
+}
+
+// readerSet is the goroutine path's clients waiting in a read of their
+// socket. Shutdown wakes them: an idle client would otherwise stay open
+// while other clients' replies hold the drain, and what it sent
+// meanwhile would be served.
+type readerSet struct {
+	mu    sync.Mutex
+	m     map[*framedConn]struct{}
+	woken bool
+}
+
+// add counts c as reading, unless Shutdown woke the readers already.
+func (r *readerSet) add(c *framedConn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.woken {
+		return false
+	}
+	if r.m == nil {
+		r.m = make(map[*framedConn]struct{})
+	}
+	r.m[c] = struct{}{}
+	return true
+}
+
+func (r *readerSet) remove(c *framedConn) {
+	r.mu.Lock()
+	delete(r.m, c)
+	r.mu.Unlock()
+}
+
+// wake ends the reads under way, and has those to come not wait.
+func (r *readerSet) wake() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.woken = true
+	for c := range r.m {
+		c.Conn.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 // buffered reports whether c holds bytes of the client not yet handed to
@@ -555,7 +600,18 @@ func (c *framedConn) Read(p []byte) (int, error) {
 		if c.idle > 0 {
 			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 		}
+		if c.readers != nil && !c.readers.add(c) {
+			continue // draining: closed above
+		}
 		m, err := c.Conn.Read(c.buf)
+		if c.readers != nil {
+			c.readers.remove(c)
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.draining() {
+				// Woken by Shutdown: what came is answered, and the
+				// client closed as any other once it is.
+				err = nil
+			}
+		}
 		if m > 0 {
 			c.count()
 		}
@@ -797,7 +853,7 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.s.admit() {
-			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy}, nil
+			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy, readers: &l.s.readers}, nil
 		}
 		if _, ok := c.(*tls.Conn); !ok {
 			l.s.reject(c, 100*time.Millisecond)

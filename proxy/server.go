@@ -128,7 +128,8 @@ type Server struct {
 	// closed. Atomic: the goroutine path reads it after every pipeline.
 	draining atomic.Bool
 	// busy counts the goroutine path's pipelines being answered.
-	busy atomic.Int64
+	busy    atomic.Int64
+	readers readerSet
 	// loopErr is why a loop stopped serving, if one did.
 	loopErr error
 
@@ -413,6 +414,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	closeAll(lns)
 	s.cancelBlocked(false)
+	s.readers.wake()
 	done := make(chan struct{})
 	go func() {
 		// All at once: each lingers up to a second for its last clients.
