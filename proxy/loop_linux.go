@@ -982,6 +982,7 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 			if ferr == errQueryBuffer {
 				logQueryBuffer(l.s.log, c.addr, c.f.maxQuery)
 			}
+			l.s.stats.errors.Add(1)
 			c.protocolError(ferr.Error())
 			break
 		}
@@ -1029,6 +1030,7 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 	reset := ok && len(l.argv) > 0 && bytes.EqualFold(l.argv[0], throttleResetName)
 	switch {
 	case !ok:
+		l.s.stats.errors.Add(1)
 		c.protocolError(errUnbalancedQuotes.Error())
 	case len(l.argv) == 0:
 		c.emptyCommand()

@@ -44,3 +44,32 @@ func TestShutdownClosesIdleGoroutineClientsAtOnce(t *testing.T) {
 	}
 	<-served
 }
+
+// A protocol error's reply counts in total_error_replies and
+// sluice_error_replies_total, as Redis counts it (its "Protocol error"
+// replies go through addReplyError): the counters left them out. Both
+// serving paths, and an unbalanced inline quote, which the loop finds
+// apart from the framer.
+func TestProtocolErrorRepliesCounted(t *testing.T) {
+	eachIOConfig(t, proxy.Config{Decider: router.NewMemory(0), Backend: "embedded"}, func(t *testing.T, cfg proxy.Config) {
+		srv, addr := serveServer(t, cfg)
+		for _, c := range []struct{ send, want string }{
+			{"*x\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
+			{"\"bad\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"},
+		} {
+			conn := dialRaw(t, addr)
+			conn.c.Write([]byte(c.send))
+			if got := conn.read(); got != c.want {
+				t.Fatalf("%q: %q, want %q", c.send, got, c.want)
+			}
+			conn.c.Close() // ends sluice's linger at once
+		}
+		info := dialRaw(t, addr)
+		waitUntil(t, "the protocol errors are counted", func() bool {
+			return infoField(t, info.do("INFO", "stats"), "total_error_replies") == "2"
+		})
+		if want := "\nsluice_error_replies_total 2\n"; !strings.Contains(scrape(t, srv), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	})
+}
