@@ -456,49 +456,50 @@ type framedConn struct {
 	draining func() bool
 	busy     *atomic.Int64
 	counted  atomic.Bool
-	// readers are the server's clients waiting in a read, which Shutdown
-	// wakes to be closed.
-	readers *readerSet
+	// conns holds c while it is open, for Shutdown to wake its read.
+	conns *connSet
 }
 
-// readerSet is the goroutine path's clients waiting in a read of their
-// socket. Shutdown wakes them: an idle client would otherwise stay open
-// while other clients' replies hold the drain, and what it sent
-// meanwhile would be served.
-type readerSet struct {
-	mu    sync.Mutex
-	m     map[*framedConn]struct{}
-	woken bool
+// connSet is the goroutine path's open client connections. Shutdown wakes
+// their reads: an idle client would otherwise stay open while other
+// clients' replies hold the drain, and what it sent meanwhile would be
+// served. Kept per connection, not per read, so that a read takes no lock.
+type connSet struct {
+	mu sync.Mutex
+	m  map[*framedConn]struct{}
 }
 
-// add counts c as reading, unless Shutdown woke the readers already.
-func (r *readerSet) add(c *framedConn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.woken {
-		return false
+func (s *connSet) add(c *framedConn) {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = make(map[*framedConn]struct{})
 	}
-	if r.m == nil {
-		r.m = make(map[*framedConn]struct{})
-	}
-	r.m[c] = struct{}{}
-	return true
+	s.m[c] = struct{}{}
+	s.mu.Unlock()
 }
 
-func (r *readerSet) remove(c *framedConn) {
-	r.mu.Lock()
-	delete(r.m, c)
-	r.mu.Unlock()
+func (s *connSet) remove(c *framedConn) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
 }
 
-// wake ends the reads under way, and has those to come not wait.
-func (r *readerSet) wake() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.woken = true
-	for c := range r.m {
+// wake ends the reads under way and has those to come not wait; a read
+// that sets its own deadline after this sees the drain first (Read).
+func (s *connSet) wake() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.m {
 		c.Conn.SetReadDeadline(time.Unix(1, 0))
 	}
+}
+
+// Close forgets c for Shutdown, then closes it.
+func (c *framedConn) Close() error {
+	if c.conns != nil {
+		c.conns.remove(c)
+	}
+	return c.Conn.Close()
 }
 
 // buffered reports whether c holds bytes of the client not yet handed to
@@ -600,17 +601,16 @@ func (c *framedConn) Read(p []byte) (int, error) {
 		if c.idle > 0 {
 			c.Conn.SetReadDeadline(time.Now().Add(c.idle))
 		}
-		if c.readers != nil && !c.readers.add(c) {
-			continue // draining: closed above
+		if c.draining != nil && c.draining() {
+			// Shutdown's wake may have come before the deadline above
+			// replaced its own: closed above.
+			continue
 		}
 		m, err := c.Conn.Read(c.buf)
-		if c.readers != nil {
-			c.readers.remove(c)
-			if errors.Is(err, os.ErrDeadlineExceeded) && c.draining() {
-				// Woken by Shutdown: what came is answered, and the
-				// client closed as any other once it is.
-				err = nil
-			}
+		if errors.Is(err, os.ErrDeadlineExceeded) && c.draining != nil && c.draining() {
+			// Woken by Shutdown: what came is answered, and the client
+			// closed as any other once it is.
+			err = nil
 		}
 		if m > 0 {
 			c.count()
@@ -853,7 +853,9 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.s.admit() {
-			return &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy, readers: &l.s.readers}, nil
+			fc := &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy, conns: &l.s.conns}
+			l.s.conns.add(fc)
+			return fc, nil
 		}
 		if _, ok := c.(*tls.Conn); !ok {
 			l.s.reject(c, 100*time.Millisecond)

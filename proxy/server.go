@@ -128,8 +128,8 @@ type Server struct {
 	// closed. Atomic: the goroutine path reads it after every pipeline.
 	draining atomic.Bool
 	// busy counts the goroutine path's pipelines being answered.
-	busy    atomic.Int64
-	readers readerSet
+	busy  atomic.Int64
+	conns connSet
 	// loopErr is why a loop stopped serving, if one did.
 	loopErr error
 
@@ -414,7 +414,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	closeAll(lns)
 	s.cancelBlocked(false)
-	s.readers.wake()
+	s.conns.wake()
 	done := make(chan struct{})
 	go func() {
 		// All at once: each lingers up to a second for its last clients.
