@@ -227,6 +227,13 @@ func (t *Tunnel) Send(args [][]byte) error {
 // held. It fails before writing anything, or not at all.
 func (t *Tunnel) route(name string, args [][]byte, cmd []byte, of *tunnelCmd) error {
 	g := t.conns
+	for _, tc := range append([]*tunnelConn{g.home}, g.shards...) {
+		// One its node closed, not yet seen by run: a command written on
+		// it would fail, and end the tunnel.
+		if tc != nil && tc.conn != nil && g.spare(tc) && !idleSound(tc.conn) {
+			t.drop(tc)
+		}
+	}
 	switch {
 	case (name == "ssubscribe" || name == "sunsubscribe") && len(args) > 1:
 		// The node refuses channels of several slots (CROSSSLOT) in
@@ -456,7 +463,14 @@ func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
 			return
 		}
 		if err != nil {
-			t.fail(tc, err)
+			if tc.set == t.conns && tc.set.spare(tc) {
+				// A node's timeout spares only its subscribers: once the
+				// client has unsubscribed, the node may close this
+				// connection, which loses the client nothing.
+				t.drop(tc)
+			} else {
+				t.fail(tc, err)
+			}
 			t.mu.Unlock()
 			return
 		}
@@ -716,6 +730,28 @@ func (t *Tunnel) Reset() {
 			t.retire(tc)
 		}
 	}
+}
+
+// spare reports whether tc holds none of the client's subscriptions and
+// waits for nothing from its node: losing it loses the client nothing.
+func (g *tunnelConns) spare(tc *tunnelConn) bool {
+	subs := tc.count
+	if tc == g.home {
+		subs = g.homeSubs
+	}
+	return subs == 0 && len(tc.fences) == 0 && tc.hellos == 0 && (tc.last == nil || tc.last.done)
+}
+
+// drop closes tc, a spare connection, and forgets it: the next command
+// that needs its node opens a new one. t.mu is held.
+func (t *Tunnel) drop(tc *tunnelConn) {
+	tc.done = true
+	tc.conn.Close()
+	g := tc.set
+	if g.home == tc {
+		g.home = nil
+	}
+	g.shards = slices.DeleteFunc(g.shards, func(s *tunnelConn) bool { return s == tc })
 }
 
 // retire closes tc, which answered the last command sent to it before a
