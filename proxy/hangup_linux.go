@@ -43,6 +43,10 @@ func watchHangUp(conn net.Conn, gone func()) (stop func()) {
 		gone()
 		return func() {}
 	}
+	// The last read's deadline (--timeout) would end the watch once it
+	// passed, with the command still waiting: a waiting client is not
+	// idle. The next read sets its own.
+	conn.SetReadDeadline(time.Time{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
