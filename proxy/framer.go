@@ -544,7 +544,7 @@ func (c *framedConn) Read(p []byte) (int, error) {
 			}
 			tc.SetDeadline(time.Now().Add(d))
 			if err := tc.Handshake(); err != nil {
-				return 0, err
+				return 0, fmt.Errorf("%w: %w", errHandshake, err)
 			}
 			tc.SetDeadline(time.Time{})
 		}
@@ -825,6 +825,8 @@ func appendProtocolError(b []byte, msg string) []byte {
 }
 
 var errProtocolClosed = errors.New("proxy: protocol error")
+
+var errHandshake = errors.New("TLS handshake")
 
 // logQueryBuffer reports a client closed for its query buffer, as Redis
 // logs it: the limit is the operator's to raise.

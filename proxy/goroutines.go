@@ -3,6 +3,8 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -164,9 +166,21 @@ func (s *Server) closedConn(conn redcon.Conn, err error) {
 	switch {
 	case errors.Is(err, errQueryBuffer):
 		logQueryBuffer(s.log, conn.RemoteAddr(), orDefault(s.cfg.QueryBufferLimit, defaultQueryBufferLimit))
+	case errors.Is(err, errHandshake) && !isClosedConn(err) && !saidNothing(err):
+		// As Redis's "Error accepting a client connection", a warning: a
+		// client refused its certificate, or speaking plain RESP, is
+		// otherwise refused without a word at the default level.
+		s.log.Warn("client refused: TLS handshake failed", zap.String("addr", conn.RemoteAddr()), zap.Error(err))
 	case err != nil && !errors.Is(err, errProtocolClosed) && !isClosedConn(err):
 		s.log.Debug("client connection ended", zap.String("addr", conn.RemoteAddr()), zap.Error(err))
 	}
+}
+
+// saidNothing reports whether a handshake failed for a client that went
+// away, or stayed silent until its deadline, before it said anything
+// wrong: a TCP health check, a port scan, or a drain. Not worth a warning.
+func saidNothing(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 func isClosedConn(err error) bool {
