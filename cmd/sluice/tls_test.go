@@ -67,11 +67,12 @@ func TestTLSFlagsRefused(t *testing.T) {
 	}
 }
 
+// refusedMsg is what sluice logs of a client refused in its handshake.
+const refusedMsg = "client refused: TLS handshake failed"
+
 // --tls-listen with an empty --listen: sluice serves TLS only, to clients
 // with a certificate of the CA; one of another authority, or none, is
 // refused; plain RESP gets nothing on the TLS port.
-const refusedMsg = "client refused: TLS handshake failed"
-
 func TestTLSListen(t *testing.T) {
 	requireRedisCLI(t)
 	certs, stranger := clustertest.NewCerts(t), clustertest.NewCerts(t)
