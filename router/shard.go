@@ -482,13 +482,13 @@ func (c *Cluster) probe(ctx context.Context, now time.Time) {
 	wg.Wait()
 	for i, s := range due {
 		s.mu.Lock()
-		if err := errs[i]; err != nil {
+		// An error that is no fault (NOPERM, of a cluster user allowed
+		// only the buckets' keys) is the shard answering: healthy.
+		if err := errs[i]; err != nil && isFault(err) {
 			s.lastErr = err.Error()
 			s.backoff = min(2*s.backoff, 8*c.cfg.ProbeInterval)
 			s.nextProbe = time.Now().Add(s.backoff)
-			if isFault(err) {
-				c.stale.Store(true)
-			}
+			c.stale.Store(true)
 		} else {
 			down := time.Since(s.since)
 			s.since = time.Now()
