@@ -787,6 +787,12 @@ func (f *forwarded) answer(r []byte) {
 		f.bucket.answer(r)
 		return
 	}
+	if f.readonly && (bytes.HasPrefix(r, []byte("-LOADING ")) || bytes.HasPrefix(r, []byte("-MASTERDOWN "))) && f.readAgain(f.addr) {
+		// The replica cannot serve reads (loading, or its link to the
+		// primary down with replica-serve-stale-data no): the primary
+		// can, as for a replica that cannot be reached.
+		return
+	}
 	if f.discarded != nil {
 		// The node discarded the transaction (EXEC answered EXECABORT,
 		// though its client saw only QUEUED) for a command's MOVED or
