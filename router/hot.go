@@ -371,8 +371,14 @@ func (hk *hotKey) partsFor(st *splitState, iv bucket.Interval) []bucket.Interval
 	return parts
 }
 
-// seeCost records a call of cost on iv: the split keeps room for it.
+// seeCost records a call of cost on iv: the split keeps room for it. A
+// cost over the capacity is denied split or not, so it asks for no room:
+// counted, it would leave none (0 parts) and the key would never be split
+// again.
 func (hk *hotKey) seeCost(iv bucket.Interval, cost int64) {
+	if cost > iv.Capacity {
+		return
+	}
 	parts := iv.Capacity / max(cost, 1)
 	for {
 		old := hk.maxParts.Load()
