@@ -84,7 +84,9 @@ type Renewal struct {
 	// Gen, when not "", is the split the caller has been deciding the key
 	// by. If it lapsed while the parent's shard could not renew it and
 	// nothing took from the bucket since, it is taken up again, as it
-	// was: the key stays in one set of sub-buckets across the outage.
+	// was: the key stays in one set of sub-buckets across the outage. A
+	// live split of another name takes nothing of TTF and Spread, which
+	// were read of Gen's sub-buckets.
 	Gen string
 	// TTL is how long the split holds from now.
 	TTL time.Duration
@@ -133,11 +135,12 @@ func (s *Splitter) Renew(ctx context.Context, c rueidis.Client, key string, r Re
 // and no renewal extends it; full, the fullest sub-bucket's time until
 // full, is the base until then. The sub-buckets keep deciding until then
 // (instances that follow the marker may use them that long), so the
-// bucket must not start fuller. ended is false when there was no live
-// split.
-func (s *Splitter) End(ctx context.Context, c rueidis.Client, key string, ttf, full time.Duration) (ended bool, err error) {
+// bucket must not start fuller. gen names the split whose sub-buckets
+// gave ttf and full ("": whichever is live). ended is false when there
+// was no live split of that name.
+func (s *Splitter) End(ctx context.Context, c rueidis.Client, key, gen string, ttf, full time.Duration) (ended bool, err error) {
 	us := func(d time.Duration) string { return strconv.FormatInt(max(d.Microseconds(), 0), 10) }
-	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", us(ttf), "0", "", us(min(full, ttf))}).AsInt64()
+	n, err := s.script.Exec(ctx, c, []string{key}, []string{"", "0", us(ttf), "0", gen, us(min(full, ttf))}).AsInt64()
 	return n == 1, err
 }
 

@@ -22,7 +22,9 @@
 --          nothing has taken from the bucket since, it is taken up again:
 --          renewed as it was, same sub-buckets, from the state they reached
 --          meanwhile (ARGV[3]), so that the key is counted in one set of
---          sub-buckets across the outage.
+--          sub-buckets across the outage. A live split of another name
+--          takes nothing of ARGV[3] and ARGV[6] (they were read of this
+--          one's sub-buckets), and is not ended.
 -- ARGV[6]  optional, with ARGV[3] >= 0: the fullest sub-bucket's time
 --          until full, in µs, which becomes the base (none: ARGV[3]). The
 --          mean is right for the lapse, which holds all the sub-buckets'
@@ -134,6 +136,16 @@ if s and string.byte(s, 1) == 126 then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
   old = tonumber(old)
+  if ARGV[5] and ARGV[5] ~= '' and ARGV[5] ~= gen then
+    -- The caller read another split's sub-buckets (it has not met this
+    -- one yet): they say nothing of this one's, and written here they
+    -- would make it as full as those are. Nor is this split the one it
+    -- means to end.
+    if ARGV[1] == '' then
+      return 0
+    end
+    ttf = -1
+  end
   local fits = string.sub(ARGV[1] .. ',', 1, #tags + 1) == tags .. ','
   if old > nowms and want < 0 then
     return {2, s, old - nowms}

@@ -296,14 +296,14 @@ func TestThrottleOnCluster(t *testing.T) {
 	t.Run("an ended split lapses on time into the sub-buckets' state", func(t *testing.T) {
 		iv, _ := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
 		sp := lua.NewSplitter()
-		if ended, err := sp.End(ctx, cl, "ending", time.Second, time.Second); err != nil || ended {
+		if ended, err := sp.End(ctx, cl, "ending", "", time.Second, time.Second); err != nil || ended {
 			t.Fatalf("ending a missing split: %v, %v; want nothing done", ended, err)
 		}
 		if _, err := sp.Split(ctx, cl, "ending", []string{"a"}, 40*time.Millisecond, -1); err != nil {
 			t.Fatal(err)
 		}
 		endedAt := time.Now()
-		ended, err := sp.End(ctx, cl, "ending", 5*time.Second, 5*time.Second)
+		ended, err := sp.End(ctx, cl, "ending", "", 5*time.Second, 5*time.Second)
 		if err != nil || !ended {
 			t.Fatalf("ending a live split: %v, %v", ended, err)
 		}

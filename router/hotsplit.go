@@ -82,9 +82,9 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, ttf, full)
+	ended, err := c.splitter.End(ctx, c.nodeOr(topo.ownerOf(hk.parent), *cl), hk.parent, st.gen, ttf, full)
 	if c.redirected([]error{err}) != nil {
-		ended, err = c.splitter.End(ctx, *cl, hk.parent, ttf, full)
+		ended, err = c.splitter.End(ctx, *cl, hk.parent, st.gen, ttf, full)
 	}
 	if err != nil {
 		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))

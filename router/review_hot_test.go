@@ -1,9 +1,11 @@
 package router
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
@@ -39,5 +41,57 @@ func TestCallOverTheWholeCapacityKeepsTheKeySplit(t *testing.T) {
 	c.renew(ctx, hk)
 	if st := hk.split.Load(); st == nil || len(st.tags) != 3 {
 		t.Fatalf("after a renewal the key's split is %+v, want one in 3", st)
+	}
+}
+
+// A renewal from an instance that still holds an older split of the key
+// (G1: its calls have not met the split made since, G2) must not write
+// what it read of G1's sub-buckets into G2: full or missing there, they
+// made G2's base and lapse full, and a key emptied before G2 was made
+// admitted its whole capacity again.
+// Nor does such an instance, cooled, end the split it does not know.
+func TestRenewalOfAnOlderSplitKeepsTheNewOnesState(t *testing.T) {
+	cc := clustertest.New(t, clustertest.Config{Replicas: -1})
+	const key = "replaced"
+	c, ctx := connectedCluster(t, ClusterConfig{Seeds: cc.Addrs(), HotThreshold: -1, Share: 1})
+	iv, err := bucket.Limit{Capacity: 30, Refill: 1, Period: 3600_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func() Result {
+		res := make([]Result, 1)
+		c.Decide(ctx, []Request{{Op: Take, Key: key, Interval: iv, Cost: 1}}, res)
+		return res[0]
+	}
+	res := make([]Result, 1)
+	c.Decide(ctx, []Request{{Op: Take, Key: key, Interval: iv, Cost: 30}}, res)
+	if res[0].Err != nil || res[0].Limited {
+		t.Fatalf("emptying the bucket: %+v", res[0])
+	}
+	topo, cl := c.topo.Load(), *c.client.Load()
+	g2, err := lua.NewSplitter().Split(ctx, cl, KeyPrefix+key, topo.tags[:topo.split], time.Minute, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := func() *hotKey {
+		hk := newHotKey(key, false)
+		hk.setSplit(lua.Split{Tags: g2.Tags, Gen: "1", Base: "0", TTL: time.Minute}, time.Now().UnixNano())
+		hk.renewing.Store(true)
+		return hk
+	}
+	c.endSplit(ctx, stale())
+	if v, err := cl.Do(ctx, cl.B().Get().Key(KeyPrefix+key).Build()).ToString(); err != nil || strings.HasSuffix(v, "!") {
+		t.Fatalf("the split after a cooled instance ended an older one: %q (%v), want it live", v, err)
+	}
+	hk := stale()
+	hk.detected.Store(true)
+	c.renew(ctx, hk)
+	if st := hk.split.Load(); st == nil || st.gen != g2.Gen {
+		t.Fatalf("after the renewal the instance holds %+v, want split %s", st, g2.Gen)
+	}
+	for i := range 3 {
+		if r := take(); r.Err != nil || !r.Limited {
+			t.Fatalf("call %d on the emptied key, split anew: %+v, want denied", i, r)
+		}
 	}
 }
