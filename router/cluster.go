@@ -114,11 +114,12 @@ type Cluster struct {
 	client atomic.Pointer[rueidis.Client] // nil until the cluster first answers
 	// connectErr is why the last attempt to connect failed, for
 	// WaitConnected to tell.
-	connectErr atomic.Pointer[error]
-	topo       atomic.Pointer[topology]
-	stale      atomic.Bool   // an error suggests the slot map moved
-	share      atomic.Uint64 // float64 bits of the local share in use
-	live       atomic.Int64  // sluice instances counted by the last heartbeat
+	connectErr  atomic.Pointer[error]
+	topo        atomic.Pointer[topology]
+	stale       atomic.Bool   // an error suggests the slot map moved
+	share       atomic.Uint64 // float64 bits of the local share in use
+	live        atomic.Int64  // sluice instances counted by the last heartbeat
+	beatRefused atomic.Bool   // a heartbeat was refused (logged once)
 
 	mu     sync.Mutex        // guards shards, backends and idle
 	shards map[string]*shard // by primary address, kept across topologies

@@ -22,6 +22,13 @@ func (c *Cluster) beat(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
 	defer cancel()
 	n, err := c.heartbeat.Beat(ctx, client, instancesKey, c.id, 3*heartbeatEvery)
+	if err != nil && !isFault(err) && !c.beatRefused.Swap(true) {
+		// No outage, but a refusal (NOPERM: a cluster user not allowed
+		// sluice.instances) that would last: each instance counts itself
+		// alone, and its fallback would grant the whole limit.
+		c.log.Warn("heartbeat refused by the cluster: sluice instances are not counted, each takes the whole limit in fallback",
+			zap.String("key", instancesKey), zap.Error(err))
+	}
 	if err != nil || n < 1 {
 		return // keep the last known count through an outage
 	}
