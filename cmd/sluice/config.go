@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -27,9 +29,18 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
+	dec := yaml.NewDecoder(bytes.NewReader(text))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(text, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		return config{}, err
+	}
+	// A decoder reads the first document alone: the settings, policies or
+	// key rules of one after a "---" would be dropped without a word.
+	var more yaml.Node
+	if err := dec.Decode(&more); err != nil && err != io.EOF {
+		return config{}, err
+	} else if err == nil && len(more.Content) > 0 && more.Content[0].ShortTag() != "!!null" {
+		return config{}, fmt.Errorf("line %d: a second YAML document: the file must be one", more.Content[0].Line)
 	}
 	cfg := config{flags: map[string]string{}, lines: map[string]int{}}
 	if len(doc.Content) == 0 { // an empty file
