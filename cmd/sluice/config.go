@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -169,6 +170,13 @@ func fileBool(v string) string {
 func decodeInt(v *yaml.Node, out *int64) error {
 	if v.ShortTag() != "!!int" {
 		return fmt.Errorf("want an integer, not %q", v.Value)
+	}
+	// yaml.v3 reads a leading 0 as YAML 1.1's octal (010 is 8); THROTTLE,
+	// as YAML 1.2, reads 010 as 10.
+	if d := strings.TrimLeft(strings.ReplaceAll(v.Value, "_", ""), "+-"); len(d) > 1 && d[0] == '0' && d[1] >= '0' && d[1] <= '9' {
+		n, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 10, 64)
+		*out = n
+		return err
 	}
 	return v.Decode(out)
 }

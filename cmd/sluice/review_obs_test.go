@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // A second YAML document after "---" is refused: yaml.Unmarshal read the
@@ -21,5 +23,24 @@ func TestConfigSecondDocumentRefused(t *testing.T) {
 		t.Errorf("a trailing empty document: %v", err)
 	} else if n, rules := o.policies.Len(); n != 1 || rules != 1 {
 		t.Errorf("a trailing empty document: %d policies, %d rules; want 1 and 1", n, rules)
+	}
+}
+
+// A policy's integer with a leading 0 is decimal, as THROTTLE reads it
+// (THROTTLE k 010 1 1s has capacity 10): yaml.v3 read 010 as YAML 1.1's
+// octal 8, a limit other than the one written, without a word.
+func TestPolicyLeadingZeroIsDecimal(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want int64
+	}{{"010", 10}, {"017", 17}, {"0_100", 100}, {"0", 0}, {"0x10", 16}, {"1_000", 1000}} {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(tt.text), &doc); err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		if err := decodeInt(doc.Content[0], &got); err != nil || got != tt.want {
+			t.Errorf("%s: %d, %v; want %d", tt.text, got, err, tt.want)
+		}
 	}
 }
