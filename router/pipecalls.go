@@ -94,6 +94,10 @@ func (b *bucketCall) answer(r []byte) {
 }
 
 // again decides the calls of idx (nil: all) again on the goroutine path.
+// They go through the shard's queue, as its own calls do: the pipe's
+// calls in flight after this one may hold the same keys, and are answered
+// again in turn; pipelines of their own, sent concurrently, would run a
+// key's calls in any order.
 func (b *bucketCall) again(idx []int) {
 	if idx == nil {
 		idx = make([]int, len(b.calls))
@@ -101,21 +105,31 @@ func (b *bucketCall) again(idx []int) {
 			idx[k] = k
 		}
 	}
-	var calls []call
-	var groups []*shardCalls
+	var calls []queued
 	var hot []*group
 	for _, k := range idx {
 		if q := b.calls[k]; q.hot != nil {
 			hot = append(hot, q.hot)
 		} else {
-			calls, groups = append(calls, q.g.calls[q.j]), append(groups, q.g)
+			calls = append(calls, q)
 		}
 	}
 	if len(hot) > 0 {
 		b.c.againHot(b.s, hot)
 	}
-	if len(calls) > 0 {
-		go b.c.flushCalls(b.s, calls, groups)
+	if len(calls) == 0 {
+		return
+	}
+	q := &b.s.out
+	q.mu.Lock()
+	q.queue = append(q.queue, calls...)
+	start := q.flushing < maxFlushes
+	if start {
+		q.flushing++
+	}
+	q.mu.Unlock()
+	if start {
+		go b.c.flushShard(b.s)
 	}
 }
 
