@@ -19,7 +19,14 @@ func TestThrottleWhileSlotsMigrate(t *testing.T) {
 	r := newForwarding(t, c)
 	t.Run("exact", func(t *testing.T) { throttleExactWhileItsSlotMigrates(t, c, r) })
 	t.Run("order", func(t *testing.T) { throttleOrderOnAMigratedBucket(t, c, r) })
+	t.Run("passthrough", func(t *testing.T) { passthroughWhileItsSlotMigrates(t, c, r) })
 	t.Run("order after SCRIPT FLUSH", func(t *testing.T) { throttleOrderAfterScriptFlush(t, c, r) })
+	// Nothing of a migration is a shard's fault.
+	for _, s := range r.Stats().Cluster.Shards {
+		if !s.Healthy || s.Errors > 0 {
+			t.Errorf("shard %s: healthy %v, %d faults (%v, the last %q)", s.Addr, s.Healthy, s.Errors, s.ErrorKinds, s.LastError)
+		}
+	}
 }
 
 // Buckets of one slot are taken from, in pipelines that also hold a
@@ -91,8 +98,24 @@ func throttleExactWhileItsSlotMigrates(t *testing.T, c *clustertest.Cluster, r *
 		round("the slot being moved, no key migrated", 3)
 		migrate(k("a"))
 		round("a migrated", 3)
+		// The importing node forgot the script: ASKING must precede the
+		// EVAL that loads it again too.
+		if got, err := nodeDo(to, "SCRIPT", "FLUSH"); got != "+OK\r\n" {
+			t.Fatalf("SCRIPT FLUSH: %q %v", got, err)
+		}
+		round("a migrated, the importing node without the script", 2)
 		migrate(k("b"))
 		round("a and b migrated", 3)
+		// THROTTLE.RESET reaches each bucket where it is: a migrated one
+		// on the importing node, one not migrated on the old owner.
+		for key, want := range map[string]string{k("a"): ":1\r\n", k("c"): ":1\r\n", k("none"): ":0\r\n"} {
+			if got := conn.do("THROTTLE.RESET", key); got != want {
+				t.Fatalf("loops %d: THROTTLE.RESET %s during the move: %q, want %q", loops, key, got, want)
+			}
+			left[key] = 100
+		}
+		delete(left, k("none"))
+		round("a and c reset", 2)
 		if err := c.MoveSlot(ctx, sl, to); err != nil {
 			t.Fatalf("loops %d: ending the move: %v", loops, err)
 		}
@@ -181,6 +204,85 @@ func throttleOrderAfterScriptFlush(t *testing.T, c *clustertest.Cluster, r *rout
 		want := fmt.Sprintf("*5\r\n:0\r\n:1000\r\n:%d\r\n:-1\r\n:", 998-i)
 		if got := conn.read(); !strings.HasPrefix(got, want) {
 			t.Fatalf("call %d answered %q, want %q...", i, got, want)
+		}
+	}
+}
+
+// Ordinary commands on a slot half moved: a migrated key is followed
+// (ASK, then ASKING on the importing node), a key not migrated stays on
+// the old owner, and a command whose keys the migration split answers
+// TRYAGAIN, as Redis Cluster does; the values are where MIGRATE then
+// finds them. Both serving paths, split multi-key commands (MGET, DEL)
+// included.
+func passthroughWhileItsSlotMigrates(t *testing.T, c *clustertest.Cluster, r *router.Cluster) {
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		tag := "{pmig" + strconv.Itoa(-loops) + "}"
+		k := func(name string) string { return tag + name }
+		sl := slot.Of(tag)
+		from, err := c.Primary(ctx, sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := c.Nodes[0]
+		if to == from {
+			to = c.Nodes[1]
+		}
+		elsewhere := keyWhere(t, c, "pelse"+strconv.Itoa(-loops), "", func(n *clustertest.Node, key string) bool { return n != from })
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		for _, kv := range [][]string{{k("moved"), "m"}, {k("stays"), "s"}, {k("stays2"), "0"}, {elsewhere, "e"}} {
+			if got := conn.do("SET", kv[0], kv[1]); got != "+OK\r\n" {
+				t.Fatalf("SET %s: %q", kv[0], got)
+			}
+		}
+		if _, err := c.StartMove(ctx, sl, to); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Migrate(ctx, from, to, k("moved")); err != nil {
+			t.Fatal(err)
+		}
+		const tryagain = "-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
+		for _, step := range []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"GET", k("moved")}, "$1\r\nm\r\n"},
+			{[]string{"GET", k("stays")}, "$1\r\ns\r\n"},
+			{[]string{"APPEND", k("moved"), "2"}, ":2\r\n"},
+			{[]string{"SET", k("new"), "n"}, "+OK\r\n"},
+			{[]string{"GET", k("new")}, "$1\r\nn\r\n"},
+			{[]string{"MGET", k("moved"), k("new")}, "*2\r\n$2\r\nm2\r\n$1\r\nn\r\n"},
+			{[]string{"MGET", k("moved"), k("stays")}, tryagain},
+			{[]string{"MGET", elsewhere, k("moved"), k("stays")}, tryagain},
+			{[]string{"MGET", elsewhere, k("moved")}, "*2\r\n$1\r\ne\r\n$2\r\nm2\r\n"},
+			{[]string{"EXISTS", k("stays"), k("moved"), elsewhere}, tryagain},
+			{[]string{"MSET", k("x"), "1", k("y"), "2"}, tryagain},
+			{[]string{"DEL", k("moved"), k("stays")}, tryagain},
+			{[]string{"EVAL", "return redis.call('GET', KEYS[1])", "1", k("moved")}, "$2\r\nm2\r\n"},
+		} {
+			if got := conn.do(step.cmd...); got != step.want {
+				t.Errorf("loops %d: %q answered %q, want %q", loops, step.cmd, got, step.want)
+			}
+		}
+		// Pipelined, a migrated key's commands (ASK) keep their order
+		// with each other and with the old owner's.
+		var cmds [][]string
+		for range 100 {
+			cmds = append(cmds, []string{"INCR", k("n")}, []string{"INCR", k("stays2")})
+		}
+		conn.send(cmds...)
+		for i := range 100 {
+			for _, key := range []string{k("n"), k("stays2")} {
+				if got, want := conn.read(), fmt.Sprintf(":%d\r\n", i+1); got != want {
+					t.Fatalf("loops %d: pipelined INCR %s number %d answered %q, want %q", loops, key, i+1, got, want)
+				}
+			}
+		}
+		if err := c.MoveSlot(ctx, sl, to); err != nil {
+			t.Fatalf("loops %d: ending the move: %v", loops, err)
+		}
+		if got := conn.do("MGET", k("moved"), k("stays"), k("new"), k("x")); got != "*4\r\n$2\r\nm2\r\n$1\r\ns\r\n$1\r\nn\r\n$-1\r\n" {
+			t.Errorf("loops %d: after the move, MGET answered %q", loops, got)
 		}
 	}
 }
