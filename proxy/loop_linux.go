@@ -1134,7 +1134,7 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 		want = syscall.EPOLLRDHUP
 	case c.drainFirst:
 		// Not read until what it sent before is answered, a moment.
-	case c.inFlight() < maxInFlight && unsent < maxUnsent:
+	case c.inFlight() < maxInFlight && unsent < l.unsentBound(c):
 		want = readable
 	}
 	if unsent > 0 && !delay {
@@ -1164,6 +1164,19 @@ func (l *loop) pastLimit(c *fdConn) bool {
 	logOutputLimit(l.s.log, c.addr, pending)
 	l.close(c)
 	return true
+}
+
+// unsentBound is how many bytes of replies its socket has not taken stop
+// reading c: maxUnsent, or more under an output limit past it, which
+// would otherwise never be reached by a client that sends and never reads
+// (unread, it would stay open for good where Redis reads it and closes
+// it). A subscriber's messages have their own bound, as in pastLimit.
+func (l *loop) unsentBound(c *fdConn) int {
+	lim := l.s.cfg.OutputLimit
+	if c.tunnel != nil {
+		return maxUnsent
+	}
+	return max(maxUnsent, int(max(lim.Hard, lim.Soft))+1)
 }
 
 // written is how much of c's output (out) its socket took already.
