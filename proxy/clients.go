@@ -126,10 +126,13 @@ func (v *clientView) line(now time.Time) string {
 	if p := v.cmd.Load(); p != nil {
 		cmd = *p
 	}
-	idle := int64(0)
-	if last := v.last.Load(); last > 0 {
-		idle = max(now.UnixNano()-last, 0) / int64(time.Second)
+	// Idle since it connected until its first command, as Redis counts
+	// from a client's creation.
+	last := v.created.UnixNano()
+	if l := v.last.Load(); l > 0 {
+		last = l
 	}
+	idle := max(now.UnixNano()-last, 0) / int64(time.Second)
 	resp := 2
 	if f.resp3 {
 		resp = 3
