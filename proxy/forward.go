@@ -389,11 +389,11 @@ func sortKeys(args [][]byte, store bool) []int {
 	dst := 0
 	for i := 2; i < len(args); i++ {
 		switch {
-		case bytes.EqualFold(args[i], []byte("limit")):
+		case equalFoldC(args[i], "limit"):
 			i += 2
-		case bytes.EqualFold(args[i], []byte("store")) && i+1 < len(args):
+		case equalFoldC(args[i], "store") && i+1 < len(args):
 			dst = i + 1
-		case bytes.EqualFold(args[i], []byte("by")) || bytes.EqualFold(args[i], []byte("get")):
+		case equalFoldC(args[i], "by") || equalFoldC(args[i], "get"):
 			i++
 		}
 	}
@@ -493,7 +493,7 @@ func equalFoldC(arg []byte, s string) bool {
 func migrateKeys(args [][]byte) []int {
 	for i := 6; i < len(args); i++ {
 		switch {
-		case bytes.EqualFold(args[i], []byte("keys")):
+		case equalFoldC(args[i], "keys"):
 			if len(args[3]) > 0 {
 				return nil
 			}
@@ -502,9 +502,9 @@ func migrateKeys(args [][]byte) []int {
 				keys = append(keys, k)
 			}
 			return keys
-		case bytes.EqualFold(args[i], []byte("auth")):
+		case equalFoldC(args[i], "auth"):
 			i++
-		case bytes.EqualFold(args[i], []byte("auth2")):
+		case equalFoldC(args[i], "auth2"):
 			i += 2
 		}
 	}
