@@ -254,13 +254,13 @@ func blocks(spec *cmdspec.Spec, args [][]byte) bool {
 	for i := 1; i < len(args); i++ {
 		more := len(args) - i - 1
 		switch a := args[i]; {
-		case bytes.EqualFold(a, []byte("block")) && more > 0:
+		case equalFoldC(a, "block") && more > 0:
 			return true
-		case bytes.EqualFold(a, []byte("count")) && more > 0:
+		case equalFoldC(a, "count") && more > 0:
 			i++
-		case bytes.EqualFold(a, []byte("group")) && more >= 2 && group:
+		case equalFoldC(a, "group") && more >= 2 && group:
 			i += 2
-		case bytes.EqualFold(a, []byte("noack")) && group:
+		case equalFoldC(a, "noack") && group:
 		default:
 			// STREAMS, or an error the node answers at once.
 			return false

@@ -1,11 +1,13 @@
 package proxy_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Redis reads the keywords it finds keys by (SORT's, MIGRATE's) with C's
@@ -43,6 +45,27 @@ func TestPassthroughKeywordsAsRedisReadsThem(t *testing.T) {
 			if want := directFollow(t, c, tc.cmd...); want != tc.want {
 				t.Errorf("%q: the cluster answers %q, the test expects %q", tc.cmd, want, tc.want)
 			}
+		}
+
+		// XREAD's "BLOCK\x00" blocks on the node as BLOCK does. blocks()
+		// read it with bytes.EqualFold, as no BLOCK, and sent the XREAD on
+		// the connection the node's other commands share: the XADD that
+		// would wake it waited behind it until it timed out.
+		n, err := c.Primary(context.Background(), slot.Of("{kw}s"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := dialRaw(t, addr)
+		reader.send([]string{"XREAD", "BLOCK\x00", "3000", "STREAMS", "{kw}s", "$"})
+		waitUntil(t, "the XREAD blocks on the node", func() bool {
+			list, _ := n.Do(context.Background(), "CLIENT", "LIST").ToString()
+			return strings.Contains(list, "cmd=xread")
+		})
+		if got := through.do("XADD", "{kw}s", "*", "f", "v"); !strings.HasPrefix(got, "$") {
+			t.Fatalf("loops %d, XADD: %q", loops, got)
+		}
+		if got := reader.read(); !strings.HasPrefix(got, "*1\r\n") {
+			t.Errorf("loops %d, XREAD BLOCK\\x00: %q, want the entry XADD added while it blocked", loops, got)
 		}
 	}
 }
