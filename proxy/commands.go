@@ -332,7 +332,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 	}
 	if user == nil {
-		s.writeError(conn, errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"))
+		s.writeError(conn, errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"))
 		return
 	}
 	c.name, c.user = name, user
