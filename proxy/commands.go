@@ -310,7 +310,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 			return
 		}
 	}
-	name, user := c.name, c.user
+	user := c.user
 	for i := 2; i < len(args); i++ {
 		switch opt := strings.ToUpper(string(args[i])); {
 		case opt == "AUTH" && i+2 < len(args):
@@ -324,7 +324,11 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 				s.writeError(conn, err)
 				return
 			}
-			name = string(args[i+1])
+			// Redis 7.0 names the client as it reads SETNAME: the name
+			// stays when a later option, the AUTH or the NOAUTH check
+			// fails the HELLO.
+			c.name = string(args[i+1])
+			c.published()
 			i++
 		default:
 			s.writeError(conn, fmt.Errorf("Syntax error in HELLO option '%s'", args[i]))
@@ -335,7 +339,7 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 		s.writeError(conn, errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"))
 		return
 	}
-	c.name, c.user = name, user
+	c.user = user
 	if len(args) > 1 {
 		resp3 := args[1][0] == '3'
 		switch {
