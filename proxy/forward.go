@@ -197,9 +197,10 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 				return errCrossSlot
 			}
 			if (len(args)-1)%sp.step != 0 {
-				// MSET's last key has no value, so no part could carry it;
-				// Redis refuses such a line whatever its keys' slots.
-				return fmt.Errorf("ERR wrong number of arguments for '%s' command", spec.Name)
+				// MSET's last key has no value, so no part could carry it.
+				// A node checks its keys' slots before the pairs (MSET a 1 b
+				// is CROSSSLOT there), and these span slots.
+				return errCrossSlot
 			}
 			it.how = sp.how
 			it.order = splitBySlot(r, args, keys, sp.step, sp.how == mergeArray)
