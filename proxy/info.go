@@ -38,7 +38,16 @@ func (s *Server) infoCluster(b *strings.Builder) {
 }
 
 func cmdInfo(s *Server, _ *client, conn respConn, args [][]byte) {
-	conn.WriteVerbatim(s.infoText(args))
+	text := s.infoText(args)
+	// No primary to count keys on (forwardInfo): Redis with no keys still
+	// gives the section, a bare header.
+	if want, all := infoWants(args); all || want["keyspace"] {
+		if text != "" {
+			text += "\r\n"
+		}
+		text += "# Keyspace\r\n"
+	}
+	conn.WriteVerbatim(text)
 }
 
 // infoWants reports which sections INFO args ask for, and whether all.

@@ -1,9 +1,11 @@
 package proxy_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -45,4 +47,37 @@ func TestOddMSetAcrossSlotsIsCrossSlot(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Redis's INFO has a Keyspace section even with no keys, a bare header;
+// with no cluster behind it sluice left the section out.
+func TestEmbeddedInfoHasBareKeyspace(t *testing.T) {
+	eachIOConfig(t, proxy.Config{Decider: router.NewMemory(0)}, func(t *testing.T, cfg proxy.Config) {
+		conn := dialRaw(t, serveConfig(t, cfg))
+		for _, resp3 := range []bool{false, true} {
+			if resp3 {
+				conn.do("HELLO", "3")
+			}
+			for _, cmd := range [][]string{{"INFO", "keyspace"}, {"INFO"}, {"INFO", "all"}, {"INFO", "server", "keyspace"}} {
+				got := conn.do(cmd...)
+				body := got[strings.Index(got, "\r\n")+2:]
+				if resp3 {
+					body = strings.TrimPrefix(body, "txt:")
+				}
+				if !strings.HasSuffix(body, "# Keyspace\r\n\r\n") || strings.Count(body, "# Keyspace") != 1 {
+					t.Errorf("RESP3 %v: %q: %q, want one bare # Keyspace at the end", resp3, cmd, got)
+				}
+				if len(cmd) == 2 && cmd[1] == "keyspace" {
+					if body != "# Keyspace\r\n\r\n" {
+						t.Errorf("RESP3 %v: %q: %q, want the bare header", resp3, cmd, got)
+					}
+				} else if !strings.Contains(body, "\r\n\r\n# Keyspace\r\n") {
+					t.Errorf("RESP3 %v: %q: %q, want # Keyspace after a blank line", resp3, cmd, got)
+				}
+			}
+		}
+		if got := conn.do("INFO", "server"); strings.Contains(got, "Keyspace") {
+			t.Errorf("INFO server: %q, want no Keyspace", got)
+		}
+	})
 }
