@@ -322,6 +322,13 @@ func (s *Server) helloPinned(c *client, r *round, args [][]byte) bool {
 	}}
 	r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command([][]byte{[]byte("HELLO"), args[1]}), Pin: pin})
 	r.queueItem(c, it)
+	// A command on keys of another primary meets MOVED on the pin and is
+	// sent on sluice's connection of the client's protocol to that
+	// primary: one sent after the switch could overtake one sent before
+	// it, on the other protocol's connection (RPUSH k, DEL k, HELLO 3,
+	// DEL k: the second DEL ran first). They wait, as an unpinned
+	// client's do.
+	c.drainFirst = true
 	return true
 }
 
