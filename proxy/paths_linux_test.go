@@ -35,7 +35,8 @@ import (
 //
 // PATHS_SEEDS sets the number of seeds (default 200), PATHS_SEED runs one,
 // PATHS_DUMP=dir writes a differing pair of streams there. PATHS_PUBSUB,
-// PATHS_RESET (below), PATHS_WIDE and PATHS_PUBLISH (paths_wide_linux_test.go)
+// PATHS_RESET (below), PATHS_WIDE and PATHS_PUBLISH (paths_wide_linux_test.go),
+// PATHS_KEYSPACE (paths_keyspace_linux_test.go)
 // widen the pipelines.
 func TestPathsAnswerAlike(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
@@ -508,6 +509,9 @@ func genPipeline(seed int) *pipeline {
 	}
 	if pathsWide {
 		widen(p, seed)
+	}
+	if pathsKeyspace {
+		keyspace(p, seed)
 	}
 	if pathsPublish {
 		publish(p, seed)
