@@ -42,15 +42,7 @@ func throttleExactWhileItsSlotMigrates(t *testing.T, c *clustertest.Cluster, r *
 		tag := "{tmig" + strconv.Itoa(-loops) + "}"
 		names := []string{"a", "b", "c"}
 		k := func(name string) string { return tag + name }
-		sl := slot.Of(tag)
-		from, err := c.Primary(ctx, sl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		sl, from, to := slotMove(t, c, tag)
 		// A bucket of another slot of the old owner, batched with them.
 		near := keyWhere(t, c, "near"+strconv.Itoa(-loops), "", func(n *clustertest.Node, key string) bool {
 			return n == from && slot.Of(key) != sl
@@ -139,15 +131,7 @@ func throttleOrderOnAMigratedBucket(t *testing.T, c *clustertest.Cluster, r *rou
 	ctx := context.Background()
 	for _, loops := range []int{-1, 0} {
 		key := "{tord" + strconv.Itoa(-loops) + "}k"
-		sl := slot.Of(key)
-		from, err := c.Primary(ctx, sl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		sl, from, to := slotMove(t, c, key)
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		conn := dialRaw(t, addr)
 		if got := conn.do("THROTTLE", key, "1000", "1", "1h"); !strings.HasPrefix(got, "*5\r\n:0\r\n:1000\r\n:999\r\n") {
@@ -219,15 +203,7 @@ func passthroughWhileItsSlotMigrates(t *testing.T, c *clustertest.Cluster, r *ro
 	for _, loops := range []int{0, -1} {
 		tag := "{pmig" + strconv.Itoa(-loops) + "}"
 		k := func(name string) string { return tag + name }
-		sl := slot.Of(tag)
-		from, err := c.Primary(ctx, sl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		sl, from, to := slotMove(t, c, tag)
 		elsewhere := keyWhere(t, c, "pelse"+strconv.Itoa(-loops), "", func(n *clustertest.Node, key string) bool { return n != from })
 		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 		for _, kv := range [][]string{{k("moved"), "m"}, {k("stays"), "s"}, {k("stays2"), "0"}, {elsewhere, "e"}} {
@@ -285,4 +261,20 @@ func passthroughWhileItsSlotMigrates(t *testing.T, c *clustertest.Cluster, r *ro
 			t.Errorf("loops %d: after the move, MGET answered %q", loops, got)
 		}
 	}
+}
+
+// slotMove is key's slot, the primary that owns it, and another primary
+// to move it to.
+func slotMove(t *testing.T, c *clustertest.Cluster, key string) (int, *clustertest.Node, *clustertest.Node) {
+	t.Helper()
+	sl := slot.Of(key)
+	from, err := c.Primary(context.Background(), sl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Nodes[0]
+	if to == from {
+		to = c.Nodes[1]
+	}
+	return sl, from, to
 }
