@@ -14,8 +14,9 @@ import (
 	"github.com/sluice-rl/sluice/router/bucket"
 )
 
-// maxHotSteps bounds the sub-bucket steps of one call: the first, and one
-// sibling after a denial or a failed shard.
+// maxHotSteps bounds the sub-bucket steps of one call that meets a failed
+// shard: the first, and one sibling. Denials bound it by the split: each
+// sub-bucket seen to hold the cost is tried once.
 const maxHotSteps = 2
 
 // errShardDown answers a batched step whose shard went unhealthy while it
@@ -31,6 +32,8 @@ type hotCall struct {
 	sub   int
 	w     *waiter
 	steps int
+	// tried has bit j set once sub-bucket j denied the call.
+	tried uint32
 	// prevSub is the sub-bucket that denied the call before its sibling's
 	// step, or -1: its figures are counted, as of now, from what was seen
 	// of it then.
@@ -110,7 +113,7 @@ func (c *Cluster) fallbackHot(h *hotCall, reqs []Request, res []Result) {
 // follow points h at split st (nil: at the key's own bucket) and reports
 // whether it is a split.
 func (h *hotCall) follow(st *splitState, r *Request) bool {
-	h.st, h.steps = st, 0
+	h.st, h.steps, h.tried = st, 0, 0
 	if st == nil {
 		h.parts = []bucket.Interval{r.Interval}
 		return false
@@ -167,7 +170,14 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		// split's sub-bucket i is another bucket.
 		h.w.st.seen.fullAt[h.sub].Store(sent + br.ResetAfter)
 		h.w.st.seen.placed[h.sub].Store(int32(h.w.at + 1))
-		if br.Limited && h.steps < maxHotSteps {
+		if br.Limited {
+			h.tried |= 1 << h.sub
+		}
+		// A burst decided together drains the sub-bucket it goes to and
+		// the sibling its denials try next: one sibling only would leave
+		// a third sub-bucket's tokens to the next burst, denying a third
+		// of a split in three meanwhile.
+		if br.Limited && h.steps < len(h.parts) {
 			if j := h.sibling(r, now); j >= 0 {
 				h.prevSub = h.sub
 				c.send(h, j, r)
@@ -284,15 +294,15 @@ func (st *splitState) lapseWait(r *Request, remaining, now int64) int64 {
 	return max(wait, 1)
 }
 
-// sibling is the sub-bucket other than h's most likely to have the cost,
-// and only when it seems to have it; -1 when none does. (One whose shard
+// sibling is the sub-bucket not yet tried by h most likely to have the
+// cost, and only when it seems to have it; -1 when none does. (One whose shard
 // is down is decided by its stand-in.) Siblings' retries are batched like first calls, so under a
 // sustained overload they cost a script a round trip, not one a call.
 func (h *hotCall) sibling(r *Request, now int64) int {
 	fill := fillTime(r.Interval)
 	pick, best := -1, int64(-1)
 	for j, part := range h.parts {
-		if j == h.sub {
+		if j == h.sub || h.tried&(1<<j) != 0 {
 			continue
 		}
 		t, ok := h.st.seen.tokens(j, part, fill, now)
