@@ -14,11 +14,6 @@ import (
 	"github.com/sluice-rl/sluice/router/bucket"
 )
 
-// maxHotSteps bounds the sub-bucket steps of one call that meets a failed
-// shard: the first, and one sibling. Denials bound it by the split: each
-// sub-bucket seen to hold the cost is tried once.
-const maxHotSteps = 2
-
 // errShardDown answers a batched step whose shard went unhealthy while it
 // waited.
 var errShardDown = errors.New("router: shard unhealthy")
@@ -34,6 +29,11 @@ type hotCall struct {
 	steps int
 	// tried has bit j set once sub-bucket j denied the call.
 	tried uint32
+	// faulted: a step of the call met a failed shard and was sent on; a
+	// second such goes to the fallback. Denials' steps (bounded by the
+	// split) do not count against it: a call sent on to a sibling on a
+	// hung shard is decided by that sibling's stand-in, not the fallback.
+	faulted bool
 	// prevSub is the sub-bucket that denied the call before its sibling's
 	// step, or -1: its figures are counted, as of now, from what was seen
 	// of it then.
@@ -198,7 +198,8 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 	// The shard failed (the step marked it): the sub-bucket is decided
 	// again where it is placed now, its stand-in on a sibling's shard;
 	// had its place not moved (a redirect), the next sibling decides.
-	if _, _, at, ok := h.st.place(h.hk, h.sub, topo); ok && h.steps < maxHotSteps {
+	if _, _, at, ok := h.st.place(h.hk, h.sub, topo); ok && !h.faulted {
+		h.faulted = true
 		j := h.sub
 		if at == h.w.at {
 			j = (h.sub + 1) % len(h.parts)

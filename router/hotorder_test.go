@@ -42,7 +42,7 @@ func TestSplitSeesTheLastStateOfABatch(t *testing.T) {
 	for i := range reqs {
 		h := &hotCall{req: i, hk: hk, sub: -1, prevSub: -1}
 		h.follow(st, &reqs[i])
-		h.steps = maxHotSteps // no sibling retry: the sub-bucket's own outcome
+		h.steps = len(h.parts) // no sibling retry: the sub-bucket's own outcome
 		h.then = func(h *hotCall) { c.advance(h, reqs, res, topo) }
 		h.w = &waiter{st: st, parts: h.parts, cost: reqs[i].Cost, sub: 0, then: func() { h.then(h) }}
 		ws = append(ws, h.w)
