@@ -177,7 +177,11 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		// the sibling its denials try next: one sibling only would leave
 		// a third sub-bucket's tokens to the next burst, denying a third
 		// of a split in three meanwhile.
-		if br.Limited && h.steps < len(h.parts) {
+		hops := len(h.parts)
+		if h.faulted {
+			hops++ // the step that met the fault is not a sub-bucket's try
+		}
+		if br.Limited && h.steps < hops {
 			if j := h.sibling(r, now); j >= 0 {
 				h.prevSub = h.sub
 				c.send(h, j, r)
