@@ -81,7 +81,11 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			return err
 		}
 		part := append([][]byte{args[0], strconv.AppendUint(nil, cur, 10)}, args[2:]...)
-		r.fwd = append(r.fwd, router.Forward{Slot: primaries[node], Cmd: r.command(part)})
+		// A cursor past the last primary (a caller's own number, or a
+		// scan begun before a primary left) ends the scan, as Redis takes
+		// any number for a cursor; a primary still reads its options, to
+		// refuse those Redis would.
+		r.fwd = append(r.fwd, router.Forward{Slot: primaries[min(node, len(primaries)-1)], Cmd: r.command(part)})
 		it.node, it.nodes = node, len(primaries)
 	case fo.one:
 		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
@@ -154,11 +158,7 @@ func scanCursor(b []byte, primaries int) (cur uint64, node int, err error) {
 	if !ok {
 		return 0, 0, errors.New("invalid cursor")
 	}
-	node = int(v & (1<<scanNodeBits - 1))
-	if node >= primaries {
-		return 0, 0, errors.New("invalid cursor")
-	}
-	return v >> scanNodeBits, node, nil
+	return v >> scanNodeBits, int(v & (1<<scanNodeBits - 1)), nil
 }
 
 // strtoul reads a cursor as Redis's parseScanCursorOrReply does, with C's
@@ -191,6 +191,9 @@ func (it *fwdItem) scanReply(p []byte) []byte {
 	elems, ok := elements(p)
 	if !ok || len(elems) != 2 || len(elems[0]) < 4 || elems[0][0] != '$' {
 		return unexpected(p)
+	}
+	if it.node >= it.nodes {
+		return []byte("*2\r\n$1\r\n0\r\n*0\r\n")
 	}
 	e := elems[0]
 	start := strings.IndexByte(string(e), '\n') + 1
