@@ -14,6 +14,14 @@ import (
 type explained struct{ flag.Value }
 
 func (e *explained) Set(s string) error {
+	if g, ok := e.Value.(flag.Getter); ok {
+		if _, isInt := g.Get().(int); isInt && !decimal(s) {
+			// The flag package reads 010 as octal 8, 0x10 as 16 and 1_000
+			// as 1000; Redis's numbers (maxclients, timeout) are decimal
+			// and refuse those, a sign + and a leading 0 too.
+			return fmt.Errorf("%q is not a whole number: decimal digits, no leading 0, a minus only", s)
+		}
+	}
 	err := e.Value.Set(s)
 	if err == nil || err.Error() != "parse error" {
 		return err
@@ -35,6 +43,19 @@ func (e *explained) Set(s string) error {
 		return fmt.Errorf("%q is not a boolean", s)
 	}
 	return err
+}
+
+// decimal reports whether s is written as Redis's string2ll reads a
+// number: 0, or a digit 1 to 9 and more digits, after a minus or not.
+func decimal(s string) bool {
+	d := strings.TrimPrefix(s, "-")
+	if d == "0" {
+		return s == "0"
+	}
+	if d == "" || d[0] == '0' {
+		return false
+	}
+	return strings.Trim(d, "0123456789") == ""
 }
 
 // String is the value's, or nothing for the zero explained the flag
