@@ -229,12 +229,35 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 // flight: that one may be redirected to where fs go, and be overtaken
 // there, so fs wait until it is answered (errRouteAgain).
 func (s *Server) routeNow(c *client, fs []router.Forward) bool {
-	gen := s.cfg.Forwarder.Route(fs)
+	return c.routedBy(s.cfg.Forwarder.Route(fs))
+}
+
+// routedBy reports whether c may send a command routed by the slot map of
+// generation gen now: not while a command it sent by another is in
+// flight.
+func (c *client) routedBy(gen uint64) bool {
 	if c.routedGen != 0 && c.routedGen != gen+1 && c.inFlight() > 0 {
 		return false
 	}
 	c.routedGen = gen + 1
 	return true
+}
+
+// slotRouter is a Decider that sends each bucket's calls to its slot's
+// primary by a slot map (router.Cluster), when they are submitted.
+type slotRouter interface {
+	Route(cmds []router.Forward) uint64
+}
+
+// bucketRouted reports whether a bucket request of c's may be taken now.
+// A call routed by an older map to the slot's old owner is answered "non
+// local key" there and sent again, following MOVED, to the new owner,
+// where one routed by the new map directly would overtake it (a client's
+// pipelined THROTTLEs of one bucket would see remaining go up across the
+// end of a slot move): so it waits, as a forwarded command does.
+func (s *Server) bucketRouted(c *client) bool {
+	sr, ok := s.cfg.Decider.(slotRouter)
+	return !ok || c.routedBy(sr.Route(nil))
 }
 
 // blocks reports whether a command may wait at its node: one of Redis's

@@ -892,6 +892,11 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		if err == nil && cmd.argsFirst {
 			err = s.keyLen(args)
 		}
+		if err == nil && !s.bucketRouted(c) {
+			s.stats.commands.Add(-1) // counted when taken again
+			c.retake = true
+			return true
+		}
 		if err == nil {
 			seq := c.base + uint64(len(c.q))
 			c.q = append(c.q, slot{state: slotWaiting, cmd: cmd, req: req, pol: pol})
