@@ -310,14 +310,18 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 			return
 		}
 	}
-	user := c.user
 	for i := 2; i < len(args); i++ {
 		switch opt := strings.ToUpper(string(args[i])); {
 		case opt == "AUTH" && i+2 < len(args):
-			if user = s.cfg.Users.authenticate(args[i+1], args[i+2]); user == nil {
+			user := s.cfg.Users.authenticate(args[i+1], args[i+2])
+			if user == nil {
 				s.writeError(conn, errBadPass)
 				return
 			}
+			// Redis 7.0 authenticates as it reads AUTH: the client stays
+			// this user when a later option fails the HELLO.
+			c.user = user
+			c.published()
 			i += 2
 		case opt == "SETNAME" && i+1 < len(args):
 			if err := validName(args[i+1]); err != nil {
@@ -335,11 +339,10 @@ func cmdHello(s *Server, c *client, conn respConn, args [][]byte) {
 			return
 		}
 	}
-	if user == nil {
+	if c.user == nil {
 		s.writeError(conn, errors.New("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time"))
 		return
 	}
-	c.user = user
 	if len(args) > 1 {
 		resp3 := args[1][0] == '3'
 		switch {
