@@ -458,6 +458,12 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	if cmd != nil && cmd.has("no_auth") {
 		return nil
 	}
+	if cmd != nil && cmd.subs != nil && len(args) > 1 && cmd.fullName(args) == nil {
+		// Redis answers a container's unknown subcommand before it checks
+		// authentication and permissions; answered here, it is not
+		// forwarded (COMMAND's) for a client yet to authenticate.
+		return fmt.Errorf("unknown subcommand '%s'. Try %s HELP.", cut128(args[1]), strings.ToUpper(cmd.name))
+	}
 	var name string
 	var cats []string
 	var first []byte // of a command without subcommands

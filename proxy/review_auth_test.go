@@ -38,3 +38,28 @@ func TestHelloAuthStaysWhenHelloFails(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownSubcommandBeforeAuth: Redis answers a container's unknown
+// subcommand before it checks authentication or the user's permissions,
+// for sluice's own containers as for the cluster's.
+func TestUnknownSubcommandBeforeAuth(t *testing.T) {
+	us, err := proxy.ParseUsers("user default off\nuser ro on >ro ~* +get", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us, Loops: loops})
+		for _, auth := range [][]string{nil, {"AUTH", "ro", "ro"}} {
+			c := dialRaw(t, addr)
+			if auth != nil {
+				c.do(auth...)
+			}
+			for _, container := range []string{"ACL", "CLIENT", "COMMAND", "CLUSTER"} {
+				want := "-ERR unknown subcommand 'BOGUS'. Try " + container + " HELP.\r\n"
+				if got := c.do(container, "BOGUS"); got != want {
+					t.Errorf("loops %d, %q: %s BOGUS answered %q, want %q", loops, auth, container, got, want)
+				}
+			}
+		}
+	}
+}
