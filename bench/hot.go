@@ -50,6 +50,21 @@ func commandCalls(v string) int64 {
 	return 0
 }
 
+// commandFailed reads failed_calls=N plus rejected_calls=M from an INFO
+// commandstats value: calls that errored while running, and calls refused
+// before they ran (a wrong argument count, MOVED).
+func commandFailed(v string) int64 {
+	var n int64
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		if k == "failed_calls" || k == "rejected_calls" {
+			c, _ := strconv.ParseInt(val, 10, 64)
+			n += c
+		}
+	}
+	return n
+}
+
 // spread is how one run's bucket steps and CPU fell on the primaries.
 type spread struct {
 	// Busiest is the busiest primary's share of the steps: what bounds a

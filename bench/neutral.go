@@ -153,6 +153,7 @@ type usage struct {
 	sluiceTicks int64              // sluice's utime+stime
 	nodeCPU     map[string]float64 // each redis-server's used_cpu_user+used_cpu_sys, s
 	scripts     int64              // EVALSHA calls, all nodes
+	failed      int64              // EVALSHA, GET and SET calls that failed or were refused, all nodes
 	gets, sets  int64              // GET and SET calls, all nodes
 	pings       map[string]int64   // PING calls by node
 	decisions   int64              // sluice's THROTTLE decisions
@@ -368,6 +369,9 @@ func (nt *neutral) read(ctx context.Context) (usage, error) {
 		}
 		u.nodeCPU[n.addr] = user + sys
 		u.scripts += commandCalls(f["cmdstat_evalsha"])
+		for _, cmd := range []string{"evalsha", "get", "set"} {
+			u.failed += commandFailed(f["cmdstat_"+cmd])
+		}
 		if n.serving() { // a replica counts the SETs it copies too
 			u.gets += commandCalls(f["cmdstat_get"])
 			u.sets += commandCalls(f["cmdstat_set"])
@@ -419,10 +423,28 @@ func (nt *neutral) measure(ctx context.Context, args []string, requests int64, s
 	if err != nil {
 		return neutralRun{}, err
 	}
+	if err := clusterFailures(args, before, after); err != nil {
+		return neutralRun{}, err
+	}
 	return neutralRun{requests: requests, res: res, cost: costPerRequest(before, after, requests),
 		limited:    after.limited - before.limited,
 		offCluster: (after.decisions - before.decisions) - (after.clustered - before.clustered),
 		note:       servedNote(served(before, after), requests)}, nil
+}
+
+// clusterFailures fails a redis-benchmark --cluster run in which the
+// servers failed calls: in cluster mode redis-benchmark counts an error
+// reply as a request served and exits 0, so a run whose every script
+// failed would give a figure, and one without any note (the servers count
+// a failed call among their calls). Without --cluster it exits at the
+// first error itself. A few are sluice's: its heartbeat meets NOSCRIPT
+// once on a node that lost its scripts, and loads them.
+func clusterFailures(args []string, before, after usage) error {
+	if n := after.failed - before.failed; n > 10 && slices.Contains(args, "--cluster") {
+		return fmt.Errorf("redis-benchmark %s: the servers failed %d calls (INFO errorstats says why), which redis-benchmark --cluster counts as requests served",
+			strings.Join(args, " "), n)
+	}
+	return nil
 }
 
 // calibrate measures the rate of a short run, to size the real one by;
