@@ -458,12 +458,6 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 	if cmd != nil && cmd.has("no_auth") {
 		return nil
 	}
-	if cmd != nil && cmd.subs != nil && len(args) > 1 && cmd.fullName(args) == nil {
-		// Redis answers a container's unknown subcommand before it checks
-		// authentication and permissions; answered here, it is not
-		// forwarded (COMMAND's) for a client yet to authenticate.
-		return fmt.Errorf("unknown subcommand '%s'. Try %s HELP.", cut128(args[1]), strings.ToUpper(cmd.name))
-	}
 	var name string
 	var cats []string
 	var first []byte // of a command without subcommands
@@ -632,8 +626,6 @@ func cmdACL(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 	case sub == "whoami" || sub == "list":
 		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'acl|%s' command", sub))
-	case commands["acl"].subs[sub] == nil:
-		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try ACL HELP.", cut128(args[1])))
 	default:
 		s.writeError(conn, refusedWithArity("acl|"+sub, args,
 			fmt.Errorf("sluice answers ACL WHOAMI and ACL LIST only ('%s'): its users are defined in --aclfile", truncate(args[1]))))

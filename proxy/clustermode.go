@@ -126,17 +126,8 @@ var clusterHelp = []string{
 // cmdClusterMode answers CLUSTER as that one-node cluster.
 func cmdClusterMode(s *Server, c *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
-	arity, ok := clusterArity[sub]
+	arity := clusterArity[sub]
 	switch {
-	case !ok:
-		// Redis 7.0 rejects these before running anything, MYSHARDID (7.2)
-		// among them, quoting the first 128 bytes ("%.128s").
-		name := args[1]
-		if len(name) > 128 {
-			name = name[:128]
-		}
-		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLUSTER HELP.", name))
-		return
 	case (arity > 0 && len(args) != arity) || len(args) < -arity,
 		// Redis 7.0 checks these pairs as it runs the subcommand, before
 		// it changes anything, with the same error.

@@ -223,6 +223,13 @@ func lookup(args [][]byte) (*command, error) {
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
 		return cmd, fmt.Errorf("wrong number of arguments for '%s' command", cmd.name)
 	}
+	if cmd.subs != nil && len(args) > 1 && cmd.fullName(args) == nil {
+		// As Redis checks that a subcommand exists, matched in ASCII only
+		// ("ıd" is not ID), before authentication and ACLs. Answered
+		// here, it is not forwarded (COMMAND's) for a client yet to
+		// authenticate.
+		return cmd, fmt.Errorf("unknown subcommand '%s'. Try %s HELP.", cut128(args[1]), strings.ToUpper(cmd.name))
+	}
 	return cmd, nil
 }
 
@@ -600,8 +607,6 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		default:
 			s.writeError(conn, errors.New("syntax error"))
 		}
-	default:
-		s.writeError(conn, fmt.Errorf("unknown subcommand '%s'. Try CLIENT HELP.", cut128(args[1])))
 	}
 }
 
