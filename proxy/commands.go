@@ -51,17 +51,24 @@ type command struct {
 }
 
 // subcommands are the subcommands of sluice's containers as Redis 7
-// names them (7.0's, and CLIENT SETINFO, which sluice answers): CLIENT
-// LIST shows cmd=client|kill for a CLIENT KILL as Redis does, though
-// sluice refuses it, and cmd=NULL for a name Redis does not know.
-var subcommands = map[string][]string{
-	"client": {"caching", "getname", "getredir", "help", "id", "info", "kill", "list", "no-evict", "pause", "reply",
-		"setinfo", "setname", "tracking", "trackinginfo", "unblock", "unpause"},
-	"acl":     {"cat", "deluser", "dryrun", "genpass", "getuser", "help", "list", "load", "log", "save", "setuser", "users", "whoami"},
-	"command": {"count", "docs", "getkeys", "getkeysandflags", "help", "info", "list"},
-	"cluster": {"addslots", "addslotsrange", "bumpepoch", "count-failure-reports", "countkeysinslot", "delslots",
-		"delslotsrange", "failover", "flushslots", "forget", "getkeysinslot", "help", "info", "keyslot", "links", "meet",
-		"myid", "nodes", "replicas", "replicate", "reset", "saveconfig", "set-config-epoch", "setslot", "shards", "slaves", "slots"},
+// names them (7.0's, and CLIENT SETINFO, which sluice answers), each with
+// its arity as Redis 7.0 counts it (CLIENT SETINFO's 7.2's): CLIENT LIST
+// shows cmd=client|kill for a CLIENT KILL as Redis does, though sluice
+// refuses it, and cmd=NULL for a name Redis does not know. Redis checks
+// a subcommand's arity before authentication and permissions, so lookup
+// does, for those sluice answers and those it refuses alike.
+var subcommands = map[string]map[string]int{
+	"client": {"caching": 3, "getname": 2, "getredir": 2, "help": 2, "id": 2, "info": 2, "kill": -3, "list": -2,
+		"no-evict": 3, "pause": -3, "reply": 3, "setinfo": 4, "setname": 3, "tracking": -3, "trackinginfo": 2,
+		"unblock": -3, "unpause": 2},
+	"acl": {"cat": -2, "deluser": -3, "dryrun": -4, "genpass": -2, "getuser": 3, "help": 2, "list": 2, "load": 2,
+		"log": -2, "save": 2, "setuser": -3, "users": 2, "whoami": 2},
+	"command": {"count": 2, "docs": -2, "getkeys": -4, "getkeysandflags": -4, "help": 2, "info": -2, "list": -2},
+	"cluster": {"addslots": -3, "addslotsrange": -4, "bumpepoch": 2, "count-failure-reports": 3, "countkeysinslot": 3,
+		"delslots": -3, "delslotsrange": -4, "failover": -2, "flushslots": 2, "forget": 3, "getkeysinslot": 4,
+		"help": 2, "info": 2, "keyslot": 3, "links": 2, "meet": -4, "myid": 2, "nodes": 2, "replicas": 3,
+		"replicate": 3, "reset": -2, "saveconfig": 2, "set-config-epoch": 3, "setslot": -4, "shards": 2,
+		"slaves": 3, "slots": 2},
 }
 
 // fullName is what args, a command of cmd's, is named in CLIENT LIST, as
@@ -189,7 +196,7 @@ func init() {
 		commands[c.name] = c
 		if subs, ok := subcommands[c.name]; ok {
 			c.subs = make(map[string]*string, len(subs))
-			for _, sub := range subs {
+			for sub := range subs {
 				full := c.name + "|" + sub
 				c.subs[sub] = &full
 			}
@@ -223,12 +230,18 @@ func lookup(args [][]byte) (*command, error) {
 	if (cmd.arity > 0 && len(args) != cmd.arity) || (cmd.arity < 0 && len(args) < -cmd.arity) {
 		return cmd, fmt.Errorf("wrong number of arguments for '%s' command", cmd.name)
 	}
-	if cmd.subs != nil && len(args) > 1 && cmd.fullName(args) == nil {
-		// As Redis checks that a subcommand exists, matched in ASCII only
-		// ("ıd" is not ID), before authentication and ACLs. Answered
-		// here, it is not forwarded (COMMAND's) for a client yet to
-		// authenticate.
-		return cmd, fmt.Errorf("unknown subcommand '%s'. Try %s HELP.", cut128(args[1]), strings.ToUpper(cmd.name))
+	if cmd.subs != nil && len(args) > 1 {
+		// As Redis checks a subcommand, before authentication and ACLs:
+		// that it exists (matched in ASCII only, so that "ıd" is not ID),
+		// then its arity. An unknown one answered here is not forwarded
+		// (COMMAND's) for a client yet to authenticate.
+		full := cmd.fullName(args)
+		if full == nil {
+			return cmd, fmt.Errorf("unknown subcommand '%s'. Try %s HELP.", cut128(args[1]), strings.ToUpper(cmd.name))
+		}
+		if n := subcommands[cmd.name][(*full)[len(cmd.name)+1:]]; (n > 0 && len(args) != n) || len(args) < -n {
+			return cmd, fmt.Errorf("wrong number of arguments for '%s' command", *full)
+		}
 	}
 	return cmd, nil
 }
@@ -419,26 +432,6 @@ var clientRefused = map[string]string{
 	"KILL": "", "PAUSE": "", "UNPAUSE": "", "UNBLOCK": "",
 }
 
-// refusedArity are Redis 7's arities of the CLIENT and ACL subcommands
-// sluice refuses: a line Redis would refuse for its number of arguments
-// gets Redis's error, as a client checking its own call expects, before
-// sluice's refusal.
-var refusedArity = map[string]int{
-	"client|caching": 3, "client|getredir": 2, "client|kill": -3, "client|pause": -3,
-	"client|tracking": -3, "client|trackinginfo": 2, "client|unblock": -3, "client|unpause": 2,
-	"acl|cat": -2, "acl|deluser": -3, "acl|dryrun": -4, "acl|genpass": -2, "acl|getuser": 3,
-	"acl|help": 2, "acl|load": 2, "acl|log": -2, "acl|save": 2, "acl|setuser": -3, "acl|users": 2,
-}
-
-// refusedWithArity is sluice's refusal of a CLIENT or ACL subcommand,
-// or Redis's error for its number of arguments.
-func refusedWithArity(full string, args [][]byte, refusal error) error {
-	if n := refusedArity[full]; (n > 0 && len(args) != n) || len(args) < -n {
-		return fmt.Errorf("wrong number of arguments for '%s' command", full)
-	}
-	return refusal
-}
-
 const trackingShared = " (client-side caching): the nodes would track keys for sluice's connections, which its clients share"
 
 // clientHelp is CLIENT HELP for the subcommands sluice answers, in Redis
@@ -472,17 +465,14 @@ var clientHelp = []string{
 
 func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
-	wrongArgs := func() {
-		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'client|%s' command", strings.ToLower(sub)))
-	}
 	// Tracking is always off in sluice: what Redis answers of a client
 	// whose tracking is off is true of every client, and a client library
 	// that turns it off, or asks, before it works is answered so.
 	switch {
-	case sub == "GETREDIR" && len(args) == 2:
+	case sub == "GETREDIR":
 		conn.WriteInt(-1)
 		return
-	case sub == "TRACKINGINFO" && len(args) == 2:
+	case sub == "TRACKINGINFO":
 		conn.WriteMap(3)
 		conn.WriteBulkString("flags")
 		conn.WriteSet(1)
@@ -497,25 +487,16 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		return
 	}
 	if why, ok := clientRefused[sub]; ok {
-		s.writeError(conn, refusedWithArity("client|"+strings.ToLower(sub), args,
-			fmt.Errorf("sluice does not support CLIENT %s%s", sub, why)))
+		s.writeError(conn, fmt.Errorf("sluice does not support CLIENT %s%s", sub, why))
 		return
 	}
 	switch sub {
 	case "HELP":
-		if len(args) != 2 {
-			wrongArgs()
-			return
-		}
 		conn.WriteArray(len(clientHelp))
 		for _, line := range clientHelp {
 			conn.WriteString(line)
 		}
 	case "SETNAME":
-		if len(args) != 3 {
-			wrongArgs()
-			return
-		}
 		if err := validName(args[2]); err != nil {
 			s.writeError(conn, err)
 			return
@@ -524,26 +505,14 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		c.published()
 		conn.WriteString("OK")
 	case "GETNAME":
-		if len(args) != 2 {
-			wrongArgs()
-			return
-		}
 		if c.name == "" {
 			conn.WriteNull()
 		} else {
 			conn.WriteBulkString(c.name)
 		}
 	case "ID":
-		if len(args) != 2 {
-			wrongArgs()
-			return
-		}
 		conn.WriteInt64(c.id)
 	case "SETINFO":
-		if len(args) != 4 {
-			wrongArgs()
-			return
-		}
 		switch attr := strings.ToUpper(string(args[2])); attr {
 		case "LIB-NAME":
 			if err := validName(args[3]); err != nil {
@@ -564,10 +533,6 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		c.published()
 		conn.WriteString("OK")
 	case "INFO":
-		if len(args) != 2 {
-			wrongArgs()
-			return
-		}
 		conn.WriteVerbatim(c.view.line(time.Now()))
 	case "LIST":
 		list, err := s.clientList(args[2:])
@@ -578,10 +543,6 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		conn.WriteVerbatim(list)
 	case "REPLY":
 		// OFF and SKIP are not answered; ON is.
-		if len(args) != 3 {
-			wrongArgs()
-			return
-		}
 		switch strings.ToUpper(string(args[2])) {
 		case "ON":
 			c.replyOff, c.replyOn = false, true
@@ -597,10 +558,6 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 	case "NO-EVICT":
 		// sluice never evicts a client for memory: either answer holds.
-		if len(args) != 3 {
-			wrongArgs()
-			return
-		}
 		switch strings.ToUpper(string(args[2])) {
 		case "ON", "OFF":
 			conn.WriteString("OK")
@@ -765,10 +722,6 @@ func writeFlags(conn respConn, flags []string) {
 // commands as Redis 7 does for its own: the key of a bucket command, the
 // errors of a name it lacks, a command without keys or a wrong count.
 func cmdGetKeys(s *Server, conn respConn, args [][]byte, withFlags bool) {
-	if len(args) < 4 {
-		s.writeError(conn, fmt.Errorf("wrong number of arguments for 'command|%s' command", lowerName(args[1])))
-		return
-	}
 	cmd, ok := commands[strings.ToLower(string(args[2]))]
 	switch {
 	case !ok:
