@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // TestSubcommandMatchedInASCII: Redis matches a subcommand's name in
@@ -91,6 +92,52 @@ func TestSubcommandArityBeforeAuth(t *testing.T) {
 				want := "-ERR wrong number of arguments for '" + l.full + "' command\r\n"
 				if got := c.do(l.args...); got != want {
 					t.Errorf("%q: %s answered %q, want %q", auth, strings.Join(l.args, " "), got, want)
+				}
+			}
+		}
+	})
+}
+
+// TestSubcommandArityInMulti: inside MULTI, Redis refuses a subcommand of
+// a wrong number of arguments, or an unknown one, when it is queued, with
+// that error, and EXEC then aborts; for a user not allowed it too.
+func TestSubcommandArityInMulti(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us, err := proxy.ParseUsers("user default off\nuser tx on >tx ~* +get +multi +exec", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongArity := func(full string) string { return "-ERR wrong number of arguments for '" + full + "' command\r\n" }
+	lines := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"CLIENT", "ID", "x"}, wrongArity("client|id")},
+		{[]string{"ACL", "WHOAMI", "x"}, wrongArity("acl|whoami")},
+		{[]string{"COMMAND", "COUNT", "x"}, wrongArity("command|count")},
+		{[]string{"CLUSTER", "INFO", "x"}, wrongArity("cluster|info")},
+		{[]string{"CLIENT", "BOGUS"}, "-ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.\r\n"},
+	}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
+		for _, users := range []*proxy.Users{nil, us} {
+			cfg.Users = users
+			conn := dialRaw(t, serveConfig(t, cfg))
+			if users != nil {
+				conn.do("AUTH", "tx", "tx")
+			}
+			for _, l := range lines {
+				if got := conn.do("MULTI"); got != "+OK\r\n" {
+					t.Fatalf("MULTI: %q", got)
+				}
+				if got := conn.do(l.args...); got != l.want {
+					t.Errorf("users %v: %q in MULTI answered %q, want %q", users != nil, l.args, got, l.want)
+				}
+				if got := conn.do("GET", "k"); got != "+QUEUED\r\n" {
+					t.Errorf("GET after it: %q", got)
+				}
+				if got, want := conn.do("EXEC"), "-EXECABORT Transaction discarded because of previous errors.\r\n"; got != want {
+					t.Errorf("users %v: EXEC after %q answered %q, want %q", users != nil, l.args, got, want)
 				}
 			}
 		}

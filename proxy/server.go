@@ -844,7 +844,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			return true
 		}
 		cmd = nil
-	} else if c.multi != nil && cmd != quitCommand && cmd != resetCommand {
+	} else if c.multi != nil && cmd != quitCommand && cmd != resetCommand && (cmd == nil || err == nil) {
 		if err = s.queue(c, r, cmd, args); err == nil {
 			return true
 		}
@@ -855,8 +855,9 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		}
 		cmd = nil
 	} else if c.multi != nil && err != nil {
-		// RESET of a wrong number of arguments: Redis refuses it as a
-		// command of the transaction, which EXEC then aborts.
+		// sluice's own command (RESET too) of a wrong number of arguments
+		// or an unknown subcommand: Redis refuses it as it queues it, with
+		// that error, and EXEC then aborts.
 		c.multi.dirty = true
 	} else if cmd == commandCommand && err == nil && s.cfg.Forwarder != nil && s.forwardCommand(c, r, args) {
 		return true
