@@ -25,6 +25,11 @@ var pipeReplies = []string{
 	"$70000\r\n" + strings.Repeat("v", 70000) + "\r\n",
 	"*0\r\n",
 	"_\r\n",
+	"*-1\r\n",
+	"!21\r\nSYNTAX invalid syntax\r\n",
+	"=15\r\ntxt:Some string\r\n",
+	"%2\r\n+a\r\n*2\r\n~1\r\n#t\r\n(123\r\n+b\r\n_\r\n",
+	"|1\r\n+ttl\r\n:3600\r\n$1\r\nv\r\n",
 }
 
 // answered is a command whose answers are appended to got.
