@@ -2,6 +2,7 @@ package lua_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -93,7 +94,9 @@ func TestRawManyMatchesDoMany(t *testing.T) {
 }
 
 // ReadMany refuses what is not a many reply of the right length, never
-// panics, and reads both protocols' integers and strings.
+// panics, and reads both protocols' integers and strings. Only an error
+// reply of the whole call comes back as an *Error (what callers take for
+// NOSCRIPT, MOVED...), and what it takes is a reply.
 func FuzzReadMany(f *testing.F) {
 	f.Add([]byte("*5\r\n:0\r\n:2\r\n:0\r\n:100\r\n:1\r\n"), 1)
 	f.Add([]byte("*5\r\n:3\r\n$9\r\nWRONGTYPE\r\n:0\r\n:0\r\n:0\r\n"), 1)
@@ -104,6 +107,15 @@ func FuzzReadMany(f *testing.F) {
 			return
 		}
 		out := make([]lua.Outcome, n)
-		_ = lua.ReadMany(r, out)
+		err := lua.ReadMany(r, out)
+		var le *lua.Error
+		if errors.As(err, &le) != (len(r) > 0 && r[0] == '-') {
+			t.Fatalf("ReadMany(%q): %#v", r, err)
+		}
+		if err == nil {
+			if _, rerr := reply.Read(bufio.NewReader(bytes.NewReader(r)), nil); rerr != nil {
+				t.Fatalf("ReadMany(%q) took what is no reply: %v", r, rerr)
+			}
+		}
 	})
 }
