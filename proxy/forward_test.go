@@ -2109,13 +2109,13 @@ func TestPassthroughUnreadRepliesPastTheHardLimit(t *testing.T) {
 		if got := flood.do("PING"); got != "+PONG\r\n" { // connected
 			t.Fatalf("PING: %q", got)
 		}
-		cmds := make([][]string, 180) // 180 MiB of replies, in one read
+		cmds := make([][]string, 96) // 96 MiB of replies, in one read: past the limit after the early writes
 		for i := range cmds {
 			cmds[i] = []string{"GET", "unread:big"}
 		}
 		flood.send(cmds...)
 		// Not waitUntil's 5 s: once closed, the client's goroutine still
-		// waits for the replies under way, 180 MiB, slow under -race.
+		// waits for the replies under way, 96 MiB, slow under -race.
 		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(other.do("INFO", "clients"), "connected_clients:1\r\n"); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the client past the hard limit was not closed")

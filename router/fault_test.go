@@ -545,7 +545,7 @@ func TestPolicies(t *testing.T) {
 		}
 		reqs := make([]router.Request, 1000)
 		res := make([]router.Result, len(reqs))
-		for round := range 1000 {
+		for round := range 100 { // five times the cap
 			for i := range reqs {
 				reqs[i] = router.Request{Key: tag + strconv.Itoa(round*1000+i), Interval: iv, Cost: 1}
 			}
@@ -555,7 +555,7 @@ func TestPolicies(t *testing.T) {
 			}
 		}
 		if n := r.LocalBuckets(); n > 20_000 || n < 5_000 {
-			t.Fatalf("%d local buckets after 1,000,000 distinct keys, want at most the cap of 20,000", n)
+			t.Fatalf("%d local buckets after 100,000 distinct keys, want at most the cap of 20,000", n)
 		}
 	})
 	t.Run("the stats show the outage", func(t *testing.T) {
