@@ -41,6 +41,9 @@ func runSuite(cfg config, out io.Writer) error {
 				if err != nil {
 					return comparison{}, nil, fmt.Errorf("%s: %w", name, err)
 				}
+				if err := r.failed(); err != nil {
+					return comparison{}, nil, fmt.Errorf("%s: %w", name, err)
+				}
 				rs = append(rs, r)
 			}
 		}
@@ -204,4 +207,14 @@ func infoInt(ctx context.Context, addr, section, field string) (int64, error) {
 		return 0, fmt.Errorf("%s: INFO %s has no %s", addr, section, field)
 	}
 	return strconv.ParseInt(v, 10, 64)
+}
+
+// failed is an error when more than one call in 1,000 of r failed: a
+// failing call is answered at once, so the rate of such a run is of its
+// errors, not of decisions.
+func (r result) failed() error {
+	if decided := r.Allowed + r.Limited; r.Errors*1000 > decided {
+		return fmt.Errorf("%s: %d calls failed, %d decided: no figure", r.Target, r.Errors, decided)
+	}
+	return nil
 }
