@@ -841,6 +841,8 @@ type framedListener struct {
 	net.Listener
 	f framer // a new connection's
 	s *Server
+
+	backoff time.Duration // before accepting again, after accept failed
 }
 
 func (l *framedListener) Accept() (net.Conn, error) {
@@ -852,8 +854,18 @@ func (l *framedListener) Accept() (net.Conn, error) {
 				// before Shutdown has answered them.
 				<-l.s.ctx.Done()
 			}
-			return nil, err
+			if l.s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil, err
+			}
+			// Out of descriptors, say: redcon would retry at once, on a
+			// listener still readable, spinning a core. The clients
+			// already served go on, as on the loops.
+			l.backoff = min(max(2*l.backoff, 5*time.Millisecond), time.Second)
+			l.s.log.Warn("accepting a client", zap.Error(err), zap.Duration("retry_in", l.backoff))
+			time.Sleep(l.backoff)
+			continue
 		}
+		l.backoff = 0
 		if l.s.admit() {
 			fc := &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy, conns: &l.s.conns}
 			l.s.conns.add(fc)
