@@ -456,6 +456,10 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		return 2
 	}
 	defer log.Sync()
+	if o.maxClients, err = fitMaxClients(o.maxClients, log); err != nil {
+		log.Error("cannot serve --maxclients", zap.Error(err))
+		return 1
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
