@@ -569,11 +569,36 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 
 // info is the client's line of CLIENT INFO / CLIENT LIST.
 
-// cmdCommand answers COMMAND, COMMAND COUNT, COMMAND INFO and COMMAND DOCS
-// from the table, enough for redis-cli's hints and clients that learn key
-// positions from it.
+// commandHelp is Redis 7.0's COMMAND HELP, word for word: a cluster
+// behind sluice answers it so.
+var commandHelp = []string{
+	"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"(no subcommand)",
+	"    Return details about all Redis commands.",
+	"COUNT",
+	"    Return the total number of commands in this Redis server.",
+	"LIST",
+	"    Return a list of all commands in this Redis server.",
+	"INFO [<command-name> ...]",
+	"    Return details about multiple Redis commands.",
+	"    If no command names are given, documentation details for all",
+	"    commands are returned.",
+	"DOCS [<command-name> ...]",
+	"    Return documentation details about multiple Redis commands.",
+	"    If no command names are given, documentation details for all",
+	"    commands are returned.",
+	"GETKEYS <full-command>",
+	"    Return the keys from a full Redis command.",
+	"GETKEYSANDFLAGS <full-command>",
+	"    Return the keys and the access flags from a full Redis command.",
+	"HELP",
+	"    Prints this help.",
+}
+
+// cmdCommand answers COMMAND and its subcommands from the table, enough
+// for redis-cli's hints and clients that learn key positions from it.
 func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
-	if len(args) == 1 {
+	if len(args) == 1 || (len(args) == 2 && strings.EqualFold(string(args[1]), "info")) {
 		names := make([]string, 0, len(commands))
 		for name := range commands {
 			names = append(names, name)
@@ -588,6 +613,28 @@ func cmdCommand(s *Server, _ *client, conn respConn, args [][]byte) {
 	switch sub := strings.ToUpper(string(args[1])); sub {
 	case "COUNT":
 		conn.WriteInt(len(commands))
+	case "HELP":
+		conn.WriteArray(len(commandHelp))
+		for _, line := range commandHelp {
+			conn.WriteString(line)
+		}
+	case "LIST":
+		if len(args) != 2 && (len(args) != 5 || !strings.EqualFold(string(args[2]), "filterby") ||
+			!slices.Contains([]string{"module", "aclcat", "pattern"}, lowerName(args[3]))) {
+			s.writeError(conn, errors.New("syntax error"))
+			return
+		}
+		var names []string
+		for name, cmd := range commands {
+			if len(args) == 2 || listedBy(cmd, args[3], args[4]) {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		conn.WriteArray(len(names))
+		for _, name := range names {
+			conn.WriteBulkString(name)
+		}
 	case "INFO":
 		conn.WriteArray(len(args) - 2)
 		for _, a := range args[2:] {
