@@ -397,7 +397,6 @@ func (s *Server) ioLoops() (int, time.Duration) {
 	return len(s.loops), s.polling
 }
 
-// Close stops listening and closes every client connection.
 // Shutdown stops accepting clients, answers every command already read,
 // writes the replies, and closes each client once it has them; then it
 // closes the server. Past ctx's deadline it closes what is left at once
@@ -484,6 +483,7 @@ func (s *Server) cancelBlocked(abort bool) {
 	}
 }
 
+// Close stops listening and closes every client connection.
 func (s *Server) Close() error {
 	s.cancel()
 	s.mu.Lock()
