@@ -167,7 +167,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	switch {
 	case len(keys) == 0:
 		if !anyNode {
-			return fmt.Errorf("sluice does not forward '%s': it has no key to route by", spec.Name)
+			return errNoRouteKey(spec)
 		}
 		// One that may write is checked to have reached a primary: right
 		// after a failover, before sluice reads the new slot map, one
@@ -560,6 +560,12 @@ func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) []in
 		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: r.command(part)})
 	}
 	return places
+}
+
+// errNoRouteKey refuses a command without keys that no one primary answers
+// for the cluster: a node's own state (LASTSAVE, ROLE, MEMORY STATS).
+func errNoRouteKey(spec *cmdspec.Spec) error {
+	return fmt.Errorf("sluice does not forward '%s': it has no key to route by", spec.Name)
 }
 
 // refused says why sluice does not forward a command, or nil.

@@ -266,11 +266,18 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 	// As outside a transaction: SORT by its key, and a line malformed
 	// where its keys should be is queued, for the node to refuse at EXEC
 	// as Redis does.
-	keys, _, err := routeKeys(spec, args, nil)
+	keys, bad, err := routeKeys(spec, args, nil)
 	if err != nil {
 		return "", err
 	}
 	if len(keys) == 0 {
+		// Refused as outside a transaction: EXEC would answer the state of
+		// whichever primary it reached as if it were the cluster's.
+		// PING and ECHO (sluice's) and UNWATCH (the transaction's own) are
+		// alike on every node.
+		if cmd == nil && !bad && !keyless(spec) && spec.Name != "unwatch" {
+			return "", errNoRouteKey(spec)
+		}
 		if spec.Name == "publish" && len(args) == 3 && t.pub == router.AnySlot {
 			t.pub = hashslot.Of(string(args[1]))
 		}

@@ -1,0 +1,62 @@
+package proxy_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// A keyless command that reads or changes a node's own state (LASTSAVE,
+// ROLE, MEMORY STATS, ...) is refused outside a transaction: no one
+// primary's answer is the cluster's. Inside MULTI sluice queued it, and
+// EXEC answered the state of whichever primary the transaction reached.
+// It aborts the transaction now, as any command sluice refuses.
+func TestServerwideKeylessRefusedInMulti(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	const abort = "-EXECABORT Transaction discarded because of previous errors.\r\n"
+	for _, loops := range []int{0, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		for _, cmd := range []string{"LASTSAVE", "ROLE", "MEMORY STATS", "MEMORY DOCTOR", "MEMORY MALLOC-STATS", "MEMORY PURGE", "SWAPDB 0 1"} {
+			args := strings.Fields(cmd)
+			want := "-ERR sluice does not forward '" + strings.ToLower(strings.ReplaceAll(cmd, " ", "|")) + "': it has no key to route by\r\n"
+			if strings.HasPrefix(cmd, "SWAPDB") {
+				want = "-ERR sluice does not forward 'swapdb': it has no key to route by\r\n"
+			}
+			if got := conn.do(args...); got != want {
+				t.Fatalf("loops %d: %s: %q, want %q", loops, cmd, got, want)
+			}
+			for _, before := range [][]string{nil, {"SET", "{sw}k", "1"}} {
+				conn.send([]string{"MULTI"})
+				if before != nil {
+					conn.send(before)
+				}
+				conn.send(args, []string{"EXEC"})
+				got := []string{conn.read()}
+				if before != nil {
+					got = append(got, conn.read())
+				}
+				got = append(got, conn.read(), conn.read())
+				if got[len(got)-2] != want || got[len(got)-1] != abort {
+					for i := range got {
+						got[i] = got[i][:min(len(got[i]), 80)]
+					}
+					t.Errorf("loops %d: MULTI %q %s EXEC: %q, want %q then %q", loops, before, cmd, got, want, abort)
+				}
+			}
+		}
+		// The transaction's own UNWATCH, and keyless commands any primary
+		// answers alike, are still queued.
+		conn.send([]string{"MULTI"}, []string{"UNWATCH"}, []string{"ECHO", "x"}, []string{"OBJECT", "HELP"}, []string{"EXEC"})
+		for i, want := range []string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "+QUEUED\r\n"} {
+			if got := conn.read(); got != want {
+				t.Errorf("loops %d: MULTI UNWATCH ECHO OBJECT HELP EXEC: reply %d %q, want %q", loops, i, got, want)
+			}
+		}
+		if got := conn.read(); !strings.HasPrefix(got, "*3\r\n+OK\r\n$1\r\nx\r\n*") {
+			t.Errorf("loops %d: EXEC: %q, want UNWATCH's, ECHO's and OBJECT HELP's replies", loops, got)
+		}
+	}
+}
