@@ -875,11 +875,11 @@ func (f *forwarded) answer(r []byte) {
 			return
 		}
 	}
-	if len(r) > 0 && r[0] != '-' && !f.replayed {
+	if len(r) > 0 && !f.replayed {
 		// The node cached the script EVAL ran, as Redis caches it: an
 		// EVALSHA of it, sent where its keys are, may meet a primary
 		// that never ran it.
-		if body, ok := evalBody(f.cmd); ok {
+		if body, ok := evalBody(f.cmd); ok && (r[0] != '-' || raisedBy(r, body)) {
 			f.c.rememberRan(body)
 		}
 	}
@@ -909,6 +909,15 @@ func evalBody(cmd []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return body[:n], true
+}
+
+// raisedBy reports whether r is an error that script body raised as it
+// ran (Redis 7 names the script in it): the node compiled and cached
+// the script, as it does not one refused before it ran (a compile
+// error, CROSSSLOT, BUSY, ...), which replayed as EVAL would answer
+// other than the NOSCRIPT Redis answers its EVALSHA.
+func raisedBy(r, body []byte) bool {
+	return bytes.Contains(r, []byte(" script: "+shaOf(body)+", on @user_script:"))
 }
 
 var okReply = []byte("+OK\r\n")
