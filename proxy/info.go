@@ -26,8 +26,16 @@ var infoSections = []struct {
 	{"policies", "Policies", (*Server).infoPolicies},
 	{"memory", "Memory", (*Server).infoMemory},
 	{"backend", "Backend", (*Server).infoBackend},
+	{"replication", "Replication", (*Server).infoReplication},
 	{"cpu", "CPU", (*Server).infoCPU},
 	{"cluster", "Cluster", (*Server).infoCluster},
+}
+
+// infoReplication says sluice is a primary, as HELLO's role does: tools
+// that read role: from INFO replication before they write (health checks,
+// clients that look for a primary) find one.
+func (s *Server) infoReplication(b *strings.Builder) {
+	b.WriteString("role:master\r\nconnected_slaves:0\r\n")
 }
 
 // infoCluster says sluice is a cluster node, as its CLUSTER replies do
