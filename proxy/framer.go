@@ -426,7 +426,8 @@ type framedConn struct {
 	rest []byte
 	cl   *client // the client served, once redcon accepted it
 	// atEOF runs once, as the client's EOF is handed to redcon, which
-	// closes the client then (Server.fenceAtEOF).
+	// closes the client then (Server.fenceAtEOF); also before a protocol
+	// error is written, which closes it too.
 	atEOF func()
 	// handed counts the commands handed to redcon, taken those the server
 	// took; empties[emptyAt:] are the counts of commands handed before
@@ -621,13 +622,13 @@ func (c *framedConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		return n, nil
 	}
-	if c.ferr != nil {
-		return 0, c.fail()
-	}
-	if c.rerr == io.EOF && c.atEOF != nil {
+	if (c.ferr != nil || c.rerr == io.EOF) && c.atEOF != nil {
 		f := c.atEOF
 		c.atEOF = nil
 		f()
+	}
+	if c.ferr != nil {
+		return 0, c.fail()
 	}
 	return 0, c.rerr
 }

@@ -285,8 +285,9 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 	}
 }
 
-// fenceAtEOF has a subscriber that ended its side fence its tunnel, as a
-// QUIT does (fenceReset), and be written what the tunnel sent until the
+// fenceAtEOF has a subscriber that ended its side (or sent what is not
+// RESP, before the error is written) fence its tunnel, as a QUIT does
+// (fenceReset), and be written what the tunnel sent until the
 // fence is answered before it is closed: the messages its nodes sent
 // before its end, say of its own PUBLISH answered just now, as Redis
 // pushes what it made before it reads the client's EOF. A fence not back

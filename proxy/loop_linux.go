@@ -979,10 +979,21 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 		k, whole, ferr := c.f.next(data[pos:])
 		pos += k
 		if ferr != nil {
+			if c.tunnel != nil && c.subs && c.inFlight() > 0 {
+				// As a QUIT (subscribesAfter): the error waits until what
+				// came before it is answered, then fences the tunnel, so
+				// that the message of the client's own PUBLISH answered
+				// just now reaches it before the close, as from Redis.
+				// Framed again from the start of the command.
+				c.f.state = atCommand
+				c.drainFirst = true
+				break
+			}
 			if ferr == errQueryBuffer {
 				logQueryBuffer(l.s.log, c.addr, c.f.maxQuery)
 			}
 			l.s.stats.errors.Add(1)
+			l.s.fenceReset(&c.client) // before the error's place is chosen
 			c.protocolError(ferr.Error())
 			break
 		}
@@ -1029,8 +1040,11 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 	taken := true
 	reset := ok && len(l.argv) > 0 && bytes.EqualFold(l.argv[0], throttleResetName)
 	switch {
+	case !ok && c.tunnel != nil && c.subs && c.inFlight() > 0:
+		taken = false // as a framing error (frame)
 	case !ok:
 		l.s.stats.errors.Add(1)
+		l.s.fenceReset(&c.client)
 		c.protocolError(errUnbalancedQuotes.Error())
 	case len(l.argv) == 0:
 		c.emptyCommand()
