@@ -80,7 +80,10 @@ func widen(p *pipeline, seed int) {
 	}
 	big := rng.Intn(8) == 0
 	for i := range p.cmds {
-		if i < end {
+		// Nothing between a BLPOP and the RPUSH that answers it at once: a
+		// DEL of the list there would have it wait, and the pipeline's end
+		// meet it first or not as the timing has it (seed 605).
+		if i < end && p.cmds[i][0] != "BLPOP" {
 			for rng.Intn(3) == 0 {
 				add(rng.Intn(6) == 0, wide())
 			}
