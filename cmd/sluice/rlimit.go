@@ -21,25 +21,32 @@ func fitMaxClients(maxClients int, log *zap.Logger) (int, error) {
 		log.Warn("cannot read the open files limit", zap.Error(err))
 		return maxClients, nil
 	}
+	// Rlimit's fields are int64 on FreeBSD and DragonFly, uint64
+	// elsewhere: read as uint64, set through setRlim.
+	cur, hard := uint64(lim.Cur), uint64(lim.Max)
 	need := uint64(maxClients) + reservedFiles
-	if lim.Cur >= need {
+	if cur >= need {
 		return maxClients, nil
 	}
 	// Go raises the soft limit to the hard one as it starts; not on
 	// every system (macOS caps it).
-	if raised := (syscall.Rlimit{Cur: min(need, lim.Max), Max: lim.Max}); raised.Cur > lim.Cur {
+	if want := min(need, hard); want > cur {
+		raised := lim
+		setRlim(&raised.Cur, want)
 		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
-			lim = raised
+			cur = want
 		}
 	}
-	if lim.Cur >= need {
+	if cur >= need {
 		return maxClients, nil
 	}
-	if lim.Cur <= reservedFiles {
-		return 0, fmt.Errorf("an open files limit (ulimit -n) of %d is not enough to start: at least %d", lim.Cur, reservedFiles+1)
+	if cur <= reservedFiles {
+		return 0, fmt.Errorf("an open files limit (ulimit -n) of %d is not enough to start: at least %d", cur, reservedFiles+1)
 	}
-	fit := int(lim.Cur) - reservedFiles
+	fit := int(cur) - reservedFiles
 	log.Warn("maxclients reduced to fit the open files limit: raise ulimit -n for more",
-		zap.Int("requested", maxClients), zap.Int("maxclients", fit), zap.Uint64("open_files_limit", lim.Cur))
+		zap.Int("requested", maxClients), zap.Int("maxclients", fit), zap.Uint64("open_files_limit", cur))
 	return fit, nil
 }
+
+func setRlim[T int64 | uint64](f *T, v uint64) { *f = T(v) }
