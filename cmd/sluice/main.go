@@ -456,7 +456,11 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		return 2
 	}
 	defer log.Sync()
-	if o.maxClients, err = fitMaxClients(o.maxClients, log); err != nil {
+	reserve := 0
+	if o.cluster != "" {
+		reserve = o.maxBlocking // each blocking command waits on a connection of its own
+	}
+	if o.maxClients, err = fitMaxClients(o.maxClients, reserve, log); err != nil {
 		log.Error("cannot serve --maxclients", zap.Error(err))
 		return 1
 	}

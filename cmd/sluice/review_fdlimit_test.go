@@ -86,3 +86,36 @@ func dialPing(t *testing.T, addr string) string {
 	}
 	return line
 }
+
+// With a cluster, each blocking command waits on a node connection of its
+// own: maxclients leaves --max-blocking descriptors for them too.
+func TestMaxClientsLeavesRoomForBlockingCommands(t *testing.T) {
+	limited := filepath.Join(t.TempDir(), "limited")
+	script := "#!/bin/sh\nulimit -n 64 || exit 1\nexec " + binary(t) + " \"$@\"\n"
+	if err := os.WriteFile(limited, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster need not answer: the limit is fitted before sluice
+	// connects.
+	cmd := exec.Command(limited, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", "127.0.0.1:1", "--max-blocking", "10")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	sc := bufio.NewScanner(stderr)
+	if !sc.Scan() {
+		t.Fatal("sluice logged nothing")
+	}
+	var line map[string]any
+	json.Unmarshal(sc.Bytes(), &line)
+	if line["level"] != "warn" || line["maxclients"] != 22.0 {
+		t.Fatalf("first log line %v, want maxclients reduced to 22 (64 less 32 less 10 blocking)", line)
+	}
+}

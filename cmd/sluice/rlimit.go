@@ -11,11 +11,15 @@ import (
 // descriptors other than its clients', as Redis's CONFIG_MIN_RESERVED_FDS.
 const reservedFiles = 32
 
-// fitMaxClients raises the soft open files limit to what maxClients needs,
-// up to the hard limit; under a lower limit it lowers maxClients, as
-// Redis does, so that a client past it is told "max number of clients
-// reached" rather than closed or left unaccepted for want of a descriptor.
-func fitMaxClients(maxClients int, log *zap.Logger) (int, error) {
+// fitMaxClients raises the soft open files limit to what maxClients needs
+// beside reserve descriptors of sluice's own (its blocking commands'
+// connections), up to the hard limit; under a lower limit it lowers
+// maxClients, as Redis does, so that a client past it is told "max number
+// of clients reached" rather than closed or left unaccepted for want of a
+// descriptor. (Subscribers' and WATCHing clients' own node connections
+// are not bounded, so they can still run a tight limit out.)
+func fitMaxClients(maxClients, reserve int, log *zap.Logger) (int, error) {
+	reserve += reservedFiles
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		log.Warn("cannot read the open files limit", zap.Error(err))
@@ -24,7 +28,7 @@ func fitMaxClients(maxClients int, log *zap.Logger) (int, error) {
 	// Rlimit's fields are int64 on FreeBSD and DragonFly, uint64
 	// elsewhere: read as uint64, set through setRlim.
 	cur, hard := uint64(lim.Cur), uint64(lim.Max)
-	need := uint64(maxClients) + reservedFiles
+	need := uint64(maxClients) + uint64(reserve)
 	if cur >= need {
 		return maxClients, nil
 	}
@@ -40,10 +44,10 @@ func fitMaxClients(maxClients int, log *zap.Logger) (int, error) {
 	if cur >= need {
 		return maxClients, nil
 	}
-	if cur <= reservedFiles {
-		return 0, fmt.Errorf("an open files limit (ulimit -n) of %d is not enough to start: at least %d", cur, reservedFiles+1)
+	if cur <= uint64(reserve) {
+		return 0, fmt.Errorf("an open files limit (ulimit -n) of %d is not enough to start: at least %d", cur, reserve+1)
 	}
-	fit := int(cur) - reservedFiles
+	fit := int(cur) - reserve
 	log.Warn("maxclients reduced to fit the open files limit: raise ulimit -n for more",
 		zap.Int("requested", maxClients), zap.Int("maxclients", fit), zap.Uint64("open_files_limit", cur))
 	return fit, nil
