@@ -304,6 +304,9 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 	var hv *hotVia // where hot calls go: via's pipes, or the coalescer (nil)
 	var here []int
 	var kept []keptCall // on keys' own buckets, in order
+	// A round of a few requests, the common one, keeps them on the stack:
+	// kept dies with the call, yet a make in the loop below is on the heap.
+	var small [8]keptCall
 	for i := range reqs {
 		r := &reqs[i]
 		if hk := c.hot.observe(r.Key, now); hk != nil {
@@ -336,7 +339,11 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 			groups = append(groups, &shardCalls{owner: owner})
 		}
 		if kept == nil {
-			kept = make([]keptCall, 0, len(reqs)-i)
+			if len(reqs)-i <= len(small) {
+				kept = small[:0]
+			} else {
+				kept = make([]keptCall, 0, len(reqs)-i)
+			}
 		}
 		kept = append(kept, keptCall{req: i, group: k, key: key})
 	}
@@ -348,7 +355,16 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 		for _, kc := range kept {
 			n[kc.group]++
 		}
-		calls, idx := make([]call, len(kept)), make([]int, len(kept))
+		var calls []call
+		var idx []int
+		if len(kept) == 1 {
+			// A lone request, as each is when the load is light: its
+			// group holds them.
+			g := groups[0]
+			calls, idx = g.oneCall[:], g.oneIdx[:]
+		} else {
+			calls, idx = make([]call, len(kept)), make([]int, len(kept))
+		}
 		at := 0
 		for k, g := range groups {
 			g.calls, g.idx = calls[at:at:at+n[k]], idx[at:at:at+n[k]]

@@ -32,7 +32,15 @@ func (c *Cluster) sendVia(via Pipes, g *shardCalls) {
 func (c *Cluster) pump(p *Pipe, s *shard) {
 	for len(p.bq) > 0 && p.bInFlight < maxFlushes {
 		n := min(len(p.bq), maxPipeline)
-		b := &bucketCall{c: c, s: s, p: p, calls: slices.Clone(p.bq[:n]), sent: time.Now().UnixNano()}
+		b := &bucketCall{c: c, s: s, p: p, sent: time.Now().UnixNano()}
+		if n == 1 {
+			// A lone call, as each is when the load is light, takes no
+			// array of its own.
+			b.one[0] = p.bq[0]
+			b.calls = b.one[:]
+		} else {
+			b.calls = slices.Clone(p.bq[:n])
+		}
 		for k := range b.calls {
 			p.steps = append(p.steps, b.calls[k].step())
 		}
@@ -59,6 +67,7 @@ type bucketCall struct {
 	s     *shard
 	p     *Pipe
 	calls []queued
+	one   [1]queued // calls, when it is one
 	sent  int64
 	f     forwarded // its place in the pipe's queue, allocated with it
 }

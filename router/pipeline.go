@@ -106,6 +106,9 @@ type shardCalls struct {
 	owner *shard
 	calls []call
 	idx   []int // the calls' requests, reported together
+	// oneCall and oneIdx are calls and idx when a round has one request.
+	oneCall [1]call
+	oneIdx  [1]int
 
 	c    *Cluster
 	ctx  context.Context
