@@ -385,9 +385,10 @@ func mulDiv(a, b, c int64) int64 {
 // coalescer turns the concurrent calls on one hot key into one Lua step
 // at a time: while a step is in flight, calls queue, and the next step
 // decides them all, on the next sub-bucket round-robin (one script per
-// group of one limit and cost). A hot key then costs its shards a script
-// per round trip, not per call, the scripts spread evenly over them; and
-// it costs this process one write and one read.
+// run of calls of one limit and cost, in their order). A hot key then
+// costs its shards a script per round trip, not per call, the scripts
+// spread evenly over them; and it costs this process one write and one
+// read.
 type coalescer struct {
 	mu    sync.Mutex // guards busy and queue
 	busy  bool       // a flush goroutine is running
@@ -438,8 +439,9 @@ func (c *Cluster) flush(hk *hotKey) {
 	}
 }
 
-// group is the waiters of one batch that share a sub-bucket, limit and
-// cost, in their order.
+// group is waiters of one batch that share a sub-bucket, limit and cost
+// with no call of another limit or cost on that sub-bucket between them,
+// in their order.
 type group struct {
 	vb    *viaBatch // on a loop's pipes; nil: the coalescer's
 	key   string
@@ -530,13 +532,20 @@ func (c *Cluster) groupHot(hk *hotKey, batch []*waiter, topo *topology) (groups 
 	return groups, alone
 }
 
-// addTo adds w to the group of its bucket, limit and cost.
+// addTo adds w to the group of its bucket, limit and cost when that is
+// the bucket's last group: joining an earlier one would decide w before
+// the calls of another limit or cost that came between, and a client's
+// pipeline on one key must be decided in its order.
 func addTo(groups []*group, w *waiter, key, base string, owner *shard, iv bucket.Interval) []*group {
-	for _, g := range groups {
-		if g.key == key && g.iv == iv && g.cost == w.cost {
+	for _, g := range slices.Backward(groups) {
+		if g.key != key {
+			continue
+		}
+		if g.iv == iv && g.cost == w.cost {
 			g.ws = append(g.ws, w)
 			return groups
 		}
+		break
 	}
 	return append(groups, &group{key: key, base: base, owner: owner, iv: iv, cost: w.cost, ws: []*waiter{w}})
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
-// A batch of mixed costs on one sub-bucket runs group by group (cost 1,
-// then cost 2), not in the calls' order; what this instance then sees of
-// the sub-bucket is the state the last group left, not an earlier
-// group's, which would count the later group's tokens as still there
-// (in later replies' remaining and retry_after).
+// A batch of mixed costs on one sub-bucket runs group by group, in the
+// calls' order (cost 1, cost 2, cost 1 again); what this instance then
+// sees of the sub-bucket is the state the last group left, not an
+// earlier group's, which would count the later group's tokens as still
+// there (in later replies' remaining and retry_after).
 func TestSplitSeesTheLastStateOfABatch(t *testing.T) {
 	cc := clustertest.New(t, clustertest.Config{Replicas: -1})
 	const key = "batched"
@@ -55,8 +55,11 @@ func TestSplitSeesTheLastStateOfABatch(t *testing.T) {
 	}
 	parts := hk.partsFor(st, iv)
 	seen, _ := st.seen.tokens(0, parts[0], fillTime(iv), time.Now().UnixMicro())
-	if last := ws[1].res.Remaining; seen != last {
-		t.Fatalf("sub-bucket 0 seen with %d tokens, want %d, as the cost-2 group, decided last, left it (the cost-1 calls saw %d, %d)",
-			seen, last, ws[0].res.Remaining, ws[2].res.Remaining)
+	if last := ws[2].res.Remaining; seen != last {
+		t.Fatalf("sub-bucket 0 seen with %d tokens, want %d, as the last call's group, decided last, left it (the calls before saw %d, %d)",
+			seen, last, ws[0].res.Remaining, ws[1].res.Remaining)
+	}
+	if a, b, c := ws[0].res.Remaining, ws[1].res.Remaining, ws[2].res.Remaining; a-b != 2 || b-c != 1 {
+		t.Fatalf("the calls of costs 1, 2, 1 left %d, %d, %d tokens: not decided in their order", a, b, c)
 	}
 }
