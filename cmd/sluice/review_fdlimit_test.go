@@ -17,29 +17,11 @@ import (
 // 10,000: past the limit, clients were closed unanswered (event loops) or
 // left unaccepted (goroutines).
 func TestMaxClientsFitsTheOpenFilesLimit(t *testing.T) {
-	bin := binary(t)
-	limited := filepath.Join(t.TempDir(), "limited")
-	script := "#!/bin/sh\nulimit -n 64 || exit 1\nexec " + bin + " \"$@\"\n"
-	if err := os.WriteFile(limited, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	for _, loops := range []string{"0", "-1"} {
 		t.Run("io-loops "+loops, func(t *testing.T) {
-			cmd := exec.Command(limited, "--log-format", "json", "--listen", "127.0.0.1:0", "--io-loops", loops)
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				cmd.Process.Kill()
-				cmd.Wait()
-			})
 			var warned map[string]any
 			addr := ""
-			for sc := bufio.NewScanner(stderr); addr == "" && sc.Scan(); {
+			for sc := limitedSluice(t, "--io-loops", loops); addr == "" && sc.Scan(); {
 				var line map[string]any
 				json.Unmarshal(sc.Bytes(), &line)
 				switch {
@@ -90,14 +72,29 @@ func dialPing(t *testing.T, addr string) string {
 // With a cluster, each blocking command waits on a node connection of its
 // own: maxclients leaves --max-blocking descriptors for them too.
 func TestMaxClientsLeavesRoomForBlockingCommands(t *testing.T) {
+	// The cluster need not answer: the limit is fitted before sluice
+	// connects.
+	sc := limitedSluice(t, "--cluster", "127.0.0.1:1", "--max-blocking", "10")
+	if !sc.Scan() {
+		t.Fatal("sluice logged nothing")
+	}
+	var line map[string]any
+	json.Unmarshal(sc.Bytes(), &line)
+	if line["level"] != "warn" || line["maxclients"] != 22.0 {
+		t.Fatalf("first log line %v, want maxclients reduced to 22 (64 less 32 less 10 blocking)", line)
+	}
+}
+
+// limitedSluice starts sluice with args under an open files limit of 64
+// and JSON logs, and is its log, line by line.
+func limitedSluice(t *testing.T, args ...string) *bufio.Scanner {
+	t.Helper()
 	limited := filepath.Join(t.TempDir(), "limited")
 	script := "#!/bin/sh\nulimit -n 64 || exit 1\nexec " + binary(t) + " \"$@\"\n"
 	if err := os.WriteFile(limited, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// The cluster need not answer: the limit is fitted before sluice
-	// connects.
-	cmd := exec.Command(limited, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", "127.0.0.1:1", "--max-blocking", "10")
+	cmd := exec.Command(limited, append([]string{"--log-format", "json", "--listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -109,13 +106,5 @@ func TestMaxClientsLeavesRoomForBlockingCommands(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	sc := bufio.NewScanner(stderr)
-	if !sc.Scan() {
-		t.Fatal("sluice logged nothing")
-	}
-	var line map[string]any
-	json.Unmarshal(sc.Bytes(), &line)
-	if line["level"] != "warn" || line["maxclients"] != 22.0 {
-		t.Fatalf("first log line %v, want maxclients reduced to 22 (64 less 32 less 10 blocking)", line)
-	}
+	return bufio.NewScanner(stderr)
 }
