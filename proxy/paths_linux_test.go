@@ -36,11 +36,15 @@ import (
 // PATHS_SEEDS sets the number of seeds (default 200), PATHS_SEED runs one,
 // PATHS_DUMP=dir writes a differing pair of streams there. PATHS_PUBSUB,
 // PATHS_RESET (below), PATHS_WIDE and PATHS_PUBLISH (paths_wide_linux_test.go),
-// PATHS_KEYSPACE (paths_keyspace_linux_test.go)
-// widen the pipelines.
+// PATHS_KEYSPACE (paths_keyspace_linux_test.go), PATHS_LIMITS
+// (paths_limits_linux_test.go) widen the pipelines.
 func TestPathsAnswerAlike(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
+	if pathsLimits {
+		r = newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, HotKeys: []string{hotPattern}})
+		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	}
 	addrs := [2]string{
 		serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: 0}),
 		serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1}),
@@ -250,7 +254,7 @@ func diffReplies(a, b []byte) string {
 			return fmt.Sprintf("reply %d: loops %q (%v), goroutines %q (%v); the streams part at byte %d: loops %q, goroutines %q",
 				n, x, errA, y, errB, i, a[max(0, i-2000):min(len(a), i+200)], b[max(0, i-200):min(len(b), i+200)])
 		}
-		if !bytes.Equal(x, y) && !bucketsAlike(x, y) {
+		if !bytes.Equal(x, y) && !bucketsAlike(x, y) && !(pathsLimits && hotAlike(x, y)) {
 			return fmt.Sprintf("reply %d: loops %q, goroutines %q", n, x, y)
 		}
 	}
@@ -512,6 +516,9 @@ func genPipeline(seed int) *pipeline {
 	}
 	if pathsKeyspace {
 		keyspace(p, seed)
+	}
+	if pathsLimits {
+		limits(p, seed)
 	}
 	if pathsPublish {
 		publish(p, seed)
