@@ -4,7 +4,6 @@ import (
 	"math/rand"
 	"os"
 	"strconv"
-	"strings"
 )
 
 // pathsKeyspace (PATHS_KEYSPACE=1) adds, from a source of its own so that
@@ -25,13 +24,7 @@ func keyspace(p *pipeline, seed int) {
 	rng := rand.New(rand.NewSource(int64(seed)*6271 + 11))
 	tag := func() string { return "{T" + strconv.Itoa(rng.Intn(len(p.slots))) + "}" }
 	name := func() string { return []string{"s", "n", "l"}[rng.Intn(3)] }
-	end := len(p.cmds)
-	for i, c := range p.cmds {
-		if c[0] == "QUIT" || strings.HasPrefix(c[0], "*") && len(c[0]) > 2 {
-			end = i
-			break
-		}
-	}
+	end := p.end()
 	var cmds [][]string
 	var inline []bool
 	add := func(in bool, c ...string) {

@@ -141,13 +141,7 @@ func limits(p *pipeline, seed int) {
 			return bad(k)
 		}
 	}
-	end := len(p.cmds)
-	for i, c := range p.cmds {
-		if c[0] == "QUIT" || strings.HasPrefix(c[0], "*") && len(c[0]) > 2 {
-			end = i
-			break
-		}
-	}
+	end := p.end()
 	var cmds [][]string
 	var inline []bool
 	add := func(in bool, c ...string) {

@@ -304,6 +304,17 @@ var pathsPubSub = os.Getenv("PATHS_PUBSUB") == "1"
 // TestResetRoundDoesNotReorderOthers.)
 var pathsReset = os.Getenv("PATHS_RESET") == "1"
 
+// end is the index of p's end (a QUIT, a cut-short command or a protocol
+// error), which stays last however p is widened; len(p.cmds) when it has none.
+func (p *pipeline) end() int {
+	for i, c := range p.cmds {
+		if c[0] == "QUIT" || strings.HasPrefix(c[0], "*") && len(c[0]) > 2 {
+			return i
+		}
+	}
+	return len(p.cmds)
+}
+
 // genPipeline draws a pipeline of seed.
 func genPipeline(seed int) *pipeline {
 	rng := rand.New(rand.NewSource(int64(seed)))

@@ -65,13 +65,7 @@ func widen(p *pipeline, seed int) {
 	}
 	// The end of p (a QUIT, a cut-short command or a protocol error)
 	// stays its end.
-	end := len(p.cmds)
-	for i, c := range p.cmds {
-		if c[0] == "QUIT" || strings.HasPrefix(c[0], "*") && len(c[0]) > 2 {
-			end = i
-			break
-		}
-	}
+	end := p.end()
 	var cmds [][]string
 	var inline []bool
 	add := func(in bool, c []string) {
@@ -177,13 +171,7 @@ var pathsPublish = os.Getenv("PATHS_PUBLISH") == "1"
 func publish(p *pipeline, seed int) {
 	rng := rand.New(rand.NewSource(int64(seed)*104729 + 3))
 	tag := func() string { return "{T" + strconv.Itoa(rng.Intn(len(p.slots))) + "}" }
-	end := len(p.cmds)
-	for i, c := range p.cmds {
-		if c[0] == "QUIT" || strings.HasPrefix(c[0], "*") && len(c[0]) > 2 {
-			end = i
-			break
-		}
-	}
+	end := p.end()
 	var cmds [][]string
 	var inline []bool
 	add := func(in bool, c ...string) {
