@@ -256,8 +256,7 @@ type slotRouter interface {
 // pipelined THROTTLEs of one bucket would see remaining go up across the
 // end of a slot move): so it waits, as a forwarded command does.
 func (s *Server) bucketRouted(c *client) bool {
-	sr, ok := s.cfg.Decider.(slotRouter)
-	return !ok || c.routedBy(sr.Route(nil))
+	return s.slots == nil || c.routedBy(s.slots.Route(nil))
 }
 
 // blocks reports whether a command may wait at its node: one of Redis's

@@ -112,6 +112,8 @@ type Server struct {
 	cfg   Config
 	log   *zap.Logger
 	start time.Time
+	// slots is cfg.Decider when it routes buckets by a slot map, or nil.
+	slots slotRouter
 
 	ctx    context.Context // ends when the server closes
 	cancel context.CancelFunc
@@ -280,6 +282,7 @@ const maxRefusing = 64
 // New returns a Server that is not yet listening.
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, start: time.Now(), metrics: newMetrics()}
+	s.slots, _ = cfg.Decider.(slotRouter)
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
