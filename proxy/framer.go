@@ -846,6 +846,16 @@ type framedListener struct {
 	backoff time.Duration // before accepting again, after accept failed
 }
 
+// acceptFailed waits before the next accept after one failed with err
+// (out of descriptors, say), longer each time from 5 ms to 1 s, and is
+// the wait: the clients already served go on meanwhile.
+func (s *Server) acceptFailed(backoff time.Duration, err error) time.Duration {
+	backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+	s.log.Warn("accepting a client", zap.Error(err), zap.Duration("retry_in", backoff))
+	time.Sleep(backoff)
+	return backoff
+}
+
 func (l *framedListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -858,12 +868,9 @@ func (l *framedListener) Accept() (net.Conn, error) {
 			if l.s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil, err
 			}
-			// Out of descriptors, say: redcon would retry at once, on a
-			// listener still readable, spinning a core. The clients
-			// already served go on, as on the loops.
-			l.backoff = min(max(2*l.backoff, 5*time.Millisecond), time.Second)
-			l.s.log.Warn("accepting a client", zap.Error(err), zap.Duration("retry_in", l.backoff))
-			time.Sleep(l.backoff)
+			// redcon would retry at once, on a listener still readable,
+			// spinning a core.
+			l.backoff = l.s.acceptFailed(l.backoff, err)
 			continue
 		}
 		l.backoff = 0

@@ -134,10 +134,7 @@ func (s *Server) acceptLoops(ln net.Listener) error {
 				defer s.mu.Unlock()
 				return s.loopErr
 			}
-			// Out of descriptors, say: the clients already served go on.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("accepting a client", zap.Error(err), zap.Duration("retry_in", backoff))
-			time.Sleep(backoff)
+			backoff = s.acceptFailed(backoff, err)
 			continue
 		}
 		backoff = 0
