@@ -1043,7 +1043,9 @@ func (c *client) reset() {
 		c.closeTunnel()
 	}
 	c.resp3, c.out.resp3, c.held.resp3 = false, false, false
-	c.name, c.lib, c.ver = "", "", ""
+	// As Redis 7.2, lib-name and lib-ver stay: they still say what
+	// library is behind the connection.
+	c.name = ""
 	c.replyOff, c.skip = false, false
 	c.published()
 }
