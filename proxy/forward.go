@@ -394,9 +394,83 @@ func routeKeys(spec *cmdspec.Spec, args [][]byte, dst []int) (keys []int, bad bo
 		keys := migrateKeys(args)
 		return keys, len(keys) == 0, nil
 	case errors.Is(err, cmdspec.ErrBadKeys):
-		return nil, true, nil
+		keys := countedKeys(spec.Name, args)
+		return keys, len(keys) == 0, nil
 	}
 	return nil, false, fmt.Errorf("sluice cannot tell the keys of '%s'", spec.Name)
+}
+
+// counted are the commands that say how many keys they have, with the
+// positions of the number, of the first key and of the key they store
+// into (0 for none), as Redis's getkeys_proc for each passes them to its
+// genericGetKeys.
+var counted = map[string]struct{ count, first, store int }{
+	"eval": {2, 3, 0}, "evalsha": {2, 3, 0}, "eval_ro": {2, 3, 0}, "evalsha_ro": {2, 3, 0},
+	"fcall": {2, 3, 0}, "fcall_ro": {2, 3, 0},
+	"zunion": {1, 2, 0}, "zinter": {1, 2, 0}, "zdiff": {1, 2, 0}, "zintercard": {1, 2, 0},
+	"sintercard": {1, 2, 0}, "lmpop": {1, 2, 0}, "zmpop": {1, 2, 0},
+	"blmpop": {2, 3, 0}, "bzmpop": {2, 3, 0},
+	"zunionstore": {2, 3, 1}, "zinterstore": {2, 3, 1}, "zdiffstore": {2, 3, 1},
+}
+
+// countedKeys are the keys Redis Cluster routes a line of a counted
+// command by when its key specs refuse the number of keys ("01", " 1",
+// "1x"): Redis then falls back to genericGetKeys, which reads the number
+// with C's atoi. The node answers MOVED or CROSSSLOT for those keys
+// before the command refuses the number; in a transaction, a line taken
+// for keyless would send the whole transaction after that MOVED, from
+// node to node.
+func countedKeys(name string, args [][]byte) []int {
+	c, ok := counted[name]
+	if !ok || c.count >= len(args) {
+		return nil
+	}
+	n := int(atoi(args[c.count]))
+	if n < 1 || n > len(args)-c.first {
+		return nil
+	}
+	keys := make([]int, 0, n+1)
+	for k := c.first; k < c.first+n; k++ {
+		keys = append(keys, k)
+	}
+	if c.store > 0 {
+		keys = append(keys, c.store)
+	}
+	return keys
+}
+
+// atoi is C's atoi as glibc has it, (int)strtol(b, NULL, 10): leading
+// white space and a sign are taken, the digits end at any other byte, a
+// number past a long's range is its bound, and the cast to int keeps the
+// low 32 bits ("4294967297" is 1, "99999999999999999999" -1).
+func atoi(b []byte) int32 {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || '\t' <= b[i] && b[i] <= '\r') {
+		i++
+	}
+	neg := false
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		neg = b[i] == '-'
+		i++
+	}
+	const bound = 1 << 63 // a long's magnitude, beyond which strtol saturates
+	var n uint64
+	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		if d := uint64(b[i] - '0'); n > (bound-d)/10 {
+			n = bound
+		} else {
+			n = n*10 + d
+		}
+	}
+	switch {
+	case n == bound && neg:
+		return 0 // LONG_MIN's low 32 bits
+	case n == bound:
+		return -1 // LONG_MAX's
+	case neg:
+		return int32(-int64(n))
+	}
+	return int32(n)
 }
 
 // sortKeys are SORT's key and its STORE destination, found as Redis's
