@@ -224,6 +224,7 @@ func (c *Cluster) Close() {
 	<-c.done
 	c.closeBackends()
 	if cl := c.client.Load(); cl != nil {
+		c.leave(*cl)
 		(*cl).Close()
 	}
 }

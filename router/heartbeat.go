@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/redis/rueidis"
 	"go.uber.org/zap"
 )
 
@@ -36,6 +37,20 @@ func (c *Cluster) beat(ctx context.Context) {
 		c.log.Info("sluice instances sharing the cluster", zap.Int64("instances", n))
 	}
 	c.share.Store(math.Float64bits(1 / float64(n)))
+}
+
+// leave takes this instance's announcement out at once, once run no longer
+// beats, so that the others count it no more from their next beat instead
+// of while it lapses (3 s), and grant a share too small for that long.
+// Best effort on the beat's deadline: a cluster that does not answer lets
+// it lapse, as after a crash.
+func (c *Cluster) leave(client rueidis.Client) {
+	if c.cfg.Share > 0 {
+		return // never announced
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*c.cfg.Timeout+100*time.Millisecond)
+	defer cancel()
+	client.Do(ctx, client.B().Zrem().Key(instancesKey).Member(c.id).Build())
 }
 
 // Instances is the number of live sluice instances the last heartbeat
