@@ -162,7 +162,9 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 				}
 				f.state, f.nargs = atBulk, n
 			} else {
-				if !ok || n < 0 || n > f.maxBulk {
+				// n+2, the body with its CRLF, must not wrap: any
+				// --proto-max-bulk-len up to Redis's LONG_MAX is taken.
+				if !ok || n < 0 || n > f.maxBulk || n > math.MaxInt64-2 {
 					return i, false, f.headerErr()
 				}
 				if f.unauth && n > unauthMaxBulk {
