@@ -278,6 +278,9 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if !(o.hotThreshold >= 0) || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
 		return o, fmt.Errorf("--hot-threshold must be >= 0 and --hot-split in [0, %d]", router.MaxSplit)
 	}
+	if o.flushDelay < 0 {
+		return o, errors.New("--backend-flush-delay must be 0 or more")
+	}
 	if o.busyPoll < 0 || o.busyPoll > time.Millisecond {
 		return o, errors.New("--busy-poll must be from 0 to 1ms")
 	}
