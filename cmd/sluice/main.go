@@ -243,6 +243,13 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
 	}
+	for _, l := range []struct{ flag, addr string }{{"--listen", o.listen}, {"--tls-listen", o.tls.listen}} {
+		// Said here, by its name: protected mode would take an address
+		// without a port for one reachable from other hosts.
+		if _, port, err := net.SplitHostPort(l.addr); l.addr != "" && (err != nil || !listenPort(port)) {
+			return o, fmt.Errorf("%s must be host:port (a port in 0-65535, 0 for any free one), not %q", l.flag, l.addr)
+		}
+	}
 	if o.cluster != "" {
 		// A seed that is no address is a mistake in the deployment: taken,
 		// sluice would start and answer by the fallback policy for ever.
@@ -416,6 +423,13 @@ func loopback(addr string) bool {
 func validPort(port string) bool {
 	p, err := net.LookupPort("tcp", port)
 	return err == nil && p > 0
+}
+
+// listenPort reports whether port is one to listen on: a number from 0
+// to 65535, or a service name the system knows.
+func listenPort(port string) bool {
+	_, err := net.LookupPort("tcp", port)
+	return err == nil
 }
 
 // maxLoops bounds --io-loops: each loop is a goroutine and an epoll
