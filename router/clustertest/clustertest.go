@@ -157,25 +157,26 @@ func New(t testing.TB, cfg Config) *Cluster {
 	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	// Spares go first, where they save most: a replica is not held back
-	// by the writable delay.
-	var warm []*Node
+	// A formed group of spares, when the shape is theirs, saves the
+	// nodes' start and the cluster's forming.
+	var group []*Node
 	if cfg.spares() {
-		warm = spares.take(np * (1 + nr))
+		group = spares.take()
 	}
-	for i := 0; i < np*(1+nr); i++ {
-		var n *Node
-		var err error
-		if i < len(warm) {
-			if n, err = warm[i], c.adopt(ctx, warm[i], cfg); err != nil {
-				// A spare that died idle is replaced by a fresh node.
+	for _, n := range group {
+		if err := c.adopt(ctx, n, cfg); err != nil {
+			// One that died idle: the group is given up for fresh nodes.
+			for _, n := range group {
 				n.Kill()
 				os.RemoveAll(n.dir)
 			}
+			group = nil
+			break
 		}
-		if n == nil || err != nil {
-			n, err = c.startNode(filepath.Join(root, strconv.Itoa(i)), cfg)
-		}
+	}
+	c.Nodes = group
+	for len(c.Nodes) < np*(1+nr) {
+		n, err := c.startNode(filepath.Join(root, strconv.Itoa(len(c.Nodes))), cfg)
 		if err != nil {
 			t.Fatalf("clustertest: %v", err)
 		}
@@ -184,7 +185,12 @@ func New(t testing.TB, cfg Config) *Cluster {
 	if cfg.spares() {
 		spares.fill()
 	}
-	if err := c.form(ctx, np, nr); err != nil {
+	if group == nil {
+		if err := c.begin(ctx, np); err != nil {
+			t.Fatalf("clustertest: forming the cluster: %v", err)
+		}
+	}
+	if err := c.join(ctx, np, nr); err != nil {
 		t.Fatalf("clustertest: forming the cluster: %v", err)
 	}
 	if err := c.settle(ctx, cfg); err != nil {
@@ -449,7 +455,9 @@ func (n *Node) waitUp(ctx context.Context) error {
 	})
 }
 
-func (c *Cluster) form(ctx context.Context, np, nr int) error {
+// begin gives c's blank nodes their epochs and the primaries their slots,
+// and introduces the nodes to each other: the rest is their gossip's.
+func (c *Cluster) begin(ctx context.Context, np int) error {
 	for i, n := range c.Nodes {
 		id, err := n.do(ctx, "CLUSTER", "MYID").ToString()
 		if err != nil {
@@ -467,18 +475,22 @@ func (c *Cluster) form(ctx context.Context, np, nr int) error {
 			return err
 		}
 	}
+	return c.meet(ctx)
+}
+
+func (c *Cluster) meet(ctx context.Context) error {
 	host, port, _ := net.SplitHostPort(c.Nodes[0].Addr)
-	meet := func() error {
-		for _, n := range c.Nodes[1:] {
-			if err := n.do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
-				return err
-			}
+	for _, n := range c.Nodes[1:] {
+		if err := n.do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
+			return err
 		}
-		return nil
 	}
-	if err := meet(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// join waits until c's nodes, begun, know each other, makes the
+// replicas, and waits until the cluster is ready.
+func (c *Cluster) join(ctx context.Context, np, nr int) error {
 	met := time.Now()
 	if err := poll(ctx, func() error {
 		err := c.allKnown(ctx)
@@ -488,7 +500,7 @@ func (c *Cluster) form(ctx context.Context, np, nr int) error {
 			// MEET of a node being met is ignored, and of one known, a
 			// handshake that ends at its first answer.
 			met = time.Now()
-			if err := meet(); err != nil {
+			if err := c.meet(ctx); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,51 +15,59 @@ import (
 
 // A primary answers CLUSTERDOWN for 2 s after it starts, whatever the
 // test does (Redis's CLUSTER_WRITABLE_DELAY, counted from the node's
-// first cluster cron): a cluster of fresh nodes costs every test those
-// 2 s. So New keeps spares: blank cluster nodes started when the previous
-// cluster was made, which have waited out the delay by the time the next
-// one needs them. Forming a cluster of spares takes what its gossip takes.
+// first cluster cron), and nodes that have just met take their gossip's
+// time, half a second or more under -race, to know each other: a cluster
+// of fresh nodes costs every test both. So New keeps spares: groups of
+// sparePrimaries nodes, each started and begun as a cluster of its own
+// when the previous cluster was made, which have waited out the delay and
+// formed by the time the next one needs them. Their forming is the
+// redis-servers' gossip, not a goroutine of the test binary.
 //
-// Only clusters without replicas, TLS or a password use them (the common
-// shape); the settings that differ between the others (node timeout,
-// coverage) are set when a spare is adopted, and written to its
-// redis.conf for a Restart. Not replicas: after its first sync a primary
-// holds its writes back until the replica's first REPLCONF ACK, which
-// comes with the replica's once-a-second cron, so a test that killed a
-// primary just after New lost what it wrote (fresh nodes are still in
-// their 2 s delay meanwhile). Spares that no test took die with the test binary (Pdeathsig);
-// their directories are removed by the next test binary that makes
-// spares.
+// Only clusters of that shape without replicas, TLS or a password use
+// them (the common shape); the settings that differ between the others
+// (node timeout, coverage) are set when a group is adopted, and written
+// to its nodes' redis.conf for a Restart. Not replicas: after its first
+// sync a primary holds its writes back until the replica's first REPLCONF
+// ACK, which comes with the replica's once-a-second cron, so a test that
+// killed a primary just after New lost what it wrote (fresh nodes are
+// still in their 2 s delay meanwhile). Spares that no test took die with
+// the test binary (Pdeathsig); their directories are removed by the next
+// test binary that makes spares.
 var spares sparePool
 
-// spareCount is how many spares are kept: two of the common cluster.
-const spareCount = 6
+const (
+	sparePrimaries = 3
+	spareGroups    = 3
+)
 
 type sparePool struct {
-	mu    sync.Mutex
-	nodes []*Node // oldest first
-	dir   string  // where their directories are, once made
-	seq   int     // names their directories
+	mu     sync.Mutex
+	groups [][]*Node // oldest first
+	dir    string    // where their directories are, once made
+	seq    int       // names their directories
 }
 
 // spares reports whether a cluster of cfg may be made of spares.
 func (cfg Config) spares() bool {
-	return cfg.replicas() == 0 && !cfg.TLS && cfg.User == "" && cfg.Password == ""
+	return cfg.primaries() == sparePrimaries && cfg.replicas() == 0 && !cfg.TLS && cfg.User == "" && cfg.Password == ""
 }
 
-// take hands out up to n spares, oldest first.
-func (p *sparePool) take(n int) []*Node {
+// take hands out the oldest group, or nil.
+func (p *sparePool) take() []*Node {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n = min(n, len(p.nodes))
-	got := p.nodes[:n:n]
-	p.nodes = append([]*Node(nil), p.nodes[n:]...)
-	return got
+	if len(p.groups) == 0 {
+		return nil
+	}
+	g := p.groups[0]
+	p.groups = append([][]*Node(nil), p.groups[1:]...)
+	return g
 }
 
-// fill starts spares until there are spareCount, and waits until they
-// answer: what runs after New sees no goroutine of theirs but the one
-// that waits for each process. A spare that fails to start is left out.
+// fill starts and begins groups until there are spareGroups, and waits
+// until their nodes have been introduced: what runs after New sees no
+// goroutine of theirs but the one that waits for each process. A group
+// of which a node fails to start or to begin is left out.
 func (p *sparePool) fill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -71,25 +80,59 @@ func (p *sparePool) fill() {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for range spareCount - len(p.nodes) {
-		p.seq++
-		dir := filepath.Join(p.dir, strconv.Itoa(p.seq))
+	for range spareGroups - len(p.groups) {
+		dirs := make([]string, sparePrimaries)
+		for i := range dirs {
+			p.seq++
+			dirs[i] = filepath.Join(p.dir, strconv.Itoa(p.seq))
+		}
 		wg.Go(func() {
-			n, err := (&Cluster{}).startNode(dir, Config{})
-			if err != nil {
-				os.RemoveAll(dir)
-				return
+			if g := startGroup(dirs); g != nil {
+				mu.Lock()
+				p.groups = append(p.groups, g)
+				mu.Unlock()
 			}
-			// Its kept client would keep connection goroutines alive while
-			// it waits; tests count those.
-			n.dropView(nil)
-			n.spare = true
-			mu.Lock()
-			p.nodes = append(p.nodes, n)
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
+}
+
+// startGroup starts a node in each of dirs and begins them as a cluster.
+func startGroup(dirs []string) []*Node {
+	nodes := make([]*Node, len(dirs))
+	var wg sync.WaitGroup
+	for i, dir := range dirs {
+		wg.Go(func() {
+			if n, err := (&Cluster{}).startNode(dir, Config{}); err == nil {
+				n.spare = true
+				nodes[i] = n
+			}
+		})
+	}
+	wg.Wait()
+	c := &Cluster{Nodes: nodes}
+	for _, n := range nodes {
+		if n != nil {
+			n.c = c
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	if slices.Contains(c.Nodes, nil) || c.begin(ctx, len(dirs)) != nil {
+		for i, n := range c.Nodes {
+			if n != nil {
+				n.Kill()
+			}
+			os.RemoveAll(dirs[i])
+		}
+		return nil
+	}
+	for _, n := range c.Nodes {
+		// Its kept client would keep connection goroutines alive while
+		// it waits; tests count those.
+		n.dropView(nil)
+	}
+	return c.Nodes
 }
 
 // makeDir makes the directory of this process's spares, with its pid,
@@ -107,10 +150,11 @@ func (p *sparePool) makeDir() (string, error) {
 }
 
 // formingTimeout is a spare's node timeout while its cluster forms. A
-// spare has known no primary with slots while it waited, which Redis
-// counts as being in a minority partition: a primary that leaves one
-// waits its node timeout (500 ms to 5 s) before it takes writes (the
-// rejoin delay). The smallest delay, then the test's timeout (settle).
+// spare was in a minority partition (no primary with slots) until its
+// group began, and a primary that leaves one waits its node timeout
+// (500 ms to 5 s) before it takes writes (the rejoin delay): a group
+// taken young waits the smallest delay, then has the test's timeout
+// (settle).
 const formingTimeout = "500"
 
 // adopt makes spare n a node of c, shaped by cfg.
