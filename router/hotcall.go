@@ -125,13 +125,18 @@ func (h *hotCall) follow(st *splitState, r *Request) bool {
 // send queues h's next step: on sub-bucket j, or with j < 0 on the one
 // the key's next batch goes to.
 func (c *Cluster) send(h *hotCall, j int, r *Request) {
+	// A call sent on (answered "split" by the key's own bucket, or on to
+	// a sibling) came before the calls queued since: it goes ahead of
+	// them, or a peek sent while the split was made would count a later
+	// call's tokens as taken.
+	ahead := h.w != nil
 	h.steps++
 	h.w = &waiter{st: h.st, parts: h.parts, cost: r.Cost, sub: j, then: func() { h.then(h) }, h: h}
 	if v := h.via; v != nil {
-		v.send(c, h.hk, h.w)
+		v.send(c, h.hk, h.w, ahead)
 		return
 	}
-	c.submit(h.hk, h.w)
+	c.submit(h.hk, h.w, ahead)
 }
 
 // advance takes a hot call's step that is done: it stores the whole
@@ -390,8 +395,9 @@ func mulDiv(a, b, c int64) int64 {
 // spread evenly over them; and it costs this process one write and one
 // read.
 type coalescer struct {
-	mu    sync.Mutex // guards busy and queue
+	mu    sync.Mutex // guards busy, ahead and queue
 	busy  bool       // a flush goroutine is running
+	ahead []*waiter  // calls sent on, before queue
 	queue []*waiter
 }
 
@@ -411,10 +417,14 @@ type waiter struct {
 
 // submit queues w; the first call on an idle key starts the goroutine
 // that flushes it until it is idle again.
-func (c *Cluster) submit(hk *hotKey, w *waiter) {
+func (c *Cluster) submit(hk *hotKey, w *waiter, ahead bool) {
 	co := &hk.batch
 	co.mu.Lock()
-	co.queue = append(co.queue, w)
+	if ahead {
+		co.ahead = append(co.ahead, w)
+	} else {
+		co.queue = append(co.queue, w)
+	}
 	start := !co.busy
 	co.busy = true
 	co.mu.Unlock()
@@ -427,8 +437,7 @@ func (c *Cluster) flush(hk *hotKey) {
 	co := &hk.batch
 	for {
 		co.mu.Lock()
-		batch := co.queue
-		co.queue = nil
+		batch := nextBatch(&co.ahead, &co.queue)
 		if len(batch) == 0 {
 			co.busy = false
 			co.mu.Unlock()
@@ -437,6 +446,28 @@ func (c *Cluster) flush(hk *hotKey) {
 		co.mu.Unlock()
 		c.step(hk, batch)
 	}
+}
+
+// nextBatch takes a key's next batch off the calls sent on (ahead) and
+// those queued after them, in that order. It ends before a call on a
+// split that follows one still headed for the key's own bucket: that one
+// may be answered "split" and sent on, and must still be decided first.
+func nextBatch(ahead, queue *[]*waiter) []*waiter {
+	ws := *queue
+	if len(*ahead) > 0 {
+		ws = append(*ahead, ws...)
+	}
+	n := len(ws)
+	if i := slices.IndexFunc(ws, func(w *waiter) bool { return w.st == nil }); i >= 0 {
+		if j := slices.IndexFunc(ws[i:], func(w *waiter) bool { return w.st != nil }); j >= 0 {
+			n = i + j
+		}
+	}
+	*ahead, *queue = nil, nil
+	if n < len(ws) {
+		*queue = slices.Clip(ws[n:])
+	}
+	return ws[:n]
 }
 
 // group is waiters of one batch that share a sub-bucket, limit and cost

@@ -29,6 +29,7 @@ const hotInFlight = 1
 // loopKey is a hot key's calls on one loop.
 type loopKey struct {
 	out   int       // batches in flight
+	ahead []*waiter // calls sent on, for the next batch before queue
 	queue []*waiter // for the next batch
 }
 
@@ -56,9 +57,9 @@ type hotBatch struct {
 	ws []*waiter
 }
 
-func (v *hotVia) send(c *Cluster, hk *hotKey, w *waiter) {
+func (v *hotVia) send(c *Cluster, hk *hotKey, w *waiter, ahead bool) {
 	if !v.open {
-		c.sendHotVia(v.pipes, hk, []*waiter{w})
+		c.sendHotVia(v.pipes, hk, []*waiter{w}, ahead)
 		return
 	}
 	for i := range v.batches {
@@ -74,14 +75,15 @@ func (v *hotVia) send(c *Cluster, hk *hotKey, w *waiter) {
 func (v *hotVia) close(c *Cluster) {
 	v.open = false
 	for _, b := range v.batches {
-		c.sendHotVia(v.pipes, b.hk, b.ws)
+		c.sendHotVia(v.pipes, b.hk, b.ws, false)
 	}
 	v.batches = nil
 }
 
 // sendHotVia sends ws on hk as a batch of its own when the loop has room
-// for one, else queues them for hk's next batch.
-func (c *Cluster) sendHotVia(via Pipes, hk *hotKey, ws []*waiter) {
+// for one, else queues them for hk's next batch (ahead: calls sent on,
+// before those queued).
+func (c *Cluster) sendHotVia(via Pipes, hk *hotKey, ws []*waiter, ahead bool) {
 	hc := via.HotCalls()
 	if hc.keys == nil {
 		hc.keys = map[*hotKey]*loopKey{}
@@ -92,7 +94,11 @@ func (c *Cluster) sendHotVia(via Pipes, hk *hotKey, ws []*waiter) {
 		hc.keys[hk] = lk
 	}
 	if lk.out >= hotInFlight {
-		lk.queue = append(lk.queue, ws...)
+		if ahead {
+			lk.ahead = append(lk.ahead, ws...)
+		} else {
+			lk.queue = append(lk.queue, ws...)
+		}
 		return
 	}
 	lk.out++
@@ -107,14 +113,13 @@ func (c *Cluster) settled(b *viaBatch, n int) {
 	}
 	lk := b.hc.keys[b.hk]
 	lk.out--
-	if len(lk.queue) == 0 {
+	if len(lk.ahead)+len(lk.queue) == 0 {
 		if lk.out == 0 {
 			delete(b.hc.keys, b.hk)
 		}
 		return
 	}
-	ws := lk.queue
-	lk.queue = nil
+	ws := nextBatch(&lk.ahead, &lk.queue)
 	lk.out++
 	c.stepVia(&viaBatch{via: b.via, hc: b.hc, hk: b.hk, left: len(ws)}, ws)
 }
