@@ -168,15 +168,18 @@ func fileBool(v string) string {
 // decodeInt reads an integer, as THROTTLE takes it: yaml.v3 would cut a
 // fraction (2.9) or an exponent (1e3) to an int64 without a word.
 func decodeInt(v *yaml.Node, out *int64) error {
-	if v.ShortTag() != "!!int" {
-		return fmt.Errorf("want an integer, not %q", v.Value)
+	tag := v.ShortTag()
+	// yaml.v3 reads a leading 0 as YAML 1.1's octal (010 is 8), and tags
+	// one followed by an 8 or a 9 (019) a float; THROTTLE, as YAML 1.2,
+	// reads 010 as 10 and 019 as 19.
+	if d := strings.TrimLeft(strings.ReplaceAll(v.Value, "_", ""), "+-"); (tag == "!!int" || tag == "!!float") && len(d) > 1 && d[0] == '0' && d[1] >= '0' && d[1] <= '9' {
+		if n, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 10, 64); err == nil || tag == "!!int" {
+			*out = n
+			return err
+		}
 	}
-	// yaml.v3 reads a leading 0 as YAML 1.1's octal (010 is 8); THROTTLE,
-	// as YAML 1.2, reads 010 as 10.
-	if d := strings.TrimLeft(strings.ReplaceAll(v.Value, "_", ""), "+-"); len(d) > 1 && d[0] == '0' && d[1] >= '0' && d[1] <= '9' {
-		n, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 10, 64)
-		*out = n
-		return err
+	if tag != "!!int" {
+		return fmt.Errorf("want an integer, not %q", v.Value)
 	}
 	return v.Decode(out)
 }
