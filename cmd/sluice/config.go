@@ -138,7 +138,7 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 				if b := fileBool(v.Value); b == "true" || b == "false" {
 					p.Shadow = b == "true"
 				} else {
-					err = v.Decode(&p.Shadow)
+					err = fmt.Errorf("want yes, no, true or false, not %q", v.Value)
 				}
 			default:
 				err = errors.New("unknown key: want capacity, refill, period or shadow")
@@ -181,7 +181,11 @@ func decodeInt(v *yaml.Node, out *int64) error {
 	if tag != "!!int" {
 		return fmt.Errorf("want an integer, not %q", v.Value)
 	}
-	return v.Decode(out)
+	if v.Decode(out) != nil {
+		// An !!int past int64; yaml.v3's error would take two lines.
+		return errors.New("value out of range")
+	}
+	return nil
 }
 
 func wantKind(n *yaml.Node, kind yaml.Kind, where, want string) error {
