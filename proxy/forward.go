@@ -244,19 +244,27 @@ func (c *client) routedBy(gen uint64) bool {
 }
 
 // slotRouter is a Decider that sends each bucket's calls to its slot's
-// primary by a slot map (router.Cluster), when they are submitted.
+// primary by a slot map (router.Cluster).
 type slotRouter interface {
-	Route(cmds []router.Forward) uint64
+	Map() router.SlotMap
 }
 
-// bucketRouted reports whether a bucket request of c's may be taken now.
-// A call routed by an older map to the slot's old owner is answered "non
-// local key" there and sent again, following MOVED, to the new owner,
+// bucketRouted reports whether a bucket request of c's may be taken into
+// r now. A call routed by an older map to the slot's old owner is answered
+// "non local key" there and sent again, following MOVED, to the new owner,
 // where one routed by the new map directly would overtake it (a client's
 // pipelined THROTTLEs of one bucket would see remaining go up across the
-// end of a slot move): so it waits, as a forwarded command does.
-func (s *Server) bucketRouted(c *client) bool {
-	return s.slots == nil || c.routedBy(s.slots.Route(nil))
+// end of a slot move): so it waits, as a forwarded command does. r's calls
+// are all routed by the map read at its first (SubmitVia): one read at
+// each take could be older than the one the round is sent by.
+func (s *Server) bucketRouted(c *client, r *round) bool {
+	if s.slots == nil {
+		return true
+	}
+	if len(r.reqs) == 0 {
+		r.slots = s.slots.Map()
+	}
+	return c.routedBy(r.slots.Gen())
 }
 
 // blocks reports whether a command may wait at its node: one of Redis's

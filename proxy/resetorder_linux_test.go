@@ -29,10 +29,10 @@ type gateDecider struct {
 }
 
 func (g *gateDecider) Submit(ctx context.Context, reqs []router.Request, res []router.Result, done func(idx []int)) {
-	g.SubmitVia(ctx, nil, reqs, res, done)
+	g.SubmitVia(ctx, nil, g.Map(), reqs, res, done)
 }
 
-func (g *gateDecider) SubmitVia(ctx context.Context, via router.Pipes, reqs []router.Request, res []router.Result, done func(idx []int)) {
+func (g *gateDecider) SubmitVia(ctx context.Context, via router.Pipes, m router.SlotMap, reqs []router.Request, res []router.Result, done func(idx []int)) {
 	g.round(reqs, func(after func(), apart bool) {
 		var mu sync.Mutex
 		left := len(reqs)
@@ -51,7 +51,7 @@ func (g *gateDecider) SubmitVia(ctx context.Context, via router.Pipes, reqs []ro
 			}
 		}
 		if via != nil && !apart {
-			g.Cluster.SubmitVia(ctx, via, reqs, res, d)
+			g.Cluster.SubmitVia(ctx, via, m, reqs, res, d)
 		} else {
 			g.Cluster.Submit(ctx, reqs, res, d)
 		}

@@ -38,7 +38,8 @@ type Decider interface {
 // own connections to the nodes (router.Cluster): the loop writes them and
 // reads their replies in its own passes, with no goroutine between.
 type pipeDecider interface {
-	SubmitVia(ctx context.Context, via router.Pipes, reqs []router.Request, res []router.Result, done func(idx []int))
+	slotRouter
+	SubmitVia(ctx context.Context, via router.Pipes, m router.SlotMap, reqs []router.Request, res []router.Result, done func(idx []int))
 	NewBucketPipe(addr string) *router.Pipe
 }
 
@@ -650,6 +651,8 @@ type round struct {
 	reqs []router.Request
 	res  []router.Result
 	to   []target
+	// slots is the slot map reqs are routed by (bucketRouted).
+	slots router.SlotMap
 
 	fwd     []router.Forward // forwarded commands, or the parts of a split one
 	replies [][]byte         // the Forwarder's replies to fwd
@@ -696,7 +699,7 @@ func (r *round) submit(ctx context.Context, d Decider, f Forwarder, via router.P
 	}
 	if len(r.reqs) > 0 {
 		if pd, ok := d.(pipeDecider); ok && via != nil {
-			pd.SubmitVia(ctx, via, r.reqs, r.res, r.done)
+			pd.SubmitVia(ctx, via, r.slots, r.reqs, r.res, r.done)
 		} else {
 			d.Submit(ctx, r.reqs, r.res, r.done)
 		}
@@ -765,6 +768,7 @@ func (r *round) reset() {
 	clear(r.res)
 	clear(r.to)
 	r.reqs, r.res, r.to = r.reqs[:0], r.res[:0], r.to[:0]
+	r.slots = router.SlotMap{}
 	clear(r.fwd)
 	clear(r.replies)
 	clear(r.items)
@@ -896,7 +900,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		if err == nil && cmd.argsFirst {
 			err = s.keyLen(args)
 		}
-		if err == nil && !s.bucketRouted(c) {
+		if err == nil && !s.bucketRouted(c, r) {
 			s.stats.commands.Add(-1) // counted when taken again
 			c.retake = true
 			return true

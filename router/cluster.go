@@ -274,14 +274,18 @@ func (c *Cluster) Decide(ctx context.Context, reqs []Request, res []Result) {
 // (fallback) is reported before Submit returns. Rounds with a Reset, rare,
 // are decided whole, in order.
 func (c *Cluster) Submit(ctx context.Context, reqs []Request, res []Result, done func(idx []int)) {
-	c.SubmitVia(ctx, nil, reqs, res, done)
+	c.SubmitVia(ctx, nil, c.Map(), reqs, res, done)
 }
 
 // SubmitVia is Submit with the calls on a key's own bucket sent on via's
 // bucket pipes, when via is not nil: the caller's event loop writes them,
 // reads the replies and calls done on its own goroutine. Hot keys and
-// resets take Submit's way.
-func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res []Result, done func(idx []int)) {
+// resets take Submit's way. The calls go where m, a map read when they
+// were taken, sends them: a caller that let one be taken because its calls
+// in flight went by m's generation would otherwise have it overtake them
+// once a newer map moved its slot (they, redirected, reach the new owner
+// after it).
+func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, m SlotMap, reqs []Request, res []Result, done func(idx []int)) {
 	via = c.pipes(via)
 	cl := c.client.Load()
 	if cl == nil {
@@ -296,7 +300,7 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, reqs []Request, res 
 		}()
 		return
 	}
-	topo := c.topo.Load()
+	topo := m.t
 	now := time.Now().UnixNano()
 	var groups []*shardCalls
 	// hot is the round's calls on hot keys: reported together by the last

@@ -124,7 +124,7 @@ func TestHotCallsGoOnTheLoopsPipe(t *testing.T) {
 		}
 		res := make([]Result, n)
 		var done []int
-		c.SubmitVia(context.Background(), via, reqs, res, func(idx []int) { done = append(done, idx...) })
+		c.SubmitVia(context.Background(), via, c.Map(), reqs, res, func(idx []int) { done = append(done, idx...) })
 		return res, &done
 	}
 	res1, done1 := round(3)
@@ -189,7 +189,7 @@ func TestHotCallsOfALostPipeFallBack(t *testing.T) {
 			reqs[i] = Request{Op: Take, Key: "k", Interval: iv, Cost: 1}
 		}
 		res := make([]Result, n)
-		c.SubmitVia(context.Background(), via, reqs, res, func(idx []int) {
+		c.SubmitVia(context.Background(), via, c.Map(), reqs, res, func(idx []int) {
 			reported += len(idx)
 			for _, i := range idx {
 				all = append(all, res[i])
@@ -247,7 +247,7 @@ func FuzzHotCalls(f *testing.F) {
 				reqs[i] = Request{Op: Take, Key: "k", Interval: iv, Cost: int64(cost)}
 			}
 			res := make([]Result, n)
-			c.SubmitVia(context.Background(), via, reqs, res, func(idx []int) {
+			c.SubmitVia(context.Background(), via, c.Map(), reqs, res, func(idx []int) {
 				for _, i := range idx {
 					reported[first+i]++
 				}

@@ -370,7 +370,7 @@ func TestBucketRoundAllocations(t *testing.T) {
 	var err error
 	round := func() {
 		decided = 0
-		c.SubmitVia(context.Background(), via, reqs, res, done)
+		c.SubmitVia(context.Background(), via, c.Map(), reqs, res, done)
 		p.Wrote(len(p.Out()))
 		if e := p.Feed(copy(p.ReadBuf(len(reply)), reply)); e != nil && err == nil {
 			err = e

@@ -399,6 +399,22 @@ func (c *Cluster) Route(cmds []Forward) uint64 {
 	return t.gen
 }
 
+// SlotMap is one of the cluster's slot maps, as Map read it: a round of
+// bucket calls is routed by the map its takes were checked against
+// (SubmitVia), not by one read later.
+type SlotMap struct{ t *topology }
+
+// Map is the slot map now.
+func (c *Cluster) Map() SlotMap { return SlotMap{c.topo.Load()} }
+
+// Gen is m's generation, as Route returns it: 0 before any map.
+func (m SlotMap) Gen() uint64 {
+	if m.t == nil {
+		return 0
+	}
+	return m.t.gen
+}
+
 // readSlots reads CLUSTER SLOTS from one of nodes (the cluster client's,
 // by address), picked as the cluster client picks one for a keyless
 // command, the next if it fails, and reports the address it came from:
