@@ -527,8 +527,11 @@ func thenAll(alone []*waiter, groups []*group) {
 func (c *Cluster) groupHot(hk *hotKey, batch []*waiter, topo *topology) (groups []*group, alone []*waiter) {
 	// The sub-bucket of this batch's free calls, one per split and number
 	// of parts (calls of other limits or costs may use fewer), round-robin.
+	// A split is its seen, shared by its readings: calls answered "split"
+	// each store one, and told apart, a batch's calls went to as many
+	// sub-buckets, decided (on a loop's pipes, settled) in no order.
 	type choice struct {
-		st     *splitState
+		seen   *subSeen
 		n, sub int
 	}
 	var chosen []choice
@@ -541,9 +544,9 @@ func (c *Cluster) groupHot(hk *hotKey, batch []*waiter, topo *topology) (groups 
 			continue
 		}
 		if w.sub < 0 {
-			i := slices.IndexFunc(chosen, func(x choice) bool { return x.st == w.st && x.n == len(w.parts) })
+			i := slices.IndexFunc(chosen, func(x choice) bool { return x.seen == w.st.seen && x.n == len(w.parts) })
 			if i < 0 {
-				chosen = append(chosen, choice{w.st, len(w.parts), int(hk.next.Add(1) % uint32(len(w.parts)))})
+				chosen = append(chosen, choice{w.st.seen, len(w.parts), int(hk.next.Add(1) % uint32(len(w.parts)))})
 				i = len(chosen) - 1
 			}
 			w.sub = chosen[i].sub
