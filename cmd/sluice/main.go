@@ -219,12 +219,24 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if envErr != nil {
 		return o, envErr
 	}
+	// Redis reads its yes/no settings, and the names its settings take
+	// (maxmemory-policy ALLKEYS-LRU), in any case. Before the settings are
+	// kept: a reload must not name YES over yes as needing a restart.
+	for _, v := range []*string{&o.protectedMode, &o.tls.authClients, &o.fallback, &o.fallbackShare, &o.logFormat} {
+		*v = strings.ToLower(*v)
+	}
 	o.settings = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { o.settings[f.Name] = f.Value.String() })
 	// fs.Set marks the command line's and the file's; the environment's
 	// are set on the flag itself.
 	_, _, o.busyPollSet = env(fs.Lookup("busy-poll"))
 	fs.Visit(func(f *flag.Flag) { o.busyPollSet = o.busyPollSet || f.Name == "busy-poll" })
+	if !o.busyPollSet {
+		// Under a CPU quota the default is 0 and a value set is kept
+		// (busyPollUnder): setting the default's value, or removing it,
+		// changes what a restart serves.
+		o.settings["busy-poll"] = "unset"
+	}
 	for _, name := range readAtStart {
 		// The file, not only its name: a password revoked in the ACL file
 		// or a certificate rotated in place needs a restart too, and a
@@ -234,11 +246,6 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 			sum := sha256.Sum256(b)
 			o.settings[name] = fmt.Sprintf("%s %x %v", path, sum[:8], err)
 		}
-	}
-	// Redis reads its yes/no settings, and the names its settings take
-	// (maxmemory-policy ALLKEYS-LRU), in any case.
-	for _, v := range []*string{&o.protectedMode, &o.tls.authClients, &o.fallback, &o.fallbackShare, &o.logFormat} {
-		*v = strings.ToLower(*v)
 	}
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
