@@ -286,7 +286,15 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
 	defer cancel()
 	nodes := client.Nodes()
-	ranges, from, err := readSlots(ctx, client, nodes)
+	down := map[string]bool{}
+	c.mu.Lock()
+	for addr, s := range c.shards {
+		if !s.healthy.Load() {
+			down[addr] = true
+		}
+	}
+	c.mu.Unlock()
+	ranges, from, err := readSlots(ctx, client, nodes, down, c.cfg.Timeout)
 	if err != nil {
 		c.stale.Store(true)
 		return
@@ -418,15 +426,36 @@ func (m SlotMap) Gen() uint64 {
 // readSlots reads CLUSTER SLOTS from one of nodes (the cluster client's,
 // by address), picked as the cluster client picks one for a keyless
 // command, the next if it fails, and reports the address it came from:
-// the one its null endpoints stand for. Without nodes the cluster client
-// asks, and from is empty.
-func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]rueidis.Client) (ranges []rueidis.RedisMessage, from string, err error) {
+// the one its null endpoints stand for. The nodes in down are asked after
+// the others, and each node but the last asked has each to answer: a hung
+// node (its socket open, never answering) would otherwise hold the whole
+// of ctx, and the loop that probes, renews hot keys and beats with it.
+// The last keeps what is left of ctx, so a cluster slow to answer every
+// node is still read. Without nodes the cluster client asks, and from is
+// empty.
+func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]rueidis.Client, down map[string]bool, each time.Duration) (ranges []rueidis.RedisMessage, from string, err error) {
 	if len(nodes) == 0 {
 		ranges, err = client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
 		return ranges, "", err
 	}
-	for addr, n := range nodes {
-		ranges, err = n.Do(ctx, n.B().ClusterSlots().Build()).ToArray()
+	order := make([]string, 0, len(nodes))
+	for addr := range nodes {
+		if !down[addr] {
+			order = append(order, addr)
+		}
+	}
+	for addr := range nodes {
+		if down[addr] {
+			order = append(order, addr)
+		}
+	}
+	for i, addr := range order {
+		n, actx, cancel := nodes[addr], ctx, context.CancelFunc(func() {})
+		if i < len(order)-1 {
+			actx, cancel = context.WithTimeout(ctx, each)
+		}
+		ranges, err = n.Do(actx, n.B().ClusterSlots().Build()).ToArray()
+		cancel()
 		if err == nil || ctx.Err() != nil {
 			return ranges, addr, err
 		}
