@@ -49,6 +49,10 @@ import (
 var version = ""
 
 func main() {
+	// As Redis does: a SIGHUP sent while starting (a reload racing a
+	// restart) would otherwise kill sluice by Go's default, before run
+	// reaches its handler. signal.Notify turns the handler on over this.
+	signal.Ignore(syscall.SIGHUP)
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stderr))
 }
 
