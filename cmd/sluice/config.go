@@ -165,26 +165,21 @@ func fileBool(v string) string {
 	return v
 }
 
-// decodeInt reads an integer, as THROTTLE takes it: yaml.v3 would cut a
-// fraction (2.9) or an exponent (1e3) to an int64 without a word.
+// decodeInt reads an integer as THROTTLE takes it: decimal digits, with
+// a minus or not. yaml.v3 would cut a fraction (2.9) or an exponent (1e3)
+// to an int64 without a word, read 010 as YAML 1.1's octal 8 (and tag 019
+// a float), and take 0x10 and 1_000, which THROTTLE refuses.
 func decodeInt(v *yaml.Node, out *int64) error {
 	tag := v.ShortTag()
-	// yaml.v3 reads a leading 0 as YAML 1.1's octal (010 is 8), and tags
-	// one followed by an 8 or a 9 (019) a float; THROTTLE, as YAML 1.2,
-	// reads 010 as 10 and 019 as 19.
-	if d := strings.TrimLeft(strings.ReplaceAll(v.Value, "_", ""), "+-"); (tag == "!!int" || tag == "!!float") && len(d) > 1 && d[0] == '0' && d[1] >= '0' && d[1] <= '9' {
-		if n, err := strconv.ParseInt(strings.ReplaceAll(v.Value, "_", ""), 10, 64); err == nil || tag == "!!int" {
-			*out = n
-			return err
-		}
-	}
-	if tag != "!!int" {
+	d := strings.TrimPrefix(v.Value, "-")
+	if tag != "!!int" && tag != "!!float" || d == "" || strings.Trim(d, "0123456789") != "" {
 		return fmt.Errorf("want an integer, not %q", v.Value)
 	}
-	if v.Decode(out) != nil {
-		// An !!int past int64; yaml.v3's error would take two lines.
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
 		return errors.New("value out of range")
 	}
+	*out = n
 	return nil
 }
 
