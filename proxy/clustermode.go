@@ -70,8 +70,7 @@ func (s *Server) forwardSlotKeys(c *client, r *round, args [][]byte) bool {
 		return false
 	}
 	if !c.offPin() {
-		s.stats.commands.Add(-1) // counted when taken again
-		c.retake = true
+		c.retake, c.counted = true, true
 		return true
 	}
 	slot, _ := parseRedisInt(args[2])

@@ -277,8 +277,7 @@ func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 		return false
 	}
 	if !c.offPin() {
-		s.stats.commands.Add(-1) // counted when taken again
-		c.retake = true
+		c.retake, c.counted = true, true
 		return true
 	}
 	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3}

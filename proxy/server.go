@@ -582,7 +582,11 @@ type client struct {
 	routedGen uint64
 	// retake: the command just given to take was not taken, and is to be
 	// given again once what c sent before is answered (errRouteAgain).
-	retake   bool
+	retake bool
+	// counted: the command to be taken again was counted as read, once:
+	// taking the count back until then would make a counter that
+	// Prometheus scrapes go down.
+	counted  bool
 	softOver time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
@@ -822,7 +826,11 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 }
 
 func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
-	s.stats.commands.Add(1)
+	if c.counted {
+		c.counted = false
+	} else {
+		s.stats.commands.Add(1)
+	}
 	cmd, err := lookup(args)
 	if cmd != nil {
 		c.view.cmd.Store(cmd.fullName(args))
@@ -856,8 +864,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			return true
 		}
 		if err == errRouteAgain { // EXEC
-			s.stats.commands.Add(-1) // counted when taken again
-			c.retake = true
+			c.retake, c.counted = true, true
 			return true
 		}
 		cmd = nil
@@ -878,8 +885,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			return true
 		}
 		if err == errRouteAgain {
-			s.stats.commands.Add(-1) // counted when taken again
-			c.retake = true
+			c.retake, c.counted = true, true
 			return true
 		}
 	}
@@ -901,8 +907,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			err = s.keyLen(args)
 		}
 		if err == nil && !s.bucketRouted(c, r) {
-			s.stats.commands.Add(-1) // counted when taken again
-			c.retake = true
+			c.retake, c.counted = true, true
 			return true
 		}
 		if err == nil {
