@@ -515,16 +515,38 @@ func (c *Cluster) probe(ctx context.Context, now time.Time) {
 	client := *c.client.Load()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	errs := make([]error, len(due))
-	var wg sync.WaitGroup
+	type probed struct {
+		i   int
+		err error
+	}
+	answers := make(chan probed, len(due))
 	for i, s := range due {
 		to := client
 		if n := s.node.Load(); n != nil {
 			to = *n
 		}
-		wg.Go(func() { errs[i] = to.Do(ctx, to.B().Exists().Key(s.probe).Build()).Error() })
+		// Built here: a probe left behind may still run when the slot map
+		// next changes s.probe.
+		cmd := to.B().Exists().Key(s.probe).Build()
+		go func() { answers <- probed{i, to.Do(ctx, cmd).Error()} }()
 	}
-	wg.Wait()
+	// rueidis holds a call to a node it is redialing until the dial ends,
+	// on its own dial timeout (1s), whatever the call's deadline; a hung
+	// node is redialed again after each failure. A probe not answered
+	// within the deadline has failed, and the loop moves on.
+	errs := make([]error, len(due))
+	for i := range errs {
+		errs[i] = context.DeadlineExceeded
+	}
+wait:
+	for range due {
+		select {
+		case a := <-answers:
+			errs[a.i] = a.err
+		case <-ctx.Done():
+			break wait
+		}
+	}
 	for i, s := range due {
 		s.mu.Lock()
 		// An error that is no fault (NOPERM, of a cluster user allowed
