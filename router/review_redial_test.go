@@ -20,7 +20,10 @@ import (
 func TestReviewRedialProbeKeepsTheBackendTimeout(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
 	const timeout = 100 * time.Millisecond
-	r := NewCluster(ClusterConfig{Seeds: c.Addrs(), Timeout: timeout})
+	// The background loop connects, then waits an hour for its next
+	// pass: the probes below are the only ones, and nothing reads the
+	// slot map (s.probe) while they run.
+	r := NewCluster(ClusterConfig{Seeds: c.Addrs(), Timeout: timeout, ProbeInterval: time.Hour})
 	t.Cleanup(r.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -56,9 +59,9 @@ func TestReviewRedialProbeKeepsTheBackendTimeout(t *testing.T) {
 		res := make([]Result, 1)
 		r.submitAndWait(ctx, []Request{{Key: key, Interval: iv, Cost: 1}}, res)
 	}
-	// Bounded: 1.5s of probes, each due at once: rueidis redials after a random
+	// Bounded: 2.5s of probes, each due at once: rueidis redials after a random
 	// delay of up to 1s.
-	for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
+	for start := time.Now(); time.Since(start) < 2500*time.Millisecond; {
 		s.mu.Lock()
 		s.nextProbe = time.Time{}
 		s.mu.Unlock()
