@@ -254,9 +254,11 @@ type slotRouter interface {
 // "non local key" there and sent again, following MOVED, to the new owner,
 // where one routed by the new map directly would overtake it (a client's
 // pipelined THROTTLEs of one bucket would see remaining go up across the
-// end of a slot move): so it waits, as a forwarded command does. r's calls
-// are all routed by the map read at its first (SubmitVia): one read at
-// each take could be older than the one the round is sent by.
+// end of a slot move): so it waits, as a forwarded command does. On the
+// loops r's calls are all sent by the map read at its first (SubmitVia):
+// one read at each take could be older than the one the round is sent by.
+// The goroutine path's Submit reads the map anew, harmlessly: it waits
+// for each round, so no call is in flight while the next are taken.
 func (s *Server) bucketRouted(c *client, r *round) bool {
 	if s.slots == nil {
 		return true

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // An instance that stops (a rolling restart) is no longer counted by the
@@ -13,7 +14,7 @@ import (
 // and its fallback grants their share of each limit, not a smaller one
 // for a peer that is gone. The one left running keeps its announcement.
 func TestReviewHeartbeatClosedInstanceNotCounted(t *testing.T) {
-	c, ctx, cl := hotCluster(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
 	a := newRouter(t, c.Addrs(), router.ClusterConfig{})
 	b := newRouter(t, c.Addrs(), router.ClusterConfig{})
 	waitConnected(t, a)
@@ -38,18 +39,22 @@ func TestReviewHeartbeatClosedInstanceNotCounted(t *testing.T) {
 // Close leaves the heartbeat on a deadline: a cluster that no longer
 // answers does not hold it.
 func TestReviewHeartbeatCloseBoundedWhenClusterStalls(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	held, err := c.Primary(t.Context(), slot.Of("sluice.instances"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The beat's deadline, which Close's is, is 4 x Timeout + 100ms.
 	a := newRouter(t, c.Addrs(), router.ClusterConfig{Timeout: 25 * time.Millisecond})
 	waitConnected(t, a)
 	waitFor(t, time.Second, "a's first beat", func() bool {
-		v, err := c.Nodes[0].Do(t.Context(), "ZCARD", "sluice.instances").AsInt64()
+		v, err := held.Do(t.Context(), "ZCARD", "sluice.instances").AsInt64()
 		return err == nil && v == 1
 	})
-	if err := c.Nodes[0].Pause(); err != nil {
+	if err := held.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Nodes[0].Resume() })
+	t.Cleanup(func() { held.Resume() })
 	start := time.Now()
 	a.Close()
 	if took := time.Since(start); took > time.Second {

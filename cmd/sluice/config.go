@@ -166,13 +166,13 @@ func fileBool(v string) string {
 }
 
 // decodeInt reads an integer as THROTTLE takes it: decimal digits, with
-// a minus or not. yaml.v3 would cut a fraction (2.9) or an exponent (1e3)
+// a minus or not, 20 bytes at most. yaml.v3 would cut a fraction (2.9) or an exponent (1e3)
 // to an int64 without a word, read 010 as YAML 1.1's octal 8 (and tag 019
 // a float), and take 0x10 and 1_000, which THROTTLE refuses.
 func decodeInt(v *yaml.Node, out *int64) error {
 	tag := v.ShortTag()
 	d := strings.TrimPrefix(v.Value, "-")
-	if tag != "!!int" && tag != "!!float" || d == "" || strings.Trim(d, "0123456789") != "" {
+	if tag != "!!int" && tag != "!!float" || d == "" || len(v.Value) > 20 || strings.Trim(d, "0123456789") != "" {
 		return fmt.Errorf("want an integer, not %q", v.Value)
 	}
 	n, err := strconv.ParseInt(v.Value, 10, 64)

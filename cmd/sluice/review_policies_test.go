@@ -17,7 +17,7 @@ func TestPolicyLeadingZeroEightNineIsDecimal(t *testing.T) {
 	for _, tt := range []struct {
 		text string
 		want int64
-	}{{"019", 19}, {"08", 8}, {"-08", -8}, {"0000000000000000000000000009", 9}} {
+	}{{"019", 19}, {"08", 8}, {"-08", -8}, {"00000000000000000009", 9}} {
 		var doc yaml.Node
 		if err := yaml.Unmarshal([]byte(tt.text), &doc); err != nil {
 			t.Fatal(err)
@@ -27,7 +27,7 @@ func TestPolicyLeadingZeroEightNineIsDecimal(t *testing.T) {
 			t.Errorf("%s: %d, %v; want %d", tt.text, got, err, tt.want)
 		}
 	}
-	for _, text := range []string{"019.5", "09e1", `"019"`, "!!str 019", "099999999999999999999", "0_9", "+09"} {
+	for _, text := range []string{"019.5", "09e1", `"019"`, "!!str 019", "099999999999999999999", "0_9", "+09", "000000000000000000009"} {
 		var doc yaml.Node
 		if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
 			t.Fatal(err)
