@@ -24,7 +24,16 @@ import (
 // answered full after 5 tokens were taken (seed 39190), or 2 taken on a
 // hot key never taken from (seed 10184); with -race, seeds 112, 1015 and
 // 2841 of 3,000; with PATHS_WIDE, PATHS_KEYSPACE and PATHS_RESET too, 4
-// of 1,500. A seed run alone without -race passed. Not resolved.)
+// of 1,500: the peeks were fixed on 2026-12-06, after which 3,000 seeds
+// with -race passed. With the four switches, 5,000 seeds on a loaded
+// 2-core machine reported 5 failures (it reports no more, so the seeds
+// after went unchecked): seed 1287's pipeline costs the hot key 3,272 tokens, more than its 3,000, so it is denied at the end
+// and whether a call still finds a sub-bucket's last token is the
+// timing's (README: a split admits its limit within one token per
+// sub-bucket), failing 2 of 3 runs alone, either path the one denied;
+// seeds 1370 and 1395, a non-hot key 3 tokens emptier on the loops path,
+// beside i/o timeouts (1287, 1366), passed 3 runs alone each. Not
+// resolved.)
 var pathsLimits = os.Getenv("PATHS_LIMITS") == "1"
 
 // hotPattern declares the pipelines' key {T<i>}hot hot.
