@@ -24,16 +24,13 @@ import (
 // answered full after 5 tokens were taken (seed 39190), or 2 taken on a
 // hot key never taken from (seed 10184); with -race, seeds 112, 1015 and
 // 2841 of 3,000; with PATHS_WIDE, PATHS_KEYSPACE and PATHS_RESET too, 4
-// of 1,500: the peeks were fixed on 2026-12-06, after which 3,000 seeds
+// of 1,500. The peeks were fixed on 2026-12-06, after which 3,000 seeds
 // with -race passed. With the four switches, 5,000 seeds on a loaded
 // 2-core machine reported 5 failures (it reports no more, so the seeds
-// after went unchecked): seed 1287's pipeline costs the hot key 3,272 tokens, more than its 3,000, so it is denied at the end
-// and whether a call still finds a sub-bucket's last token is the
-// timing's (README: a split admits its limit within one token per
-// sub-bucket), failing 2 of 3 runs alone, either path the one denied;
-// seeds 1370 and 1395, a non-hot key 3 tokens emptier on the loops path,
-// beside i/o timeouts (1287, 1366), passed 3 runs alone each. Not
-// resolved.)
+// after went unchecked): seed 1287's pipeline cost its hot key more than
+// its 3,000 (now kept to half of it, hotSpent); seeds 1370 and 1395, a
+// non-hot key 3 tokens emptier on the loops path beside i/o timeouts of
+// the load (1287, 1366), passed 3 runs alone each. Not resolved.)
 var pathsLimits = os.Getenv("PATHS_LIMITS") == "1"
 
 // hotPattern declares the pipelines' key {T<i>}hot hot.
@@ -134,21 +131,34 @@ func limits(p *pipeline, seed int) {
 			return []string{"THROTTLE", k, "POLICY", "nope"}
 		}
 	}
+	// hotSpent is what the takes of the pipeline cost each hot key, kept
+	// to half its 3000 so that none of its calls is denied: near empty, a
+	// split key admits its limit within a token per sub-bucket, whichever
+	// the timing gives (PATHS_WIDE's long pipelines went past 3000).
+	hotSpent := map[string]int{}
 	hot := func(k string) []string {
+		peek := []string{"THROTTLE", k, "3000", "1", "1h", "0"}
+		var c []string
 		switch rng.Intn(5) {
 		case 0:
-			return []string{"THROTTLE", k, "3000", "1", "1h", cost()}
+			c = []string{"THROTTLE", k, "3000", "1", "1h", cost()}
 		case 1:
-			return []string{"CL.THROTTLE", k, "2999", "1", "3600", cost()}
+			c = []string{"CL.THROTTLE", k, "2999", "1", "3600", cost()}
 		case 2:
-			return []string{"GCRA", k, "2999", "1", "3600", "TOKENS", strconv.Itoa(1 + rng.Intn(2))}
+			c = []string{"GCRA", k, "2999", "1", "3600", "TOKENS", strconv.Itoa(1 + rng.Intn(2))}
 		case 3:
-			return []string{"THROTTLE", k, "3000", "1", "1h", "0"}
+			return peek
 		default:
 			onHot = true
 			defer func() { onHot = false }()
 			return bad(k)
 		}
+		n, _ := strconv.Atoi(c[len(c)-1])
+		if hotSpent[k]+n > 1500 {
+			return peek
+		}
+		hotSpent[k] += n
+		return c
 	}
 	end := p.end()
 	var cmds [][]string
