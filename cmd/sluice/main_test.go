@@ -70,6 +70,17 @@ type process struct {
 
 func start(t *testing.T, bin string, env []string, args ...string) *process {
 	t.Helper()
+	p := launch(t, bin, env, args...)
+	started := p.next(t, "sluice started")
+	p.addr, _ = started["listen"].(string)
+	p.tlsAddr, _ = started["tls_listen"].(string)
+	return p
+}
+
+// launch starts sluice and decodes its log lines, without waiting for it
+// to serve.
+func launch(t *testing.T, bin string, env []string, args ...string) *process {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
@@ -94,9 +105,6 @@ func start(t *testing.T, bin string, env []string, args ...string) *process {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	started := p.next(t, "sluice started")
-	p.addr, _ = started["listen"].(string)
-	p.tlsAddr, _ = started["tls_listen"].(string)
 	return p
 }
 

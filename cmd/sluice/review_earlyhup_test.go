@@ -4,11 +4,9 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -57,29 +55,8 @@ func TestSIGHUPWhileStartingIsIgnored(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary(t), "--log-format", "json", "--listen", "127.0.0.1:0", "--config", fifo)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &process{cmd: cmd, lines: make(chan map[string]any, 100)}
-	go func() {
-		defer close(p.lines)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) == nil {
-				p.lines <- line
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
+	p := launch(t, binary(t), nil, "--listen", "127.0.0.1:0", "--config", fifo)
+	cmd := p.cmd
 	died := func(what string) {
 		t.Helper()
 		for range p.lines {
