@@ -162,9 +162,11 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 				}
 				f.state, f.nargs = atBulk, n
 			} else {
-				// n+2, the body with its CRLF, must not wrap: any
-				// --proto-max-bulk-len up to Redis's LONG_MAX is taken.
-				if !ok || n < 0 || n > f.maxBulk || n > math.MaxInt64-2 {
+				// n+2, the body with its CRLF, must not wrap, nor redcon's
+				// sum of n and the body's offset in its buffer: any
+				// --proto-max-bulk-len up to Redis's LONG_MAX is taken, and
+				// no buffer in memory comes near MaxInt64/2 bytes.
+				if !ok || n < 0 || n > f.maxBulk || n > math.MaxInt64/2 {
 					return i, false, f.headerErr()
 				}
 				if f.unauth && n > unauthMaxBulk {
