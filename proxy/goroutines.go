@@ -278,6 +278,12 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 		// After QUIT, or while the server shuts down: the replies go out
 		// before the close, and the input left is discarded rather than
 		// reset away.
+		if c.tunnel != nil {
+			// Its replies are written (flush): as Redis frees the
+			// client then, its subscriptions end now, not when it
+			// closes its side.
+			c.tunnel.Close()
+		}
 		if c.conn != nil {
 			c.conn.linger()
 		}

@@ -1215,6 +1215,11 @@ func inputWaiting(fd int) int {
 // input to discard until it closes or lingerTime passes.
 func (l *loop) linger(c *fdConn) {
 	c.pend = nil // a command over the query buffer limit, say
+	if c.tunnel != nil {
+		// Redis frees the client once its reply is written: its
+		// subscriptions end now, not when it closes its side.
+		c.tunnel.Close()
+	}
 	c.mask = readable
 	if syscall.Shutdown(c.fd, syscall.SHUT_WR) != nil ||
 		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, c.event(readable)) != nil {
