@@ -800,6 +800,11 @@ func (c *framedConn) fail() error {
 		c.Conn.SetWriteDeadline(time.Now().Add(lingerTime))
 		c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))
 	}
+	if c.cl != nil && c.cl.tunnel != nil {
+		// As Redis frees the client once the error is written, its
+		// subscriptions end now, not when it closes its side.
+		c.cl.tunnel.Close()
+	}
 	c.linger()
 	return fmt.Errorf("%w: %w", errProtocolClosed, c.ferr)
 }
