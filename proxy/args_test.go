@@ -231,8 +231,8 @@ func FuzzFramer(f *testing.F) {
 				t.Fatalf("a well-formed command was refused at %d: %v", n, err)
 			}
 		}
-		loopCmds, loopReply := loopCommands(t, stream)
-		goCmds, goReply := redconCommands(t, stream, step)
+		loopCmds, loopReply := loopCommands(t, stream, newTestFramer())
+		goCmds, goReply := redconCommands(t, stream, step, *newTestFramer())
 		if strings.Join(loopCmds, " ") != strings.Join(goCmds, " ") || loopReply != goReply {
 			t.Fatalf("a loop reads %q then answers %q; redcon through a framedConn, in reads of %d, reads %q then answers %q",
 				loopCmds, loopReply, step, goCmds, goReply)
@@ -329,10 +329,9 @@ func sdsSplitArgs(raw []byte) ([][]byte, bool) {
 
 // loopCommands is what an event loop takes from stream, each command's
 // arguments quoted, and the protocol error it answers, if any. Each whole
-// inline command splits as Redis splits it.
-func loopCommands(t *testing.T, stream []byte) ([]string, string) {
+// inline command splits as Redis splits it. f frames it.
+func loopCommands(t *testing.T, stream []byte, f *framer) ([]string, string) {
 	var cmds []string
-	f := newTestFramer()
 	for start, pos := 0, 0; pos < len(stream); {
 		k, whole, err := f.next(stream[pos:])
 		pos += k
@@ -371,10 +370,10 @@ func loopCommands(t *testing.T, stream []byte) ([]string, string) {
 
 // redconCommands is what redcon reads from stream through a framedConn,
 // the stream arriving step bytes at a time, and what the framedConn
-// answers itself.
-func redconCommands(t *testing.T, stream []byte, step int) ([]string, string) {
+// answers itself, with the framer f.
+func redconCommands(t *testing.T, stream []byte, step int, f framer) ([]string, string) {
 	sc := &stepConn{in: stream, step: step}
-	rd := redcon.NewReader(&framedConn{Conn: sc, f: *newTestFramer()})
+	rd := redcon.NewReader(&framedConn{Conn: sc, f: f})
 	var cmds []string
 	for {
 		got, err := rd.ReadCommands()

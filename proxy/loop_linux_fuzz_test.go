@@ -27,24 +27,28 @@ func FuzzLoopRead(f *testing.F) {
 	f.Add([]byte("ECHO \"a b\r\n\r\n  \r\n*1\r\n$-2\r\n"), uint16(1))
 	f.Add([]byte("*0\r\n*-1\r\nPING\r\nECHO \"a b\" 'c'\r\n*1\r\n$4\r\nPING\r\n"), uint16(2))
 	f.Fuzz(func(t *testing.T, stream []byte, cut uint16) {
-		whole := loopAnswers(t, stream, len(stream)+1)
+		whole := loopAnswers(t, stream, len(stream)+1, nil)
 		// At most about 2000 reads, so that long inputs stay quick.
 		step := max(int(cut)%(24<<10)+1, len(stream)/2000)
-		if got := loopAnswers(t, stream, step); !bytes.Equal(got, whole) {
+		if got := loopAnswers(t, stream, step, nil); !bytes.Equal(got, whole) {
 			t.Fatalf("reads of %d bytes answered %.200q; one read answered %.200q", step, got, whole)
 		}
 	})
 }
 
 // loopAnswers sends stream to a loop's client through a real socket, step
-// bytes at a time, and returns every reply the loop renders.
-func loopAnswers(t *testing.T, stream []byte, step int) []byte {
+// bytes at a time, and returns every reply the loop renders. f, if not
+// nil, frames it in place of the server's framer.
+func loopAnswers(t *testing.T, stream []byte, step int, f *framer) []byte {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer syscall.Close(fds[0])
 	l, c := newTestLoop(t, allow{}, fds[1])
+	if f != nil {
+		c.f = *f
+	}
 	var out []byte
 	for p := stream; len(p) > 0 && !c.closing; {
 		n, err := syscall.Write(fds[0], p[:min(step, len(p))])
