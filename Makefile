@@ -46,8 +46,12 @@ fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseThrottle -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzParsePeriod -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseGCRA -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzFramer -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzLoopRead -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzLoopRead$$' -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzFramerHugeMax -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzLoopReadHugeMax -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzAtoi -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzCountedKeys -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzMarker -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzCompletions -fuzztime 20s
 	$(GO) test ./router/reply -run '^$$' -fuzz FuzzRead -fuzztime 20s
