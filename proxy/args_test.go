@@ -205,20 +205,8 @@ func FuzzFramer(f *testing.F) {
 	f.Add([]byte("ECHO \"a\\tb\" 'c\\'d' \"\"\r\n  \t \r\nECHO x\"y\r\n"), uint8(6))
 	f.Add([]byte("ECHO a\"b c\" \"\\x4a\\x4\"\v\r\nECHO\ta\x00b\r\n\x00\r\n"), uint8(5))
 	f.Fuzz(func(t *testing.T, stream []byte, cut uint8) {
-		a := newTestFramer()
-		na, ea := a.scan(stream)
-		b := newTestFramer()
 		step := int(cut%16) + 1
-		nb := 0
-		var eb error
-		for i := 0; i < len(stream) && eb == nil; i += step {
-			var k int
-			k, eb = b.scan(stream[i:min(i+step, len(stream))])
-			nb += k
-		}
-		if na != nb || (ea == nil) != (eb == nil) {
-			t.Fatalf("one read: %d, %v; reads of %d: %d, %v", na, ea, step, nb, eb)
-		}
+		sameInSteps(t, newTestFramer(), newTestFramer(), stream, step)
 		// Whatever the input, the same bytes sent as a well-formed command
 		// within the limits must pass whole.
 		if args := bytes.Fields(stream); len(args) > 0 && len(args) <= defaultMaxArgs {
@@ -527,5 +515,22 @@ func TestCellThrottleTakesPlus(t *testing.T) {
 		if _, err := parseCellThrottle(line(bad)); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
+	}
+}
+
+// sameInSteps checks that b, fed stream in reads of step bytes, frames
+// as much of it as a does in one read, and fails alike.
+func sameInSteps(t *testing.T, a, b *framer, stream []byte, step int) {
+	t.Helper()
+	na, ea := a.scan(stream)
+	nb := 0
+	var eb error
+	for i := 0; i < len(stream) && eb == nil; i += step {
+		var k int
+		k, eb = b.scan(stream[i:min(i+step, len(stream))])
+		nb += k
+	}
+	if na != nb || (ea == nil) != (eb == nil) {
+		t.Fatalf("one read: %d, %v; reads of %d: %d, %v", na, ea, step, nb, eb)
 	}
 }

@@ -538,28 +538,11 @@ func TestAnnounceChecked(t *testing.T) {
 // --requirepass and --cluster-password, and /debug/pprof/cmdline would
 // give them to anyone who reaches the pprof address.
 func TestPprofHidesTheCommandLine(t *testing.T) {
-	cmd := exec.Command(binary(t), "--log-format", "json", "--listen", "127.0.0.1:0", "--pprof", "127.0.0.1:0",
+	p := launch(t, binary(t), nil, "--listen", "127.0.0.1:0", "--pprof", "127.0.0.1:0",
 		"--requirepass", "pprof-secret", "--cluster", "127.0.0.1:1", "--cluster-password", "cluster-secret")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	var addr string
-	for sc := bufio.NewScanner(stderr); addr == "" && sc.Scan(); {
-		var line map[string]any
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == "pprof listening" {
-			addr, _ = line["addr"].(string)
-		}
-	}
+	addr, _ := p.next(t, "pprof listening")["addr"].(string)
 	if addr == "" {
-		t.Fatal("no \"pprof listening\" log line with its address")
+		t.Fatal("no address in the \"pprof listening\" log line")
 	}
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
