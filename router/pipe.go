@@ -62,9 +62,12 @@ type Pipe struct {
 	// A bucket pipe's calls: queued, and script calls in flight.
 	bq        []queued
 	bInFlight int
-	bucket    bool          // bucket steps only: Dial loads the script
-	steps     []lua.Call    // a script call's steps while it is encoded
-	outcomes  []lua.Outcome // a script call's outcomes while they are settled
+	// diverted: a script call was refused whole and its calls went to
+	// the shard's queue; the pipe's later calls follow them (pump).
+	diverted bool
+	bucket   bool          // bucket steps only: Dial loads the script
+	steps    []lua.Call    // a script call's steps while it is encoded
+	outcomes []lua.Outcome // a script call's outcomes while they are settled
 }
 
 // NewPipe makes the protocol half of a loop's connection to a node.

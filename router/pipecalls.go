@@ -30,6 +30,28 @@ func (c *Cluster) sendVia(via Pipes, g *shardCalls) {
 // pump sends p's queued calls, maxPipeline to a script call, while fewer
 // than maxFlushes are in flight.
 func (c *Cluster) pump(p *Pipe, s *shard) {
+	if p.diverted && len(p.bq) > 0 {
+		// Calls refused whole went to the shard's queue. Once it has
+		// decided them, the pipe may have the script again (reloaded by
+		// their replay), and a call sent here would overtake those still
+		// queued: later ones follow them until the queue is idle. Not
+		// before the pipe's calls in flight are answered: refused too,
+		// they go to the queue ahead of these.
+		if p.bInFlight > 0 {
+			return
+		}
+		q := &s.out
+		q.mu.Lock()
+		idle := len(q.queue) == 0 && q.flushing == 0
+		q.mu.Unlock()
+		if !idle {
+			bq := p.bq
+			p.bq = nil
+			c.requeue(s, bq)
+			return
+		}
+		p.diverted = false
+	}
 	for len(p.bq) > 0 && p.bInFlight < maxFlushes {
 		n := min(len(p.bq), maxPipeline)
 		b := &bucketCall{c: c, s: s, p: p, sent: time.Now().UnixNano()}
@@ -83,6 +105,7 @@ func (b *bucketCall) answer(r []byte) {
 	if err := lua.ReadMany(r, out); err != nil {
 		// The whole call was refused: NOSCRIPT (a restarted or promoted
 		// node), BUSY, LOADING, CLUSTERDOWN, ...
+		b.p.diverted = true
 		b.again(nil)
 		b.c.pump(b.p, b.s)
 		return
@@ -109,27 +132,35 @@ func (b *bucketCall) answer(r []byte) {
 // key's calls in any order.
 func (b *bucketCall) again(idx []int) {
 	if idx == nil {
-		idx = make([]int, len(b.calls))
-		for k := range idx {
-			idx[k] = k
-		}
+		b.c.requeue(b.s, b.calls)
+		return
 	}
+	calls := make([]queued, len(idx))
+	for i, k := range idx {
+		calls[i] = b.calls[k]
+	}
+	b.c.requeue(b.s, calls)
+}
+
+// requeue decides qs again on the goroutine path, in order: through s's
+// queue, or the hot keys' own way.
+func (c *Cluster) requeue(s *shard, qs []queued) {
 	var calls []queued
 	var hot []*group
-	for _, k := range idx {
-		if q := b.calls[k]; q.hot != nil {
+	for _, q := range qs {
+		if q.hot != nil {
 			hot = append(hot, q.hot)
 		} else {
 			calls = append(calls, q)
 		}
 	}
 	if len(hot) > 0 {
-		b.c.againHot(b.s, hot)
+		c.againHot(s, hot)
 	}
 	if len(calls) == 0 {
 		return
 	}
-	q := &b.s.out
+	q := &s.out
 	q.mu.Lock()
 	q.queue = append(q.queue, calls...)
 	start := q.flushing < maxFlushes
@@ -138,7 +169,7 @@ func (b *bucketCall) again(idx []int) {
 	}
 	q.mu.Unlock()
 	if start {
-		go b.c.flushShard(b.s)
+		go c.flushShard(s)
 	}
 }
 
