@@ -102,6 +102,19 @@ type options struct {
 	// reload compares them to say what needs a restart.
 	settings map[string]string
 	tls      tlsOptions
+	// ignored names the cluster's settings given to a sluice without
+	// --cluster, where they change nothing.
+	ignored []string
+}
+
+// clusterOnly are the settings of the cluster backend and of ordinary
+// commands, which the embedded backend does not serve. The TLS and
+// authentication ones to the cluster are refused instead (tlsOptions.check).
+var clusterOnly = []string{
+	"backend-flush-delay", "backend-timeout", "forward-timeout", "max-blocking",
+	"fallback", "fallback-share", "fallback-max-keys",
+	"hot-threshold", "hot-keys", "hot-split", "hot-cooldown",
+	"read-from-replicas", "allow-admin",
 }
 
 func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.Writer) (options, error) {
@@ -235,6 +248,18 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	// are set on the flag itself.
 	_, _, o.busyPollSet = env(fs.Lookup("busy-poll"))
 	fs.Visit(func(f *flag.Flag) { o.busyPollSet = o.busyPollSet || f.Name == "busy-poll" })
+	if o.cluster == "" {
+		// Said, not refused: one file may serve a laptop's embedded sluice
+		// and the deployment's; kept quiet, a --hot-keys that does nothing
+		// would look like one that works.
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for _, name := range clusterOnly {
+			if _, _, inEnv := env(fs.Lookup(name)); given[name] || inEnv {
+				o.ignored = append(o.ignored, "--"+name)
+			}
+		}
+	}
 	if !o.busyPollSet {
 		// Under a CPU quota the default is 0 and a value set is kept
 		// (busyPollUnder): setting the default's value, or removing it,
@@ -484,6 +509,9 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		return 2
 	}
 	defer log.Sync()
+	if len(o.ignored) > 0 {
+		log.Warn("settings of the cluster backend are ignored without --cluster", zap.Strings("settings", o.ignored))
+	}
 	reserve := 0
 	if o.cluster != "" {
 		reserve = o.maxBlocking // each blocking command waits on a connection of its own
