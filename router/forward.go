@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -531,6 +532,24 @@ func (c *Cluster) addrOf(t *topology, sl int) string {
 	return ""
 }
 
+// unreachable marks the primary at addr unhealthy when a connection to it
+// is refused or times out. Without THROTTLE traffic to its shard nothing
+// else would: a keyless command (TIME, CONFIG GET) would go on picking it
+// among the primaries, and fail, until the node is back. The probe says
+// when it is.
+func (c *Cluster) unreachable(addr string, err error) {
+	var ne net.Error
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, syscall.EHOSTUNREACH) && !(errors.As(err, &ne) && ne.Timeout()) {
+		return // not the node's doing: sluice out of descriptors, say
+	}
+	c.mu.Lock()
+	s := c.shards[addr]
+	c.mu.Unlock()
+	if s != nil {
+		c.fault(s, err)
+	}
+}
+
 // pickPrimary is the primary a keyless command goes to, nil without
 // one. Keyless commands are spread over the primaries by time: they are
 // rare, and any primary answers them alike, so one known to be unhealthy
@@ -627,6 +646,7 @@ func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int) (net.Conn
 		conn, err = d.Dial("tcp", addr)
 	}
 	if err != nil {
+		c.unreachable(addr, err)
 		return nil, nil, err
 	}
 	br := bufio.NewReaderSize(conn, bufSize)
