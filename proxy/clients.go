@@ -160,7 +160,7 @@ func (s *Server) clientList(args [][]byte) (string, error) {
 	var b strings.Builder
 	switch {
 	case len(args) == 2 && strings.EqualFold(string(args[0]), "TYPE"):
-		kind := strings.ToLower(string(args[1]))
+		kind := lowerName(args[1])
 		switch kind {
 		case "normal", "pubsub", "master", "replica", "slave":
 		default:

@@ -513,14 +513,14 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 	case "ID":
 		conn.WriteInt64(c.id)
 	case "SETINFO":
-		switch attr := strings.ToUpper(string(args[2])); attr {
-		case "LIB-NAME":
+		switch lowerName(args[2]) {
+		case "lib-name":
 			if err := validName(args[3]); err != nil {
 				s.writeError(conn, errors.New("lib-name cannot contain spaces, newlines or special characters."))
 				return
 			}
 			c.lib = string(args[3])
-		case "LIB-VER":
+		case "lib-ver":
 			if err := validName(args[3]); err != nil {
 				s.writeError(conn, errors.New("lib-ver cannot contain spaces, newlines or special characters."))
 				return
@@ -542,14 +542,16 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 		conn.WriteVerbatim(list)
 	case "REPLY":
-		// OFF and SKIP are not answered; ON is.
-		switch strings.ToUpper(string(args[2])) {
-		case "ON":
+		// OFF and SKIP are not answered; ON is. Its options, as all of
+		// CLIENT's, match in ASCII only, as Redis's strcasecmp: "ſkip"
+		// (long s) is no SKIP.
+		switch lowerName(args[2]) {
+		case "on":
 			c.replyOff, c.replyOn = false, true
 			conn.WriteString("OK")
-		case "OFF":
+		case "off":
 			c.replyOff = true
-		case "SKIP":
+		case "skip":
 			// As Redis: a SKIP while replies are off is nothing, so a
 			// RESET after it is answered.
 			c.skip = !c.replyOff
@@ -558,8 +560,8 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		}
 	case "NO-EVICT":
 		// sluice never evicts a client for memory: either answer holds.
-		switch strings.ToUpper(string(args[2])) {
-		case "ON", "OFF":
+		switch lowerName(args[2]) {
+		case "on", "off":
 			conn.WriteString("OK")
 		default:
 			s.writeError(conn, errors.New("syntax error"))
