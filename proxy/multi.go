@@ -214,10 +214,15 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		t.dirty = true
 		return err
 	}
-	t.cmds = router.AppendCommand(t.cmds, args)
-	t.n++
-	t.names = append(t.names, spec)
-	c.published() // CLIENT LIST's multi= counts it
+	if !t.dirty {
+		// Redis queues nothing once a command was refused, though it
+		// answers QUEUED: CLIENT LIST's multi= stops counting, and
+		// nothing is held for an EXEC that aborts.
+		t.cmds = router.AppendCommand(t.cmds, args)
+		t.n++
+		t.names = append(t.names, spec)
+		c.published() // CLIENT LIST's multi= counts it
+	}
 	s.replyNow(c, "+QUEUED\r\n")
 	return nil
 }

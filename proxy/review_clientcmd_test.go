@@ -1,10 +1,12 @@
 package proxy_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // Redis matches CLIENT's options with strcasecmp, ASCII only; sluice
@@ -40,4 +42,38 @@ func TestClientOptionsAreASCII(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Redis queues nothing once a command of a transaction was refused
+// (queueMultiCommand), though it answers QUEUED: CLIENT LIST's multi=
+// stops counting. sluice counted, and held, the commands after the
+// refusal for an EXEC that can only abort.
+func TestClientListMultiStopsAtRefusal(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		conn, other := dialRaw(t, addr), dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(conn.do("CLIENT", "ID"), ":"), "\r\n")
+		for _, tc := range []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"MULTI"}, "+OK\r\n"},
+			{[]string{"SET", "a", "1"}, "+QUEUED\r\n"},
+			{[]string{"FOO"}, "-ERR unknown command 'FOO', with args beginning with: \r\n"},
+			{[]string{"GET", "a"}, "+QUEUED\r\n"},
+			{[]string{"GET", "a"}, "+QUEUED\r\n"},
+		} {
+			if got := conn.do(tc.cmd...); got != tc.want {
+				t.Fatalf("loops %d: %q: %q, want %q", loops, tc.cmd, got, tc.want)
+			}
+		}
+		if got := other.do("CLIENT", "LIST", "ID", id); !strings.Contains(got, " flags=x ") || !strings.Contains(got, " multi=1 ") {
+			t.Errorf("loops %d: CLIENT LIST: %q, want flags=x and multi=1", loops, got)
+		}
+		if got := conn.do("EXEC"); got != "-EXECABORT Transaction discarded because of previous errors.\r\n" {
+			t.Errorf("loops %d: EXEC: %q", loops, got)
+		}
+	}
 }
