@@ -49,7 +49,7 @@ func TestClientOptionsAreASCII(t *testing.T) {
 // stops counting. sluice counted, and held, the commands after the
 // refusal for an EXEC that can only abort.
 func TestClientListMultiStopsAtRefusal(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
