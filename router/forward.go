@@ -1215,6 +1215,26 @@ func (b *backend) write() {
 			b.mu.Unlock()
 			return
 		}
+		if b.conn == nil && b.pin != nil {
+			// The pin's connection, and its watches, broke after Pin.run
+			// let the transaction through: on a new connection it would
+			// run unwatched. It is aborted, as a lost watch's is.
+			var aborted []*forwarded
+			b.queue = slices.DeleteFunc(b.queue, func(f *forwarded) bool {
+				if f.replies > 1 {
+					aborted = append(aborted, f)
+				}
+				return f.replies > 1
+			})
+			if len(aborted) > 0 {
+				b.mu.Unlock()
+				b.lostConn()
+				for _, f := range aborted {
+					f.finish(nullArray(f.resp3))
+				}
+				continue
+			}
+		}
 		if b.conn == nil {
 			resp3 := b.resp3 // a pin's client may switch (Pin.Protocol)
 			b.mu.Unlock()
