@@ -252,6 +252,10 @@ func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
 			c.push.stop()
 			c.push = nil
 			c.conn.idle = s.cfg.IdleTimeout
+		} else if !c.subs {
+			// Subscribed to nothing, it is no subscriber: Redis times it
+			// out. Its writer stays, for a SUBSCRIBE to come.
+			c.conn.idle = s.cfg.IdleTimeout
 		} else if c.conn.idle > 0 {
 			c.conn.idle = 0
 			c.conn.SetReadDeadline(time.Time{})

@@ -526,7 +526,9 @@ func (l *loop) closeIdle() {
 	for _, c := range l.conns {
 		switch {
 		case !c.lingerEnd.IsZero():
-		case timeout > 0 && l.now.Sub(c.active) > timeout && c.inFlight() == 0 && c.tunnel == nil:
+		// One that unsubscribed from everything keeps its tunnel, but is
+		// no subscriber: Redis times it out.
+		case timeout > 0 && l.now.Sub(c.active) > timeout && c.inFlight() == 0 && (c.tunnel == nil || !c.subs):
 			l.close(c)
 		case soft && len(c.out.b) > c.sent:
 			l.flush(c) // closes it if it is over the limit
