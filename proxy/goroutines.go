@@ -378,7 +378,9 @@ func (s *Server) pastHardLimit(conn redcon.Conn, c *goClient) bool {
 	hard := s.cfg.OutputLimit.Hard
 	if c.over.Load() {
 		// Closed while its round waited (accept's done).
-	} else if hard <= 0 || c.tunnel != nil || int64(len(c.out.b)) <= hard {
+	} else if hard <= 0 || (c.tunnel != nil && c.subs) || int64(len(c.out.b)) <= hard {
+		// A subscriber is of the pubsub class (maxPushBacklog); one
+		// subscribed to nothing is of the normal class again, as in Redis.
 		return false
 	} else {
 		logOutputLimit(s.log, c.addr, int64(len(c.out.b)))

@@ -1164,10 +1164,11 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 // pastLimit closes c if its replies are past the output limit. As Redis:
 // what waits for the client, before the write, so a single reply past the
 // hard limit closes it. A subscriber is not of the normal class: its
-// messages have their own bound (maxPushBacklog), as on a goroutine.
+// messages have their own bound (maxPushBacklog), as on a goroutine. One
+// subscribed to nothing is, as in Redis, though it keeps its tunnel.
 func (l *loop) pastLimit(c *fdConn) bool {
 	lim := l.s.cfg.OutputLimit
-	if lim == (OutputLimit{}) || c.tunnel != nil {
+	if lim == (OutputLimit{}) || (c.tunnel != nil && c.subs) {
 		return false
 	}
 	pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)
@@ -1186,7 +1187,7 @@ func (l *loop) pastLimit(c *fdConn) bool {
 // it). A subscriber's messages have their own bound, as in pastLimit.
 func (l *loop) unsentBound(c *fdConn) int {
 	lim := l.s.cfg.OutputLimit
-	if c.tunnel != nil {
+	if c.tunnel != nil && c.subs {
 		return maxUnsent
 	}
 	return max(maxUnsent, int(max(lim.Hard, lim.Soft))+1)

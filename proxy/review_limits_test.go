@@ -2,10 +2,12 @@ package proxy_test
 
 import (
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -17,6 +19,7 @@ import (
 func TestIdleTimeoutClosesAClientThatUnsubscribedAll(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
+	t.Run("OutputLimit", func(t *testing.T) { outputLimitBoundsAClientThatUnsubscribedAll(t, r) })
 	eachClockLoops(t, func(t *testing.T, loops int) {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops, IdleTimeout: 200 * time.Millisecond})
 		sub := dialRaw(t, addr)
@@ -49,6 +52,27 @@ func TestIdleTimeoutClosesAClientThatUnsubscribedAll(t *testing.T) {
 		}
 		if got := sub.do("PING"); got != "*2\r\n$4\r\npong\r\n$0\r\n\r\n" {
 			t.Errorf("the subscriber, still subscribed: PING: %q", got)
+		}
+	})
+}
+
+// Likewise (run by TestIdleTimeoutClosesAClientThatUnsubscribedAll, on its
+// cluster), a client that unsubscribed from everything is of the normal
+// class again: a reply past --client-output-buffer-limit's hard limit
+// closes it, as Redis closes it (7.0, normal 64kb: closed, flags=N).
+func outputLimitBoundsAClientThatUnsubscribedAll(t *testing.T, r *router.Cluster) {
+	big := strings.Repeat("x", 100<<10)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 64 << 10}}, func(t *testing.T, cfg proxy.Config) {
+		left := dialRaw(t, serveConfig(t, cfg))
+		if got := left.do("SUBSCRIBE", "limitleft"); got != "*3\r\n$9\r\nsubscribe\r\n$9\r\nlimitleft\r\n:1\r\n" {
+			t.Fatalf("SUBSCRIBE: %q", got)
+		}
+		if got := left.do("UNSUBSCRIBE"); got != "*3\r\n$11\r\nunsubscribe\r\n$9\r\nlimitleft\r\n:0\r\n" {
+			t.Fatalf("UNSUBSCRIBE: %q", got)
+		}
+		left.send([]string{"ECHO", big})
+		if b, err := left.br.ReadByte(); err == nil {
+			t.Errorf("a reply past the hard limit was sent (%q...), want the client closed", b)
 		}
 	})
 }
