@@ -129,7 +129,8 @@ func parseDigits(b []byte) (int64, bool) {
 
 func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
-// equalFold compares ASCII b to lower-case s, ignoring b's case.
+// equalFold compares b to s, of lower-case ASCII letters only, ignoring
+// b's case (for another byte in s, c|0x20 would match more than it).
 func equalFold(b []byte, s string) bool {
 	if len(b) != len(s) {
 		return false
