@@ -484,10 +484,10 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 			}
 		}
 		if cmd.name == "client" && len(args) > 1 {
-			// As Redis 7: listing every client, and NO-EVICT, are an
+			// As Redis 7: listing every client, NO-EVICT and UNPAUSE are an
 			// administrator's; the rest concern the caller's own connection.
 			name = "client|" + string(bytes.ToLower(args[1]))
-			if name == "client|list" || name == "client|no-evict" {
+			if name == "client|list" || name == "client|no-evict" || name == "client|unpause" {
 				cats = []string{"admin", "slow", "dangerous", "connection"}
 			}
 		}

@@ -428,8 +428,8 @@ func validName(b []byte) error {
 // answer, each with why where it is not plain. They are refused by name
 // rather than called unknown: a client that sends one relies on it.
 var clientRefused = map[string]string{
-	"CACHING": trackingShared, "GETREDIR": trackingShared, "TRACKING": trackingShared, "TRACKINGINFO": trackingShared,
-	"KILL": "", "PAUSE": "", "UNPAUSE": "", "UNBLOCK": "",
+	"GETREDIR": trackingShared, "TRACKING": trackingShared, "TRACKINGINFO": trackingShared,
+	"KILL": "", "PAUSE": "", "UNBLOCK": "",
 }
 
 const trackingShared = " (client-side caching): the nodes would track keys for sluice's connections, which its clients share"
@@ -458,9 +458,11 @@ var clientHelp = []string{
 	"    * LIB-VER: the client lib version.",
 	"NO-EVICT (ON|OFF)",
 	"    Protect current client connection from eviction.",
+	"UNPAUSE",
+	"    Stop the current client pause, resuming traffic.",
 	"HELP",
 	"    Prints this help.",
-	"sluice answers these for its own clients, and GETREDIR, TRACKINGINFO and TRACKING OFF as Redis does while tracking is off, as it always is; it does not support CACHING, KILL, PAUSE, TRACKING ON, UNBLOCK or UNPAUSE.",
+	"sluice answers these for its own clients (UNPAUSE: nothing is ever paused), and CACHING, GETREDIR, TRACKINGINFO and TRACKING OFF as Redis does while tracking is off, as it always is; it does not support KILL, PAUSE, TRACKING ON or UNBLOCK.",
 }
 
 func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
@@ -482,7 +484,28 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		conn.WriteBulkString("prefixes")
 		conn.WriteArray(0)
 		return
-	case sub == "TRACKING" && len(args) == 3 && strings.EqualFold(string(args[2]), "off"):
+	case sub == "TRACKING":
+		if err := s.trackingOptions(args[3:]); err != nil {
+			s.writeError(conn, err)
+			return
+		}
+		switch lowerName(args[2]) {
+		case "on":
+			// Refused below: that is client-side caching.
+		case "off":
+			conn.WriteString("OK")
+			return
+		default:
+			s.writeError(conn, errors.New("syntax error"))
+			return
+		}
+	case sub == "CACHING":
+		// Redis's answer to a client without tracking, whatever yes|no
+		// says; its code is ERR, not its first word.
+		s.writeError(conn, errors.New("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"))
+		return
+	case sub == "UNPAUSE":
+		// Nothing is ever paused, as PAUSE is refused: Redis's +OK holds.
 		conn.WriteString("OK")
 		return
 	}
@@ -567,6 +590,38 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 			s.writeError(conn, errors.New("syntax error"))
 		}
 	}
+}
+
+// trackingOptions checks CLIENT TRACKING's options as Redis 7.0 does
+// before it looks at ON or OFF, so that OFF with options, which Redis
+// takes, is answered as Redis answers it; a REDIRECT names one of
+// sluice's clients, as the IDs it gives are its own.
+func (s *Server) trackingOptions(opts [][]byte) error {
+	var redir int64
+	for j := 0; j < len(opts); j++ {
+		opt, more := lowerName(opts[j]), j < len(opts)-1
+		switch {
+		case opt == "redirect" && more:
+			j++
+			if redir != 0 {
+				return errors.New("A client can only redirect to a single other client")
+			}
+			id, ok := parseRedisInt(opts[j])
+			if !ok {
+				return errors.New("value is not an integer or out of range")
+			}
+			if len(s.clients.list(func(v *clientView) bool { return v.id == id })) == 0 {
+				return errors.New("The client ID you want redirect to does not exist")
+			}
+			redir = id
+		case opt == "prefix" && more:
+			j++
+		case opt == "bcast" || opt == "optin" || opt == "optout" || opt == "noloop":
+		default:
+			return errors.New("syntax error")
+		}
+	}
+	return nil
 }
 
 // info is the client's line of CLIENT INFO / CLIENT LIST.

@@ -1,0 +1,64 @@
+package proxy_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+)
+
+// Redis 7.0 reads CLIENT TRACKING's options before it looks at ON or OFF,
+// and OFF with sound options is +OK; it answers UNPAUSE +OK and CACHING,
+// of a client without tracking, an error of its own. sluice, whose
+// tracking is always off and which never pauses, refused them all by
+// name. The answers below are redis-server 7.0.15's.
+func TestClientTrackingOffUnpauseCachingAsRedis(t *testing.T) {
+	us, err := proxy.ParseUsers("user default on nopass ~* &* +@all\nuser op on nopass ~* &* +@all -@admin", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eachIOConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		conn, other := dialRaw(t, addr), dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(conn.do("CLIENT", "ID"), ":"), "\r\n")
+		otherID := strings.TrimSuffix(strings.TrimPrefix(other.do("CLIENT", "ID"), ":"), "\r\n")
+		const syntax, noSuch = "-ERR syntax error\r\n", "-ERR The client ID you want redirect to does not exist\r\n"
+		for _, tc := range []struct {
+			cmd  []string
+			want string
+		}{
+			{[]string{"CLIENT", "TRACKING", "OFF", "BCAST"}, "+OK\r\n"},
+			{[]string{"CLIENT", "TRACKING", "off", "PREFIX", "a"}, "+OK\r\n"},
+			{[]string{"CLIENT", "TRACKING", "OFF", "bcast", "PREFIX", "a", "PREFIX", "b", "OPTIN", "OPTOUT", "NOLOOP"}, "+OK\r\n"},
+			{[]string{"CLIENT", "TRACKING", "OFF", "REDIRECT", otherID}, "+OK\r\n"},
+			{[]string{"CLIENT", "TRACKING", "OFF", "REDIRECT", id}, "+OK\r\n"},
+			{[]string{"CLIENT", "TRACKING", "OFF", "REDIRECT", "99999"}, noSuch},
+			{[]string{"CLIENT", "TRACKING", "OFF", "REDIRECT", "0"}, noSuch},
+			{[]string{"CLIENT", "TRACKING", "OFF", "REDIRECT", "+" + id}, "-ERR value is not an integer or out of range\r\n"},
+			{[]string{"CLIENT", "TRACKING", "OFF", "REDIRECT", id, "REDIRECT", "x"}, "-ERR A client can only redirect to a single other client\r\n"},
+			{[]string{"CLIENT", "TRACKING", "OFF", "REDIRECT"}, syntax},
+			{[]string{"CLIENT", "TRACKING", "OFF", "BCAST", "PREFIX"}, syntax},
+			{[]string{"CLIENT", "TRACKING", "OFF", "foo"}, syntax},
+			{[]string{"CLIENT", "TRACKING", "foo"}, syntax},
+			{[]string{"CLIENT", "TRACKING", "foo", "REDIRECT", "99999"}, noSuch},
+			{[]string{"CLIENT", "TRACKING", "ON", "bar"}, syntax},
+			{[]string{"CLIENT", "UNPAUSE"}, "+OK\r\n"},
+			{[]string{"CLIENT", "CACHING", "yes"}, "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled\r\n"},
+			{[]string{"CLIENT", "CACHING", "foo"}, "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled\r\n"},
+			{[]string{"CLIENT", "GETREDIR"}, ":-1\r\n"},
+			{[]string{"AUTH", "op", "x"}, "+OK\r\n"},
+		} {
+			if got := conn.do(tc.cmd...); got != tc.want {
+				t.Errorf("%q: %q, want %q", tc.cmd, got, tc.want)
+			}
+		}
+		if got := conn.do("CLIENT", "TRACKING", "ON"); !strings.HasPrefix(got, "-ERR sluice does not support CLIENT TRACKING") {
+			t.Errorf("CLIENT TRACKING ON: %q, want it refused", got)
+		}
+		// As Redis, UNPAUSE is an administrator's (@admin).
+		if got := conn.do("CLIENT", "UNPAUSE"); !strings.HasPrefix(got, "-NOPERM ") || !strings.Contains(got, "'client|unpause'") {
+			t.Errorf("CLIENT UNPAUSE of a user without @admin: %q, want NOPERM", got)
+		}
+	})
+}
