@@ -25,7 +25,7 @@ type clientView struct {
 	laddr   string // the address it connected to
 	created time.Time
 
-	last    atomic.Int64           // unix ns of its last command
+	last    atomic.Int64           // unix ns of its last command, or of a write to it
 	cmd     atomic.Pointer[string] // its last command's name, from a command table
 	blocked atomic.Bool            // its blocking command is sent, unanswered
 	// tunnel is its subscriptions' (router.Tunnel), whose counts are
@@ -42,6 +42,13 @@ type viewFields struct {
 	name, lib, ver, user string
 	resp3, pubsub        bool
 	multi                int // commands queued in its transaction; -1 outside one
+}
+
+// wrote records that the client was just written to: as Redis's
+// lastinteraction, which its writes set too, a client being answered, or
+// sent messages, is not idle, though its last command came long ago.
+func (v *clientView) wrote() {
+	v.last.Store(time.Now().UnixNano())
 }
 
 // clientTable is every connected client's view, by id.

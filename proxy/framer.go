@@ -652,6 +652,9 @@ func (c *framedConn) Write(p []byte) (int, error) {
 		// system call for nothing.
 		return 0, nil
 	}
+	if c.cl != nil {
+		defer c.cl.view.wrote()
+	}
 	if c.idle <= 0 && c.limit.Soft <= 0 {
 		return c.Conn.Write(p)
 	}

@@ -450,6 +450,7 @@ func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 // at a time, past redcon's closed callback).
 type pushOut struct {
 	conn *framedConn
+	view *clientView
 	log  *zap.Logger
 	addr string
 
@@ -484,7 +485,7 @@ type pushOut struct {
 func (s *Server) pushTo(c *client) (onData func([]byte, bool, bool), onEnd func(error)) {
 	p := c.push
 	if p == nil {
-		p = &pushOut{conn: c.conn, log: s.log, addr: c.addr, serving: true}
+		p = &pushOut{conn: c.conn, view: c.view, log: s.log, addr: c.addr, serving: true}
 		p.cond.L = &p.mu
 		c.push = p
 		go p.write()
@@ -642,6 +643,7 @@ func (p *pushOut) write() {
 		// Past framedConn.Write's bounds: a subscriber is never idle, and
 		// its backlog has a bound of its own (maxPushBacklog).
 		_, err := p.conn.Conn.Write(buf)
+		p.view.wrote()
 		p.mu.Lock()
 		p.written += int64(len(buf))
 		if cap(buf) > keepReplies {

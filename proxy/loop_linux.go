@@ -1100,9 +1100,11 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 			return
 		}
 		c.sent += n
-		// As Redis's lastinteraction: a client being answered is not
-		// idle, though the command it waited for was read long ago.
+		// As Redis's lastinteraction: a client being answered, or sent
+		// messages, is not idle, though the command it waited for was
+		// read long ago (for IdleTimeout and CLIENT LIST's idle).
 		c.active = l.now
+		c.view.last.Store(l.now.UnixNano())
 	}
 	unsent := len(c.out.b) - c.sent
 	if unsent > 0 && c.sent >= readSize && c.sent >= unsent {

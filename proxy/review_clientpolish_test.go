@@ -1,11 +1,13 @@
 package proxy_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // Redis 7.0 reads CLIENT TRACKING's options before it looks at ON or OFF,
@@ -61,4 +63,56 @@ func TestClientTrackingOffUnpauseCachingAsRedis(t *testing.T) {
 			t.Errorf("CLIENT UNPAUSE of a user without @admin: %q, want NOPERM", got)
 		}
 	})
+}
+
+// Redis sets a client's lastinteraction at each write to it, so CLIENT
+// LIST's idle= of a subscriber sent a message, or of a blocked client
+// answered, is 0 (seen on redis-server 7.0.15). sluice counted only from
+// the last command the client sent. Both paths are served at once, so
+// that the second they must wait for idle= to show is waited once.
+func TestClientListIdleResetByWritesToTheClient(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	type served struct {
+		loops             int
+		other, sub, block *rawConn
+		subID, blockID    string
+		key               string
+	}
+	idle := func(s *served, id string) int {
+		t.Helper()
+		line := s.other.do("CLIENT", "LIST", "ID", id)
+		_, v, ok := strings.Cut(line, " idle=")
+		n, err := strconv.Atoi(strings.Fields(v + " ")[0])
+		if !ok || err != nil {
+			t.Fatalf("loops %d: CLIENT LIST ID %s: %q", s.loops, id, line)
+		}
+		return n
+	}
+	var all []*served
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		s := &served{loops: loops, other: dialRaw(t, addr), sub: dialRaw(t, addr), block: dialRaw(t, addr),
+			key: "{idlew}l" + strconv.Itoa(-loops)}
+		s.subID = strings.TrimSuffix(strings.TrimPrefix(s.sub.do("CLIENT", "ID"), ":"), "\r\n")
+		s.blockID = strings.TrimSuffix(strings.TrimPrefix(s.block.do("CLIENT", "ID"), ":"), "\r\n")
+		s.sub.do("SUBSCRIBE", "idlew"+s.key)
+		s.block.send([]string{"BLPOP", s.key, "0"})
+		all = append(all, s)
+	}
+	for _, s := range all {
+		waitUntil(t, "the clients are idle a second", func() bool { return idle(s, s.subID) >= 1 && idle(s, s.blockID) >= 1 })
+	}
+	for _, s := range all {
+		if got := s.other.do("PUBLISH", "idlew"+s.key, "m"); got != ":1\r\n" {
+			t.Fatalf("loops %d: PUBLISH: %q", s.loops, got)
+		}
+		s.sub.read()
+		s.other.do("RPUSH", s.key, "x")
+		s.block.read()
+		// Polled: the message may reach the client before its write is
+		// recorded. Without the reset idle= only grows.
+		waitUntil(t, "the subscriber sent a message is not idle", func() bool { return idle(s, s.subID) == 0 })
+		waitUntil(t, "the blocked client answered is not idle", func() bool { return idle(s, s.blockID) == 0 })
+	}
 }
