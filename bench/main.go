@@ -371,7 +371,14 @@ func runOnce(cfg config, t target, names []string, round int) (result, error) {
 			due := start.Add(time.Duration(rand.Int64N(int64(max(interval, 1)))))
 			for {
 				now := time.Now()
-				if now.After(deadline) && cfg.requests == 0 {
+				// Open loop, a run ends with the last call due before the
+				// deadline, however late it goes: calls left unsent when a
+				// stall outlasts the deadline would hide it.
+				end := now
+				if interval > 0 {
+					end = due
+				}
+				if end.After(deadline) && cfg.requests == 0 {
 					return
 				}
 				if cfg.requests > 0 && !budget.take(int64(cfg.pipeline)) {
