@@ -447,6 +447,15 @@ func clusterFailures(args []string, before, after usage) error {
 	return nil
 }
 
+// clusterKeys is the -r with which redis-benchmark --cluster spreads its
+// calls over keys keys in all, as -r keys does through sluice: it gives
+// each primary its clients are spread over (round robin) a hash tag of its
+// own, so -r N makes N keys on each of them.
+func clusterKeys(keys, clients, primaries int) int {
+	n := max(1, min(clients, primaries))
+	return (keys + n - 1) / n
+}
+
 // calibrate measures the rate of a short run, to size the real one by;
 // the short run also warms the path up (connections, sluice's view of a
 // hot key).
@@ -519,7 +528,8 @@ func runNeutral(cfg config, out io.Writer) error {
 	}
 
 	uniformDirect := func(c, p int, row string) []string {
-		return []string{"--cluster", "-h", seedHost, "-p", seedPort, "-c", strconv.Itoa(c), "-P", strconv.Itoa(p), "-r", keys,
+		return []string{"--cluster", "-h", seedHost, "-p", seedPort, "-c", strconv.Itoa(c), "-P", strconv.Itoa(p),
+			"-r", strconv.Itoa(clusterKeys(cfg.keys.n, c, nt.primaries)),
 			"EVALSHA", sha, "1", "rate:{tag}:" + id + ":" + row + ":__rand_int__", capacity, fill, cost}
 	}
 	uniformSluice := func(c, p int, row string) []string {
@@ -557,10 +567,10 @@ func runNeutral(cfg config, out io.Writer) error {
 			if p > 1 {
 				name += fmt.Sprintf(", -P %d", p)
 			}
-			common := []string{"-c", clients, "-P", strconv.Itoa(p), "-r", keys, "-t", t.name}
+			common := []string{"-c", clients, "-P", strconv.Itoa(p), "-t", t.name}
 			passRows = append(passRows, &neutralRow{name: name, clients: cfg.clients, pipe: p, served: t.served,
-				direct: append([]string{"--cluster", "-h", seedHost, "-p", seedPort}, common...),
-				sluice: append([]string{"-h", sluiceHost, "-p", sluicePort}, common...)})
+				direct: append([]string{"--cluster", "-h", seedHost, "-p", seedPort, "-r", strconv.Itoa(clusterKeys(cfg.keys.n, cfg.clients, nt.primaries))}, common...),
+				sluice: append([]string{"-h", sluiceHost, "-p", sluicePort, "-r", keys}, common...)})
 		}
 	}
 	for _, row := range append(slices.Clone(rows), passRows...) {
