@@ -99,10 +99,11 @@ func lineChart(b *strings.Builder, names, xlabels []string, series [][]float64, 
 	for i, l := range xlabels {
 		fmt.Fprintf(b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="middle">%s</text>`, x(i), h-bottom+16, html.EscapeString(l))
 	}
-	for _, v := range []float64{lo, math.Sqrt(lo * hi), hi} {
-		if !logY {
-			v = lo + (hi-lo)*scale(v)
-		}
+	mid := (lo + hi) / 2
+	if logY {
+		mid = math.Sqrt(lo * hi)
+	}
+	for _, v := range []float64{lo, mid, hi} {
 		fmt.Fprintf(b, `<text x="%.0f" y="%.0f" font-size="11" text-anchor="end">%.0f</text>`, left-6, y(v)+4, v)
 	}
 	for i, s := range series {
