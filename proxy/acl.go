@@ -446,6 +446,22 @@ var (
 	errBadPass = errors.New("WRONGPASS invalid username-password pair or user is disabled.")
 )
 
+// adminSubcommands are the subcommands of sluice's containers that Redis
+// 7.0 puts in @admin and @dangerous besides their container's categories
+// (COMMAND INFO): the rest of ACL's are @slow, of CLIENT's @slow
+// @connection, of CLUSTER's @slow.
+var adminSubcommands = map[string]bool{
+	"acl|deluser": true, "acl|dryrun": true, "acl|getuser": true, "acl|list": true, "acl|load": true,
+	"acl|log": true, "acl|save": true, "acl|setuser": true, "acl|users": true,
+	"client|kill": true, "client|list": true, "client|no-evict": true, "client|pause": true,
+	"client|unblock": true, "client|unpause": true,
+	"cluster|addslots": true, "cluster|addslotsrange": true, "cluster|bumpepoch": true,
+	"cluster|count-failure-reports": true, "cluster|delslots": true, "cluster|delslotsrange": true,
+	"cluster|failover": true, "cluster|flushslots": true, "cluster|forget": true, "cluster|meet": true,
+	"cluster|replicas": true, "cluster|replicate": true, "cluster|reset": true, "cluster|saveconfig": true,
+	"cluster|set-config-epoch": true, "cluster|setslot": true, "cluster|slaves": true,
+}
+
 // runsCode are the commands that run a script or function, whose keys and
 // channels inside sluice cannot see; the rest of @scripting (SCRIPT EXISTS,
 // FUNCTION LIST, ...) touches none.
@@ -477,19 +493,13 @@ func (s *Server) authorize(c *client, cmd *command, args [][]byte) error {
 		if cmd.subs == nil && len(args) > 1 {
 			first = args[1]
 		}
-		if cmd.name == "acl" && len(args) > 1 {
-			name = "acl|" + string(bytes.ToLower(args[1]))
-			if name != "acl|whoami" {
-				cats = []string{"admin", "slow", "dangerous"}
-			}
+		if (cmd.name == "acl" || cmd.name == "client") && len(args) > 1 {
+			name = cmd.name + "|" + string(bytes.ToLower(args[1]))
 		}
-		if cmd.name == "client" && len(args) > 1 {
-			// As Redis 7: listing every client, NO-EVICT and UNPAUSE are an
-			// administrator's; the rest concern the caller's own connection.
-			name = "client|" + string(bytes.ToLower(args[1]))
-			if name == "client|list" || name == "client|no-evict" || name == "client|unpause" {
-				cats = []string{"admin", "slow", "dangerous", "connection"}
-			}
+		if adminSubcommands[name] {
+			// Denied to a user without @admin or @dangerous as Redis
+			// denies them, before sluice's own refusal of most of them.
+			cats = append(slices.Clip(cats), "admin", "dangerous")
 		}
 		if cmd.firstKey > 0 && len(args) > cmd.firstKey {
 			keys = args[cmd.firstKey : cmd.firstKey+1]

@@ -1,0 +1,34 @@
+package proxy_test
+
+import (
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+)
+
+// The subcommands of sluice's own containers are in Redis 7.0's categories
+// (COMMAND INFO): a user denied @admin or @dangerous gets NOPERM for CLIENT
+// KILL, CLIENT PAUSE or CLUSTER RESET, as from Redis, and may run ACL CAT,
+// GENPASS and HELP, which are @slow only.
+func TestReviewACLAdminSubcommands(t *testing.T) {
+	us := users(t, "user default off\nuser nodang on >n ~* &* +@all -@dangerous\nuser adm on >a ~* &* -@all +@admin", "")
+	addr := serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us})
+	checkUsers(t, addr, []userCase{
+		{"nodang", []string{"CLIENT", "KILL", "ID", "1"}, "-NOPERM User nodang has no permissions to run the 'client|kill' command\r\n"},
+		{"nodang", []string{"CLIENT", "PAUSE", "1"}, "-NOPERM User nodang has no permissions to run the 'client|pause' command\r\n"},
+		{"nodang", []string{"CLIENT", "UNBLOCK", "1"}, "-NOPERM User nodang has no permissions to run the 'client|unblock' command\r\n"},
+		{"nodang", []string{"CLUSTER", "RESET"}, "-NOPERM User nodang has no permissions to run the 'cluster|reset' command\r\n"},
+		{"nodang", []string{"CLUSTER", "SETSLOT", "1", "STABLE"}, "-NOPERM User nodang has no permissions to run the 'cluster|setslot' command\r\n"},
+		{"nodang", []string{"CLUSTER", "REPLICAS", "x"}, "-NOPERM User nodang has no permissions to run the 'cluster|replicas' command\r\n"},
+		{"nodang", []string{"CLIENT", "ID"}, ":"},
+		{"nodang", []string{"CLUSTER", "INFO"}, "$"},
+		{"nodang", []string{"ACL", "CAT"}, "-ERR sluice answers ACL WHOAMI and ACL LIST only"},
+		{"nodang", []string{"ACL", "GENPASS"}, "-ERR sluice answers ACL WHOAMI and ACL LIST only"},
+		{"nodang", []string{"ACL", "HELP"}, "-ERR sluice answers ACL WHOAMI and ACL LIST only"},
+		{"nodang", []string{"ACL", "LOG"}, "-NOPERM User nodang has no permissions to run the 'acl|log' command\r\n"},
+		{"adm", []string{"CLIENT", "KILL", "ID", "1"}, "-ERR sluice does not support CLIENT KILL"},
+		{"adm", []string{"CLUSTER", "RESET"}, "-ERR"},
+		{"adm", []string{"ACL", "CAT"}, "-NOPERM User adm has no permissions to run the 'acl|cat' command\r\n"},
+	})
+}
