@@ -639,14 +639,20 @@ func cmdACL(s *Server, c *client, conn respConn, args [][]byte) {
 	}
 }
 
-// sortPatterns reports whether a SORT has a BY or GET option, read as
+// sortPatterns reports whether a SORT has a GET option, or a BY whose
+// pattern has a '*' (without one Redis sorts nothing by it), read as
 // Redis's sortCommand reads its options (LIMIT takes two arguments,
 // STORE, BY and GET one): their patterns name keys no key spec gives.
 func sortPatterns(args [][]byte) bool {
 	for i := 2; i < len(args); i++ {
 		switch a := args[i]; {
-		case bytes.EqualFold(a, []byte("by")), bytes.EqualFold(a, []byte("get")):
+		case bytes.EqualFold(a, []byte("get")):
 			return true
+		case bytes.EqualFold(a, []byte("by")):
+			if i+1 < len(args) && bytes.IndexByte(args[i+1], '*') >= 0 {
+				return true
+			}
+			i++
 		case bytes.EqualFold(a, []byte("limit")):
 			i += 2
 		case bytes.EqualFold(a, []byte("store")):

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // The subcommands of sluice's own containers are in Redis 7.0's categories
@@ -31,4 +32,34 @@ func TestReviewACLAdminSubcommands(t *testing.T) {
 		{"adm", []string{"CLUSTER", "RESET"}, "-ERR"},
 		{"adm", []string{"ACL", "CAT"}, "-NOPERM User adm has no permissions to run the 'acl|cat' command\r\n"},
 	})
+}
+
+// SORT BY a pattern without '*' sorts nothing by other keys (Redis's
+// dontsort): Redis runs it for a user of some keys only, as the cluster
+// does; BY with '*' and GET are still refused.
+func TestReviewACLSortByNosort(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	us := users(t, "user default off\nuser k on >k ~k* +@all", "")
+	conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Users: us}))
+	conn.do("AUTH", "k", "k")
+	if got := conn.do("RPUSH", "ks", "3", "1", "2"); got != ":3\r\n" {
+		t.Fatalf("RPUSH: %q", got)
+	}
+	const denied = "-NOPERM No permissions to access a key\r\n"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"SORT", "ks", "BY", "nosort"}, "*3\r\n$1\r\n3\r\n$1\r\n1\r\n$1\r\n2\r\n"},
+		{[]string{"SORT_RO", "ks", "by", "nosort", "LIMIT", "0", "1"}, "*1\r\n$1\r\n3\r\n"},
+		{[]string{"SORT", "ks", "BY", "nosort", "STORE", "k{ks}"}, ":3\r\n"},
+		{[]string{"SORT", "ks", "BY", "nosort", "STORE", "x{ks}"}, denied},
+		{[]string{"SORT", "ks", "BY", "k*"}, denied},
+		{[]string{"SORT", "ks", "BY", "nosort", "GET", "#"}, denied},
+	} {
+		if got := conn.do(tc.args...); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.args, got, tc.want)
+		}
+	}
 }
