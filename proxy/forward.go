@@ -648,6 +648,11 @@ func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) []in
 // errNoRouteKey refuses a command without keys that no one primary answers
 // for the cluster: a node's own state (LASTSAVE, ROLE, MEMORY STATS).
 func errNoRouteKey(spec *cmdspec.Spec) error {
+	if spec.Name == "swapdb" {
+		// A cluster node's own refusal, whichever node: so a caller's
+		// check for it holds through sluice.
+		return errors.New("ERR SWAPDB is not allowed in cluster mode")
+	}
 	return fmt.Errorf("sluice does not forward '%s': it has no key to route by", spec.Name)
 }
 
