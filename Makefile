@@ -85,10 +85,10 @@ cluster-stop:
 	@rm -rf $(CLUSTER_DIR)
 
 # The standard comparison set: sluice against the direct EVALSHA path on
-# the local cluster, all sharing this machine's cores (under 2 minutes).
+# the local cluster, all sharing this machine's cores (about 2.5 minutes).
 # Two generators: the Go tool (-suite, which also measures open-loop
 # latency, accuracy and memory), then redis-benchmark (-neutral, about
-# 40 s), a C client whose own cost does not hide sluice's; it is given
+# 90 s), a C client whose own cost does not hide sluice's; it is given
 # sluice's pid to read sluice's CPU.
 # The same sluice also serves TLS on BENCH_TLS_ADDR, with certificates
 # made for the run (bench -certs), for -neutral's TLS rows.
