@@ -137,6 +137,10 @@ func (p *Pipe) send(f *forwarded) {
 	}
 	p.out = append(p.out, f.cmd...)
 	f.expect = f.replies + btoi(f.asking)
+	// A read sent again from a replica that timed out carries the time
+	// it reached the replica: kept, it would make this node look hung
+	// at once.
+	f.sentAt = time.Time{}
 	p.sent.push(f)
 }
 

@@ -1,0 +1,86 @@
+package proxy_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// With --read-from-replicas, a read its replica cannot answer goes to the
+// primary, as README says, on both serving paths:
+//   - a hung (paused) replica's read, past the forward timeout: on the
+//     event loops the read kept the time it was sent to the replica, so
+//     the primary's connection took it as hung at once, failed it (and
+//     every other command waiting there) and named the primary.
+func TestReviewReplicasReadAgainOnThePrimary(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	ctx := context.Background()
+	conns := map[int]*rawConn{}
+	for _, loops := range []int{1, -1} {
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, ForwardTimeout: 200 * time.Millisecond, HotThreshold: -1})
+		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+	}
+	calls := func(n *clustertest.Node, cmd string) int {
+		stats, _ := n.Do(ctx, "INFO", "commandstats").ToString()
+		_, after, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			return 0
+		}
+		v, _ := strconv.Atoi(after[:strings.IndexByte(after, ',')])
+		return v
+	}
+	// A key of each primary, written: CLUSTER SLOTS leaves out a replica
+	// that has replicated nothing yet, and the routers learn replicas
+	// from it.
+	var replicas []*clustertest.Node
+	var key string // the first replica's primary's
+	keys := map[*clustertest.Node]string{}
+	for i := 0; len(keys) < len(c.Nodes)/2; i++ {
+		key := "{reviewreplicas" + strconv.Itoa(i) + "}k"
+		if p := primaryOf(t, c, key); keys[p] == "" {
+			keys[p] = key
+			if got := conns[1].do("SET", key, "v"); got != "+OK\r\n" {
+				t.Fatalf("SET: %q", got)
+			}
+		}
+	}
+	for _, n := range c.Nodes[len(c.Nodes)/2:] {
+		replicas = append(replicas, n)
+		info, _ := n.Do(ctx, "INFO", "replication").ToString()
+		for p, k := range keys {
+			if _, port, _ := strings.Cut(p.Addr, ":"); !strings.Contains(info, "master_port:"+port+"\r\n") {
+				continue
+			}
+			if len(replicas) == 1 {
+				key = k
+			}
+			for _, rc := range conns {
+				before := calls(n, "get")
+				waitUntil(t, "a GET reaches the replica, which has the write", func() bool {
+					return rc.do("GET", k) == "$1\r\nv\r\n" && calls(n, "get") > before
+				})
+			}
+		}
+	}
+
+	replica := replicas[0]
+	if err := replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	for loops, rc := range conns {
+		if got := rc.do("GET", key); got != "$1\r\nv\r\n" {
+			t.Errorf("loops %d: GET with the replica hung: %q", loops, got)
+		}
+	}
+	if err := replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+
+}
