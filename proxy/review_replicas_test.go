@@ -17,7 +17,9 @@ import (
 //   - a hung (paused) replica's read, past the forward timeout: on the
 //     event loops the read kept the time it was sent to the replica, so
 //     the primary's connection took it as hung at once, failed it (and
-//     every other command waiting there) and named the primary.
+//     every other command waiting there) and named the primary;
+//   - a keyless read (EVAL_RO with no keys) whose replica is dead: it
+//     was answered the refused connection, not sent to a primary.
 func TestReviewReplicasReadAgainOnThePrimary(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{})
 	ctx := context.Background()
@@ -83,4 +85,14 @@ func TestReviewReplicasReadAgainOnThePrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	for _, n := range replicas {
+		n.Kill()
+	}
+	for loops, rc := range conns {
+		for i := range 6 {
+			if got := rc.do("EVAL_RO", "return 1", "0"); got != ":1\r\n" {
+				t.Errorf("loops %d: keyless EVAL_RO %d with the replicas dead: %q", loops, i, got)
+			}
+		}
+	}
 }

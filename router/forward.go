@@ -325,10 +325,11 @@ func (c *Cluster) replicaOf(t *topology, addr string) string {
 const replicaRest = time.Second
 
 // readAgain sends f, a read a replica could not answer (its connection
-// failed, before or after f was sent), to its slot's primary: a read runs
-// again without harm. false when there is no primary to send it to.
+// failed, before or after f was sent), to its slot's primary, or any
+// primary for a keyless one: a read runs again without harm. false when
+// there is no primary to send it to.
 func (f *forwarded) readAgain(replica string) bool {
-	if !f.readonly || f.c == nil || f.pin != nil || f.blocked != nil || f.slot == AnySlot {
+	if !f.readonly || f.c == nil || f.pin != nil || f.blocked != nil {
 		return false
 	}
 	f.c.replicaDown.Store(replica, time.Now().UnixNano())
