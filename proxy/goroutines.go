@@ -417,7 +417,14 @@ func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 	if c.conn != nil {
 		// As a loop watches a blocked client for hanging up (and Redis
 		// does), which ends the command's wait at the node.
-		stop = watchHangUp(c.conn.Conn, c.block.f.Blocked.Cancel)
+		b := c.block.f.Blocked
+		stop = watchHangUp(c.conn.Conn, func(reset bool) {
+			if reset {
+				b.Abort() // no answer can reach it
+			} else {
+				b.Cancel()
+			}
+		})
 	}
 	forget := s.watchBlocked(c.block.f.Blocked) // Shutdown ends it
 	answered := len(c.out.b)

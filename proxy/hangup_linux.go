@@ -10,7 +10,8 @@ import (
 )
 
 // watchHangUp calls gone, from a goroutine of its own, if conn's peer
-// hangs up before stop is called. A goroutine client waiting for its
+// hangs up before stop is called: reset if it reset the connection, when
+// it can take no answer, rather than ended its side. A goroutine client waiting for its
 // blocking command's reply reads nothing meanwhile, so without it a client
 // that went away would hold its node connection, and its place under
 // --max-blocking, until the command returned: and a BLPOP 0 returns only
@@ -21,7 +22,7 @@ import (
 //
 // stop must be called before conn is read again; it leaves conn without a
 // read deadline.
-func watchHangUp(conn net.Conn, gone func()) (stop func()) {
+func watchHangUp(conn net.Conn, gone func(reset bool)) (stop func()) {
 	if tc, ok := conn.(*tls.Conn); ok {
 		conn = tc.NetConn()
 	}
@@ -37,10 +38,10 @@ func watchHangUp(conn net.Conn, gone func()) (stop func()) {
 	// is sent, which then does not wait (router.Blocked), as Redis answers
 	// what a client sent before its end; the goroutine would race the
 	// command to its node.
-	hungUp := false
-	raw.Control(func(fd uintptr) { hungUp = hangUp(fd) })
+	hungUp, reset := false, false
+	raw.Control(func(fd uintptr) { hungUp, reset = hangUp(fd) })
 	if hungUp {
-		gone()
+		gone(reset)
 		return func() {}
 	}
 	// The last read's deadline (--timeout) would end the watch once it
@@ -50,16 +51,16 @@ func watchHangUp(conn net.Conn, gone func()) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		hungUp := false
+		hungUp, reset := false, false
 		// Read calls the function again each time the runtime's poller
 		// sees the socket readable, which a hang-up makes it; it ends when
 		// the function says so or the read deadline passes (stop).
 		raw.Read(func(fd uintptr) bool {
-			hungUp = hangUp(fd)
+			hungUp, reset = hangUp(fd)
 			return hungUp
 		})
 		if hungUp {
-			gone()
+			gone(reset)
 		}
 	}()
 	return func() {
@@ -69,9 +70,15 @@ func watchHangUp(conn net.Conn, gone func()) (stop func()) {
 	}
 }
 
-// hangUp reports whether the peer of socket fd hung up.
-func hangUp(fd uintptr) bool {
+// hangUp reports whether the peer of socket fd hung up, and whether it
+// reset the connection: by the socket's state, not its error, which a
+// write of the replies before the blocking command may have taken.
+func hangUp(fd uintptr) (hungUp, reset bool) {
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
 	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0 && fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+	if err != nil || n == 0 || fds[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) == 0 {
+		return false, false
+	}
+	info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	return true, err == nil && info.State == unix.BPF_TCP_CLOSE
 }

@@ -7,4 +7,4 @@ import "net"
 // watchHangUp does not watch elsewhere: there, a goroutine client that
 // hangs up during its blocking command is noticed once the command
 // returns (the README says so).
-func watchHangUp(net.Conn, func()) (stop func()) { return func() {} }
+func watchHangUp(net.Conn, func(reset bool)) (stop func()) { return func() {} }

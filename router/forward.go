@@ -84,6 +84,7 @@ type Blocked struct {
 	grace    time.Duration // how long a node may take to answer, once cancelled
 	written  bool          // the command is in conn
 	canceled bool
+	aborted  bool
 	shut     bool // conn's write side is shut
 	ended    bool
 }
@@ -121,10 +122,21 @@ func (b *Blocked) Cancel() {
 func (b *Blocked) Abort() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.canceled = true
+	b.canceled, b.aborted = true, true
 	if b.conn != nil {
 		b.conn.Close()
 	}
+}
+
+// abandoned reports whether Abort came before the command was sent: no
+// one takes its answer, so it is not sent at all. Run without waiting, it
+// would pop an element pushed meanwhile for no one: an element Redis would
+// have kept, as it ran the command before the push, found nothing, and
+// then freed its client.
+func (b *Blocked) abandoned() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.aborted
 }
 
 // shutWrite tells the node that the command's client ended its side: as
@@ -374,6 +386,12 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 		}
 	}
 	waits := f.blocked.use(conn, c.forwardTimeout())
+	if !waits && f.blocked.abandoned() {
+		c.keepConn(pool, conn, br)
+		c.blocking.Add(-1)
+		f.blocked.end(f)
+		return
+	}
 	cmd, n := f.cmd, f.replies
 	if !waits {
 		// In a transaction a blocking command does not wait.
