@@ -655,7 +655,14 @@ func (c *framedConn) Write(p []byte) (int, error) {
 	if c.cl != nil {
 		defer c.cl.view.wrote()
 	}
-	if c.idle <= 0 && c.limit.Soft <= 0 {
+	return c.writeBounded(p, c.idle)
+}
+
+// writeBounded is Write's bounds with the idle timeout given: the writer
+// of a client with a tunnel (pushOut) writes on a goroutine of its own,
+// which may not read c.idle, the client goroutine's.
+func (c *framedConn) writeBounded(p []byte, idle time.Duration) (int, error) {
+	if idle <= 0 && c.limit.Soft <= 0 {
 		return c.Conn.Write(p)
 	}
 	defer c.Conn.SetWriteDeadline(time.Time{})
@@ -663,8 +670,8 @@ func (c *framedConn) Write(p []byte) (int, error) {
 	for n < len(p) {
 		now := time.Now()
 		var deadline time.Time
-		if c.idle > 0 {
-			deadline = now.Add(c.idle)
+		if idle > 0 {
+			deadline = now.Add(idle)
 		}
 		if soft := c.limit.Soft; soft > 0 && int64(len(p)-n) > soft {
 			if c.softOver.IsZero() {

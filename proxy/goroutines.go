@@ -460,6 +460,7 @@ type pushOut struct {
 	view *clientView
 	log  *zap.Logger
 	addr string
+	idle time.Duration // --timeout, for a client subscribed to nothing
 
 	mu   sync.Mutex // guards the fields below
 	cond sync.Cond  // out has bytes, some were written, or closed
@@ -492,7 +493,7 @@ type pushOut struct {
 func (s *Server) pushTo(c *client) (onData func([]byte, bool, bool), onEnd func(error)) {
 	p := c.push
 	if p == nil {
-		p = &pushOut{conn: c.conn, view: c.view, log: s.log, addr: c.addr, serving: true}
+		p = &pushOut{conn: c.conn, view: c.view, log: s.log, addr: c.addr, idle: s.cfg.IdleTimeout, serving: true}
 		p.cond.L = &p.mu
 		c.push = p
 		go p.write()
@@ -646,10 +647,17 @@ func (p *pushOut) write() {
 			return
 		}
 		buf, p.out = p.out, buf[:0]
+		subscribed := p.subscribed
 		p.mu.Unlock()
 		// Past framedConn.Write's bounds: a subscriber is never idle, and
-		// its backlog has a bound of its own (maxPushBacklog).
-		_, err := p.conn.Conn.Write(buf)
+		// its backlog has a bound of its own (maxPushBacklog). One
+		// subscribed to nothing is a normal client, bound as one.
+		var err error
+		if subscribed {
+			_, err = p.conn.Conn.Write(buf)
+		} else {
+			_, err = p.conn.writeBounded(buf, p.idle)
+		}
 		p.view.wrote()
 		p.mu.Lock()
 		p.written += int64(len(buf))

@@ -20,6 +20,7 @@ func TestIdleTimeoutClosesAClientThatUnsubscribedAll(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
 	t.Run("OutputLimit", func(t *testing.T) { outputLimitBoundsAClientThatUnsubscribedAll(t, r) })
+	t.Run("NotReading", func(t *testing.T) { unsubscribedNotReadingIsClosed(t, r) })
 	eachClockLoops(t, func(t *testing.T, loops int) {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops, IdleTimeout: 200 * time.Millisecond})
 		sub := dialRaw(t, addr)
