@@ -230,6 +230,9 @@ func (p *Pipe) Feed(n int) error {
 	if rest == 0 && cap(p.in) > 64<<10 {
 		p.in = nil
 	}
+	// src would hold on to in's array (a big reply's) until the node next
+	// sends, for good on a connection left idle.
+	p.src.Reset(nil)
 	return nil
 }
 
