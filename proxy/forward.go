@@ -310,6 +310,7 @@ func (r *round) queueItem(c *client, it fwdItem) {
 	}
 	r.addItem(it, target{c: c, seq: c.base + uint64(len(c.q))})
 	c.q = append(c.q, slot{state: slotWaiting})
+	c.split += r.items[len(r.items)-1].n - 1
 }
 
 // addItem makes it, whose parts are r.fwd[it.first:], the reply of the
@@ -734,6 +735,7 @@ func (r *round) deliverPart(j int, mark func(*client)) {
 	if c.gone {
 		return
 	}
+	c.split -= it.n - 1
 	sl := &c.q[it.to.seq-c.base]
 	raw := it.merged(r.replies[it.first : it.first+it.n])
 	if it.post != nil && len(raw) > 0 && raw[0] != '-' {

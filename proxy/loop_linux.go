@@ -42,7 +42,8 @@ func defaultLoops() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 // the next.
 const keepBuffer = 1 << 20
 
-// A client is not read while it has maxInFlight commands unanswered or
+// A client is not read while it has maxInFlight commands unanswered (a
+// command split per slot counting as its parts: client.split) or
 // maxUnsent bytes of replies its socket has not taken: its commands wait in
 // the socket, and its memory here stays bounded (backpressure).
 const (
@@ -1149,7 +1150,7 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 		want = syscall.EPOLLRDHUP
 	case c.drainFirst:
 		// Not read until what it sent before is answered, a moment.
-	case c.inFlight() < maxInFlight && unsent < l.unsentBound(c):
+	case c.inFlight()+c.split < maxInFlight && unsent < l.unsentBound(c):
 		want = readable
 	}
 	if unsent > 0 && !delay {

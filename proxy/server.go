@@ -549,6 +549,10 @@ type client struct {
 	multi   *txn        // after MULTI: the commands queued for EXEC
 	pin     *router.Pin // after WATCH: its own connection, until EXEC, DISCARD or UNWATCH
 	resp3   bool        // after HELLO 3
+	// split is how many parts its forwarded commands in flight were split
+	// into past one each: what it has on the shards counts toward
+	// maxInFlight, not only its commands.
+	split int
 	// tunnel is its own connection to a node once it subscribes; while
 	// subscribed is set (RESP2), every command it sends goes there.
 	tunnel     *router.Tunnel
