@@ -331,19 +331,27 @@ func TestPassthroughResetSubscriberThatDoesNotRead(t *testing.T) {
 		if got := conn.do("RESET"); got != "+RESET\r\n" {
 			t.Fatalf("RESET: %q", got)
 		}
-		var b []byte
-		mid := []byte(strings.Repeat("y", 40<<10))
-		for range 400 { // 16 MB of replies, past what loopback sockets hold
-			b = router.AppendCommand(b, [][]byte{[]byte("ECHO"), mid})
-		}
-		go func() {
-			conn.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			conn.c.Write(b) // ends when sluice stops reading it, or closes it
-		}()
-		poll := dialRaw(t, addr)
-		waitUntil(t, "the server closes the client that does not read", func() bool {
-			return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
-		})
+		floodUnread(t, conn, addr)
+	})
+}
+
+// floodUnread sends conn's server at addr 16 MB of ECHOs, past what
+// loopback sockets hold, reading no reply, and waits until the server
+// closes it: conn must be its only client.
+func floodUnread(t *testing.T, conn *rawConn, addr string) {
+	t.Helper()
+	var b []byte
+	mid := []byte(strings.Repeat("y", 40<<10))
+	for range 400 {
+		b = router.AppendCommand(b, [][]byte{[]byte("ECHO"), mid})
+	}
+	go func() {
+		conn.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		conn.c.Write(b) // ends when sluice stops reading it, or closes it
+	}()
+	poll := dialRaw(t, addr)
+	waitUntil(t, "the server closes the client that does not read", func() bool {
+		return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
 	})
 }
 

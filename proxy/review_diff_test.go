@@ -31,19 +31,7 @@ func unsubscribedNotReadingIsClosed(t *testing.T, r *router.Cluster) {
 			if got := conn.do("UNSUBSCRIBE"); !strings.HasPrefix(got, "*3\r\n$11\r\nunsubscribe\r\n") || !strings.HasSuffix(got, ":0\r\n") {
 				t.Fatalf("UNSUBSCRIBE: %q", got)
 			}
-			var b []byte
-			mid := []byte(strings.Repeat("y", 40<<10))
-			for range 400 { // 16 MB of replies, past what loopback sockets hold
-				b = router.AppendCommand(b, [][]byte{[]byte("ECHO"), mid})
-			}
-			go func() {
-				conn.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-				conn.c.Write(b) // ends when sluice stops reading it, or closes it
-			}()
-			poll := dialRaw(t, addr)
-			waitUntil(t, "the server closes the client that does not read", func() bool {
-				return strings.Contains(poll.do("INFO", "clients"), "connected_clients:1\r\n")
-			})
+			floodUnread(t, conn, addr)
 		})
 	}
 }
