@@ -42,13 +42,9 @@ func TestLoopShutdownClosesSocketsDialledMeanwhile(t *testing.T) {
 // command the loop sent it after would wait for good.
 func TestFlushWritesNodesSentOnWhileFlushing(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
-	t.Cleanup(r.Close)
+	r := connectedCluster(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := r.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
 	s := New(Config{Decider: r, Forwarder: r})
 	l, err := s.newLoop()
 	if err != nil {
@@ -106,4 +102,18 @@ func TestFlushWritesNodesSentOnWhileFlushing(t *testing.T) {
 	if err != nil || string(got[:k]) != string(ping) {
 		t.Fatalf("%s's socket got %q (%v), want %q", b.Addr, got[:max(k, 0)], err, ping)
 	}
+}
+
+// connectedCluster is a router on c, without hot-key detection, that has
+// read the slot map.
+func connectedCluster(t *testing.T, c *clustertest.Cluster) *router.Cluster {
+	t.Helper()
+	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
+	t.Cleanup(r.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -17,13 +15,7 @@ import (
 // until they are answered.
 func TestSplitCommandsPartsCountTowardInFlight(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
-	t.Cleanup(r.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.WaitConnected(ctx); err != nil {
-		t.Fatal(err)
-	}
+	r := connectedCluster(t, c)
 	for deadline := time.Now().Add(5 * time.Second); r.Commands() == nil; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the router did not read the cluster's command table")
