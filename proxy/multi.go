@@ -279,8 +279,9 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 		// Refused as outside a transaction: EXEC would answer the state of
 		// whichever primary it reached as if it were the cluster's.
 		// PING and ECHO (sluice's) and UNWATCH (the transaction's own) are
-		// alike on every node.
-		if cmd == nil && !bad && !keyless(spec) && spec.Name != "unwatch" {
+		// alike on every node; so is SWAPDB, which every cluster node
+		// queues and refuses in EXEC's array, leaving the others to run.
+		if cmd == nil && !bad && !keyless(spec) && spec.Name != "unwatch" && spec.Name != "swapdb" {
 			return "", errNoRouteKey(spec)
 		}
 		if spec.Name == "publish" && len(args) == 3 && t.pub == router.AnySlot {
