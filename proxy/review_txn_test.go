@@ -1,9 +1,14 @@
 package proxy_test
 
 import (
+	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 	"github.com/sluice-rl/sluice/router/slot"
 )
@@ -40,4 +45,82 @@ func TestReviewTxnSwapDBQueued(t *testing.T) {
 			}
 		}
 	})
+}
+
+// pinMover moves a slot to another primary once, after sluice pins a
+// connection for a client's first WATCH and before that WATCH is routed:
+// the slot map sluice routes by changes in between, as a resharding or a
+// failover may make it.
+type pinMover struct {
+	*router.Cluster
+	move atomic.Pointer[func()]
+}
+
+func (p *pinMover) Pin(sl int, resp3 bool) *router.Pin {
+	pin := p.Cluster.Pin(sl, resp3)
+	if move := p.move.Swap(nil); move != nil {
+		(*move)()
+	}
+	return pin
+}
+
+// A first WATCH whose slot moved between the pinning and the routing
+// watches its keys where they are now: it answered CROSSSLOT for one key,
+// and the pin, never dialled, answered null to an EXEC on its old node.
+func TestReviewTxnFirstWatchAfterAMove(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	// Reading the slot map often, it sees the move soon.
+	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, TopologyInterval: 10 * time.Millisecond})
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	for _, loops := range []int{0, -1} {
+		k := fmt.Sprintf("{pm%d}k", loops)
+		from := primaryOf(t, c, k)
+		to := c.Nodes[0]
+		if to == from {
+			to = c.Nodes[1]
+		}
+		// A key that stays on the old node.
+		j := keyWhere(t, c, "pmj", "j", func(n *clustertest.Node, key string) bool { return n == from && slot.Of(key) != slot.Of(k) })
+		fw := &pinMover{Cluster: r}
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: fw, Loops: loops}))
+		other := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		// On sluice's goroutine: t.Error, not t.Fatal.
+		move := func() {
+			if err := c.MoveSlot(context.Background(), slot.Of(k), to); err != nil {
+				t.Error(err)
+				return
+			}
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				fs := []router.Forward{{Slot: slot.Of(k)}}
+				if r.Route(fs); fs[0].Addr == to.Addr {
+					return
+				}
+			}
+			t.Error("the router did not read the moved slot")
+		}
+		fw.move.Store(&move)
+		steps := [][]string{
+			{"WATCH", k}, {"MULTI"}, {"SET", j, "1"}, {"EXEC"},
+			{"WATCH", k}, {"MULTI"}, {"SET", k, "1"}, {"EXEC"},
+		}
+		want := []string{
+			"+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "*1\r\n+OK\r\n",
+			"+OK\r\n", "+OK\r\n", "+QUEUED\r\n", "*1\r\n+OK\r\n",
+		}
+		for i, args := range steps {
+			if got := conn.do(args...); got != want[i] {
+				t.Errorf("loops %d: %q: %q, want %q", loops, args, got, want[i])
+			}
+		}
+		// The watch is on the key's new node: a change of the key
+		// aborts the transaction.
+		conn.do("WATCH", k)
+		other.do("SET", k, "2")
+		conn.send([]string{"MULTI"}, []string{"SET", k, "3"}, []string{"EXEC"})
+		for i, want := range []string{"+OK\r\n", "+QUEUED\r\n", "*-1\r\n"} {
+			if got := conn.read(); got != want {
+				t.Errorf("loops %d: watched key changed, reply %d: %q, want %q", loops, i, got, want)
+			}
+		}
+	}
 }

@@ -1088,6 +1088,16 @@ func (p *Pin) run(f *forwarded, addr string) {
 	// Read now: once sent, f may be answered, and reused, at any time.
 	unpin := f.unpin
 	p.mu.Lock()
+	if f.replies == 1 && addr != p.b.addr && isWatch(f.cmd) && len(p.watched) == 0 && !p.lost && p.b.down() {
+		// The pin's first WATCH, routed by a slot map that moved its slot
+		// since Pin read one: nothing is on the pin's node yet, so the pin
+		// goes where the keys are now. Kept on the old node, the WATCH
+		// met crossNode below and the pin, never dialled, aborted the
+		// transaction.
+		p.b.mu.Lock()
+		p.b.addr = addr
+		p.b.mu.Unlock()
+	}
 	abort := f.replies > 1 && p.lost
 	elsewhere := f.replies > 1 && !abort && addr != p.b.addr
 	if elsewhere && slices.Contains(p.watched, f.slot) {
