@@ -85,7 +85,15 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		// scan begun before a primary left) ends the scan, as Redis takes
 		// any number for a cursor; a primary still reads its options, to
 		// refuse those Redis would.
+		cmds0 := len(r.cmds)
 		r.fwd = append(r.fwd, router.Forward{Slot: primaries[min(node, len(primaries)-1)], Cmd: r.command(part)})
+		// Routed now, as DBSIZE's parts are (below): a write of c's sent
+		// by an older map, redirected to this primary, would land after
+		// the page was read.
+		if !s.routeNow(c, r.fwd[it.first:]) {
+			r.fwd, r.cmds = r.fwd[:it.first], r.cmds[:cmds0]
+			return errRouteAgain
+		}
 		it.node, it.nodes = node, len(primaries)
 	case fo.one:
 		r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Cmd: r.command(args)})
