@@ -96,3 +96,79 @@ func TestReviewScanroScanAfterAWriteAcrossASlotMove(t *testing.T) {
 		}
 	}
 }
+
+// With --read-from-replicas, a read of a client whose watch was lost with
+// its connection (the client's commands then go where their keys are, as
+// without a watch) goes to a replica on a connection that sent READONLY:
+// it went on one that had not, which the replica answered MOVED, and the
+// read was sent again to the primary. Both serving paths.
+func TestReviewScanroReadAfterALostWatchOnAReplica(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{})
+	ctx := context.Background()
+	info := func(n *clustertest.Node, section, field string) int {
+		s, _ := n.Do(ctx, "INFO", section).ToString()
+		_, after, ok := strings.Cut(s, field)
+		if !ok {
+			return 0
+		}
+		v, _ := strconv.Atoi(after[:strings.IndexAny(after, ",\r")])
+		return v
+	}
+	const key = "{scanroro}k"
+	primary := primaryOf(t, c, key)
+	var replica *clustertest.Node
+	for _, n := range c.Nodes[3:] {
+		s, _ := n.Do(ctx, "INFO", "replication").ToString()
+		if _, port, _ := strings.Cut(primary.Addr, ":"); strings.Contains(s, "master_port:"+port+"\r\n") {
+			replica = n
+		}
+	}
+	// Before the routers read the slot map: CLUSTER SLOTS leaves out a
+	// replica that has replicated nothing yet.
+	if err := primary.Do(ctx, "SET", key, "v").Error(); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(replica.Addr, ":")
+	waitUntil(t, "every node's slot map has the replica", func() bool {
+		for _, n := range c.Nodes {
+			if s, _ := nodeDo(n, "CLUSTER", "SLOTS"); !strings.Contains(s, ":"+port+"\r\n") {
+				return false
+			}
+		}
+		return true
+	})
+	for _, loops := range []int{1, -1} {
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, HotThreshold: -1})
+		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		before := info(replica, "commandstats", "cmdstat_get:calls=")
+		waitUntil(t, "a GET reaches the replica, which has the write", func() bool {
+			return conn.do("GET", key) == "$1\r\nv\r\n" && info(replica, "commandstats", "cmdstat_get:calls=") > before
+		})
+		if got := conn.do("WATCH", key); got != "+OK\r\n" {
+			t.Fatalf("WATCH: %q", got)
+		}
+		list, _ := primary.Do(ctx, "CLIENT", "LIST").ToString()
+		var id string
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, " cmd=watch ") {
+				id, _, _ = strings.Cut(strings.TrimPrefix(line, "id="), " ")
+			}
+		}
+		if err := primary.Do(ctx, "CLIENT", "KILL", "ID", id).Error(); err != nil {
+			t.Fatalf("CLIENT KILL ID %q: %v", id, err)
+		}
+		// Until sluice has seen the connection end: a GET sent on it
+		// before then is answered its error.
+		waitUntil(t, "a GET is answered after the watch's connection ended", func() bool {
+			return conn.do("GET", key) == "$1\r\nv\r\n"
+		})
+		moved := info(replica, "errorstats", "errorstat_MOVED:count=")
+		if got := conn.do("GET", key); got != "$1\r\nv\r\n" {
+			t.Errorf("loops %d: GET after the watch was lost: %q", loops, got)
+		}
+		if n := info(replica, "errorstats", "errorstat_MOVED:count=") - moved; n != 0 {
+			t.Errorf("loops %d: the replica answered MOVED to %d GET after the watch was lost", loops, n)
+		}
+	}
+}

@@ -1135,7 +1135,9 @@ func (p *Pin) run(f *forwarded, addr string) {
 	case lostWatch, gone && unpin:
 		f.finish(okReply)
 	case gone:
-		p.b.c.backend(addr, f.resp3, false).send(f)
+		// A read Forward sent to a replica needs that replica's READONLY
+		// connection: on another the replica answers MOVED.
+		p.b.c.backend(addr, f.resp3, f.readonly).send(f)
 	case crossNode:
 		f.finish(errReply("CROSSSLOT Keys in request don't hash to the same slot"))
 	case abort:
