@@ -137,6 +137,7 @@ func TestReviewScanroReadAfterALostWatchOnAReplica(t *testing.T) {
 		}
 		return true
 	})
+	conns := map[int]*rawConn{}
 	for _, loops := range []int{1, -1} {
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, HotThreshold: -1})
 		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
@@ -169,6 +170,15 @@ func TestReviewScanroReadAfterALostWatchOnAReplica(t *testing.T) {
 		}
 		if n := info(replica, "errorstats", "errorstat_MOVED:count=") - moved; n != 0 {
 			t.Errorf("loops %d: the replica answered MOVED to %d GET after the watch was lost", loops, n)
+		}
+		conns[loops] = conn
+	}
+	// And one its replica cannot answer goes to the primary, as any
+	// other client's does: it was answered the refused connection.
+	replica.Kill()
+	for loops, conn := range conns {
+		if got := conn.do("GET", key); got != "$1\r\nv\r\n" {
+			t.Errorf("loops %d: GET after the watch was lost, its replica dead: %q", loops, got)
 		}
 	}
 }

@@ -341,7 +341,7 @@ const replicaRest = time.Second
 // primary for a keyless one: a read runs again without harm. false when
 // there is no primary to send it to.
 func (f *forwarded) readAgain(replica string) bool {
-	if !f.readonly || f.c == nil || f.pin != nil || f.blocked != nil {
+	if !f.readonly || f.c == nil || f.onPin || f.blocked != nil {
 		return false
 	}
 	f.c.replicaDown.Store(replica, time.Now().UnixNano())
