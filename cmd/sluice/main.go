@@ -697,6 +697,11 @@ func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, 
 		return
 	}
 	o, err := parseFlags(args, lookupenv, io.Discard)
+	if err == nil {
+		// What stops a start stops a reload: restart_needed must not ask
+		// for a restart that would exit with status 2.
+		_, err = loadUsers(o)
+	}
 	if err != nil {
 		log.Error("config not reloaded: keeping the one in force", zap.Error(err))
 		return
