@@ -239,7 +239,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	// Redis reads its yes/no settings, and the names its settings take
 	// (maxmemory-policy ALLKEYS-LRU), in any case. Before the settings are
 	// kept: a reload must not name YES over yes as needing a restart.
-	for _, v := range []*string{&o.protectedMode, &o.tls.authClients, &o.fallback, &o.fallbackShare, &o.logFormat} {
+	for _, v := range []*string{&o.protectedMode, &o.tls.authClients, &o.fallback, &o.fallbackShare, &o.logFormat, &o.logLevel} {
 		*v = strings.ToLower(*v)
 	}
 	o.settings = map[string]string{}
@@ -260,6 +260,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 			}
 		}
 	}
+	o.settings["hot-keys"] = strings.Join(hotPatterns(o.hotKeys), ",") // as a restart reads them, spaces cut
 	if !o.busyPollSet {
 		// Under a CPU quota the default is 0 and a value set is kept
 		// (busyPollUnder): setting the default's value, or removing it,
@@ -297,6 +298,7 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 			}
 		}
 		o.cluster = strings.Join(seeds, ",")
+		o.settings["cluster"] = o.cluster // as a restart reads it, spaces cut
 	}
 	if o.announce != "" {
 		if err := proxy.CheckAnnounce(o.announce); err != nil {
