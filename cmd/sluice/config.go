@@ -91,7 +91,9 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 				return config{}, fmt.Errorf("line %d: %s: %w", k.Line, name, err)
 			}
 			if b, ok := fs.Lookup(name).Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-				value = fileBool(value)
+				if value, err = fileBool(value); err != nil {
+					return config{}, fmt.Errorf("line %d: %s: %w", k.Line, name, err)
+				}
 			}
 			cfg.flags[name], cfg.lines[name] = value, k.Line
 		}
@@ -135,10 +137,9 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 			case "period":
 				p.Period = v.Value // THROTTLE's syntax, which proxy checks
 			case "shadow":
-				if b := fileBool(v.Value); b == "true" || b == "false" {
+				var b string
+				if b, err = fileBool(v.Value); err == nil {
 					p.Shadow = b == "true"
-				} else {
-					err = fmt.Errorf("want yes, no, true or false, not %q", v.Value)
 				}
 			default:
 				err = errors.New("unknown key: want capacity, refill, period or shadow")
@@ -154,15 +155,16 @@ func readPolicies(n *yaml.Node) ([]proxy.Policy, error) {
 
 // fileBool is a boolean setting of the file or the environment as its flag
 // reads it: yes and no, as Redis users write them, and true and false, in
-// any case.
-func fileBool(v string) string {
+// any case. The flag's own parser would also take 1, t, F and the like,
+// which a policy's shadow refuses and the README does not list.
+func fileBool(v string) (string, error) {
 	switch strings.ToLower(v) {
 	case "yes", "true":
-		return "true"
+		return "true", nil
 	case "no", "false":
-		return "false"
+		return "false", nil
 	}
-	return v
+	return "", fmt.Errorf("want yes, no, true or false, not %q", v)
 }
 
 // decodeInt reads an integer as THROTTLE takes it: decimal digits, with

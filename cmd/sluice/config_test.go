@@ -292,10 +292,17 @@ func TestConfigBooleans(t *testing.T) {
 	if _, err := parseFlags(nil, envOf(map[string]string{"SLUICE_ALLOW_ADMIN": "maybe"}), io.Discard); err == nil || !strings.Contains(err.Error(), "SLUICE_ALLOW_ADMIN") {
 		t.Errorf("SLUICE_ALLOW_ADMIN=maybe: %v, want refused, naming it", err)
 	}
-	// Anything else is still refused, naming the line.
-	writeConfig(t, path, "log-level: info\nallow-admin: maybe\n")
-	if _, err := parseFlags([]string{"--config", path}, envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "line 2: allow-admin:") {
-		t.Errorf("allow-admin: maybe: %v, want refused on line 2", err)
+	// Anything else is still refused, naming the line: also what Go's
+	// flag parser alone would take (1, t, F), which a policy's shadow
+	// refuses.
+	for _, v := range []string{"maybe", "1", "0", "t", "F"} {
+		writeConfig(t, path, "log-level: info\nallow-admin: "+v+"\n")
+		if _, err := parseFlags([]string{"--config", path}, envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "line 2: allow-admin: want yes, no, true or false") {
+			t.Errorf("allow-admin: %s: %v, want refused on line 2", v, err)
+		}
+		if _, err := parseFlags(nil, envOf(map[string]string{"SLUICE_READ_FROM_REPLICAS": v}), io.Discard); err == nil || !strings.Contains(err.Error(), "SLUICE_READ_FROM_REPLICAS: want yes, no, true or false") {
+			t.Errorf("SLUICE_READ_FROM_REPLICAS=%s: %v, want refused, naming it", v, err)
+		}
 	}
 }
 

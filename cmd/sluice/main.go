@@ -225,10 +225,14 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 			envErr = fmt.Errorf("%s is set but empty, which would turn authentication off over --%s and the file: unset it, or give it a value", name, f.Name)
 		}
 		if name, v, ok := env(f); ok && envErr == nil {
+			var err error
 			if b, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool && b.IsBoolFlag() {
-				v = fileBool(v) // yes and no, as in the file
+				v, err = fileBool(v) // yes and no, as in the file
 			}
-			if err := f.Value.Set(v); err != nil {
+			if err == nil {
+				err = f.Value.Set(v)
+			}
+			if err != nil {
 				envErr = fmt.Errorf("%s: %w", name, err)
 			}
 		}
