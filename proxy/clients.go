@@ -41,6 +41,7 @@ type clientView struct {
 type viewFields struct {
 	name, lib, ver, user string
 	resp3, pubsub        bool
+	noEvict              bool
 	multi                int // commands queued in its transaction; -1 outside one
 }
 
@@ -91,7 +92,7 @@ func (t *clientTable) list(keep func(*clientView) bool) []*clientView {
 // of them changes.
 func (c *client) published() {
 	f := viewFields{name: c.name, lib: c.lib, ver: c.ver, resp3: c.resp3, multi: -1,
-		pubsub: c.subscribed || c.subs}
+		pubsub: c.subscribed || c.subs, noEvict: c.noEvict}
 	if c.multi != nil {
 		f.multi = c.multi.n
 	}
@@ -116,7 +117,7 @@ func (v *clientView) line(now time.Time) string {
 	f := v.viewFields
 	v.mu.Unlock()
 	flags := ""
-	// In Redis's order: P before x.
+	// In Redis's order: P, x, b, e.
 	if f.pubsub {
 		flags += "P"
 	}
@@ -125,6 +126,9 @@ func (v *clientView) line(now time.Time) string {
 	}
 	if v.blocked.Load() {
 		flags += "b"
+	}
+	if f.noEvict {
+		flags += "e"
 	}
 	if flags == "" {
 		flags = "N"

@@ -452,6 +452,15 @@ func TestClientListFieldsAsRedis(t *testing.T) {
 				none["resp"] = "2" // RESET's
 				check("reset", none)
 			}
+			sub.do("CLIENT", "NO-EVICT", "on")
+			check("no-evict", map[string]string{"flags": "e"})
+			sub.do("MULTI")
+			check("no-evict in MULTI", map[string]string{"flags": "xe"})
+			sub.do("DISCARD")
+			sub.do("RESET") // which keeps it, in Redis 7.0
+			check("no-evict after RESET", map[string]string{"flags": "e"})
+			sub.do("CLIENT", "NO-EVICT", "off")
+			check("no-evict off", map[string]string{"flags": "N"})
 		}
 	}
 	t.Run("node", func(t *testing.T) { run(t, c.Nodes[0].Addr, true) })

@@ -582,9 +582,12 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 			s.writeError(conn, errors.New("syntax error"))
 		}
 	case "NO-EVICT":
-		// sluice never evicts a client for memory: either answer holds.
-		switch lowerName(args[2]) {
+		// sluice never evicts a client for memory: either answer holds,
+		// and is shown as Redis shows it. RESET keeps it, as Redis 7.0's.
+		switch on := lowerName(args[2]); on {
 		case "on", "off":
+			c.noEvict = on == "on"
+			c.published()
 			conn.WriteString("OK")
 		default:
 			s.writeError(conn, errors.New("syntax error"))

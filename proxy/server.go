@@ -533,6 +533,9 @@ type client struct {
 	name string // CLIENT SETNAME
 	lib  string // CLIENT SETINFO LIB-NAME
 	ver  string // CLIENT SETINFO LIB-VER
+	// noEvict: CLIENT NO-EVICT ON, shown in CLIENT LIST's flags (e) as
+	// Redis shows it; sluice evicts no client for memory either way.
+	noEvict bool
 	// local is the address it reached (the listener's port, and which of
 	// the host's addresses): CLUSTER SLOTS and the like send it back there.
 	local net.Addr
