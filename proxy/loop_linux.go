@@ -73,7 +73,9 @@ const readSize = 16 << 10
 // A read of MGETs of hundreds of keys over as many slots is a thousand
 // parts or more to split, send and merge; taken in one pass, it held the
 // other clients of the loop for all that time (GET's p99 13-20 ms against
-// 7-11 ms on goroutines). A pipeline of ordinary commands is not cut.
+// 7-11 ms on goroutines). A long pipeline of ordinary commands is cut
+// too, at 256 of them (a command counts once it is queued behind one in
+// flight), which costs it a pass, not a read.
 const passParts = 256
 
 // loopable reports whether event loops can serve ln's connections: those
