@@ -1,7 +1,5 @@
 package router
 
-import "strings"
-
 // sluice's own names in Redis, all in one place. Every one starts with
 // "sluice" and a character no other of them uses there: a caller's bucket
 // "sluice:<key>", a hot key's sub-bucket "sluice{tag}<gen>:<key>" (named by
@@ -20,11 +18,3 @@ const (
 	probePrefix  = "sluice.probe:"
 	scriptsKey   = "sluice.scripts"
 )
-
-// IsInternal reports whether key, as stored in Redis, is one of sluice's
-// own: a bucket, a sub-bucket, the heartbeat, a probe or the scripts. Commands passed
-// through to the cluster must keep callers away from them.
-func IsInternal(key string) bool {
-	rest, ok := strings.CutPrefix(key, "sluice")
-	return ok && rest != "" && strings.IndexByte(":{.", rest[0]) >= 0
-}
