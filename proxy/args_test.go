@@ -17,6 +17,21 @@ import (
 	"github.com/sluice-rl/sluice/router"
 )
 
+// scan consumes p and returns how many bytes are well framed; when that
+// is less than len(p), err says what is wrong with the byte that follows.
+// The tests' way to frame a stream whole.
+func (f *framer) scan(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, _, err := f.next(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 func TestParseInt(t *testing.T) {
 	for _, tt := range []struct {
 		in   string

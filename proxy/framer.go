@@ -84,20 +84,6 @@ type framer struct {
 	size  int64               // bytes of the current command so far
 }
 
-// scan consumes p and returns how many bytes are well framed; when that is
-// less than len(p), err says what is wrong with the byte that follows.
-func (f *framer) scan(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		k, _, err := f.next(p[n:])
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
 // next consumes p up to the end of the first command that ends in it, and
 // says whether one did; otherwise it is scan. A multibulk count of zero or
 // less is a whole command with no arguments, which Redis ignores.
