@@ -605,6 +605,14 @@ func (c *Cluster) run(ctx context.Context) {
 	defer close(c.done)
 	tick := time.NewTicker(c.cfg.ProbeInterval / 2)
 	defer tick.Stop()
+	// The heartbeat runs beside the loop: its shard paused, a beat waits
+	// out its deadline (300 ms at the default timeout), and the probes
+	// and slot-map reads of an outage must not wait behind it. Awaited
+	// before done, so that leave comes after the last beat.
+	var beating sync.WaitGroup
+	defer beating.Wait()
+	var beatDone atomic.Bool
+	beatDone.Store(true)
 	var nextConnect, nextTopo, nextBeat time.Time
 	connectBackoff := c.cfg.ProbeInterval
 	for {
@@ -631,8 +639,12 @@ func (c *Cluster) run(ctx context.Context) {
 			c.probe(ctx, now)
 			c.releaseFallback()
 			c.tendHotKeys(ctx, now)
-			if c.cfg.Share <= 0 && !now.Before(nextBeat) {
-				c.beat(ctx)
+			if c.cfg.Share <= 0 && !now.Before(nextBeat) && beatDone.Load() {
+				beatDone.Store(false)
+				beating.Go(func() {
+					defer beatDone.Store(true)
+					c.beat(ctx)
+				})
 				nextBeat = now.Add(heartbeatEvery)
 			}
 		}

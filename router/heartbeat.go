@@ -27,7 +27,7 @@ func (c *Cluster) beat(ctx context.Context) {
 		// No outage, but a refusal (NOPERM: a cluster user not allowed
 		// sluice.instances) that would last: each instance counts itself
 		// alone, and its fallback would grant the whole limit.
-		c.log.Warn("heartbeat refused by the cluster: sluice instances are not counted, each takes the whole limit in fallback",
+		c.log.Warn("heartbeat refused by the cluster: sluice instances are not counted (the last count is kept; with none, each takes the whole limit in fallback)",
 			zap.String("key", instancesKey), zap.Error(err))
 	}
 	if err != nil || n < 1 {

@@ -386,6 +386,19 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		t.gen = old.gen
 		if old.owners != t.owners {
 			t.gen++
+			// A slot changed owner (a replica promoted): the cluster may
+			// be whole again, so the shards that failed with it (a
+			// cluster down answers every key CLUSTERDOWN) are probed now
+			// and from the first backoff, not after the ones the outage
+			// grew (up to 8 intervals).
+			for s := range owning {
+				s.mu.Lock()
+				if !s.healthy.Load() {
+					s.backoff = c.cfg.ProbeInterval
+					s.nextProbe = time.Time{}
+				}
+				s.mu.Unlock()
+			}
 		}
 	}
 	c.topo.Store(t)
