@@ -747,6 +747,7 @@ type forwarded struct {
 	replies   int      // how many replies cmd gets
 	expect    int      // replies still to come, ASKING's included
 	discarded []byte   // the reply of a transaction's command that made the node discard it
+	queued    bool     // the node queued a command of its transaction
 	onPin     bool     // counted in its pin's commands in flight
 	replayed  bool     // an EVALSHA sent again as EVAL after NOSCRIPT
 	slot      int      // its keys' slot, or AnySlot
@@ -839,6 +840,17 @@ func (f *forwarded) answer(r []byte) {
 		// split between the two nodes of a slot being migrated), which is
 		// the answer: cluster clients retry it.
 		r, f.discarded = f.discarded, nil
+		if _, ask := isRedirectReply(r); ask && f.queued {
+			// A command was queued, its key still on the source, and
+			// another's asked for on the target: the keys are split
+			// between the two nodes of a migrating slot, which Redis
+			// answers TRYAGAIN. Followed, the block could run on the
+			// target once a MIGRATE moved the rest, after the commands
+			// the client sent behind it had run on the source. (A
+			// keyless command queued, PING, is taken for a key: the
+			// answer is then TRYAGAIN where following would have run.)
+			r = tryAgainReply
+		}
 	}
 	if f.check {
 		// r is the check's: MOVED if the node no longer owns the slot
@@ -960,6 +972,13 @@ func raisedBy(r, body []byte) bool {
 }
 
 var okReply = []byte("+OK\r\n")
+
+// queuedReply is a node's answer to a command it queued in a transaction.
+var queuedReply = []byte("+QUEUED\r\n")
+
+// tryAgainReply is Redis Cluster's answer to keys split between the two
+// nodes of a slot being migrated.
+var tryAgainReply = []byte("-TRYAGAIN Multiple keys request during rehashing of slot\r\n")
 
 // nullArray is EXEC's answer to a transaction aborted by a watch.
 func nullArray(resp3 bool) []byte {
@@ -1312,7 +1331,7 @@ func (b *backend) write() {
 		}
 		for _, f := range b.queue {
 			f.sentAt = now
-			f.expect = f.replies
+			f.expect, f.queued = f.replies, false
 			if f.asking {
 				f.expect++
 			}

@@ -136,7 +136,7 @@ func (p *Pipe) send(f *forwarded) {
 		p.out = append(p.out, askingCmd...)
 	}
 	p.out = append(p.out, f.cmd...)
-	f.expect = f.replies + btoi(f.asking)
+	f.expect, f.queued = f.replies+btoi(f.asking), false
 	// A read sent again from a replica that timed out carries the time
 	// it reached the replica: kept, it would make this node look hung
 	// at once.
@@ -271,6 +271,9 @@ func matchReply(sent *fifo, r []byte) (f *forwarded, whole bool, err error) {
 		// ASKING's +OK, or a transaction's +OK and +QUEUED.
 		if moved, ask := isRedirectReply(r); (moved || ask || bytes.HasPrefix(r, []byte("-TRYAGAIN "))) && f.discarded == nil {
 			f.discarded = r
+		}
+		if bytes.Equal(r, queuedReply) {
+			f.queued = true
 		}
 		if isReadOnlyReply(r) && !f.readonly && f.c != nil {
 			// A write queued on a replica where sluice's slot map has a
