@@ -493,6 +493,20 @@ func (c *framedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// cut closes c at once: a TLS connection without its close_notify alert,
+// whose write, with no other write under way, waits up to 5 s for a
+// client that reads nothing, on the goroutine that cuts it (a node
+// connection's reader, which other clients' replies wait on).
+func (c *framedConn) cut() error {
+	if tc, ok := c.Conn.(*tls.Conn); ok {
+		if c.conns != nil {
+			c.conns.remove(c)
+		}
+		return tc.NetConn().Close()
+	}
+	return c.Close()
+}
+
 // buffered reports whether c holds bytes of the client not yet handed to
 // redcon, beyond a command still unfinished.
 func (c *framedConn) buffered() bool {

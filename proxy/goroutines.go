@@ -59,7 +59,13 @@ func (s *Server) accept(conn redcon.Conn) bool {
 			}
 			if p := c.pending.Add(int64(n)); p > hard && c.over.CompareAndSwap(false, true) {
 				logOutputLimit(s.log, c.addr, p)
-				nc.Close() // ends a write that blocks
+				// Ends a write that blocks. Maybe on a node connection's
+				// reader: at once.
+				if c.conn != nil {
+					c.conn.cut()
+				} else {
+					nc.Close()
+				}
 			}
 		}
 		c.mu.Lock()
