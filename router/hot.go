@@ -29,7 +29,6 @@ type hotSet struct {
 	counter   *hotkey.Counter
 	threshold float64 // decisions/s; <= 0 turns detection off
 	patterns  []string
-	cooldown  time.Duration
 	ttl       time.Duration // of a split marker
 
 	mu   sync.Mutex // serializes writers of keys
@@ -99,7 +98,6 @@ func newHotSet(cfg ClusterConfig) *hotSet {
 		counter:   hotkey.New(time.Second),
 		threshold: cfg.HotThreshold,
 		patterns:  cfg.HotKeys,
-		cooldown:  cfg.HotCooldown,
 		ttl:       min(2*time.Second, cfg.HotCooldown),
 	}
 	h.keys.Store(&map[string]*hotKey{})
