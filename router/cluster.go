@@ -599,8 +599,8 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 	}
 }
 
-// run is the one background goroutine: it connects, keeps the slot map,
-// probes unhealthy shards and beats the heartbeat.
+// run is the background loop: it connects, keeps the slot map, probes
+// unhealthy shards and starts each heartbeat, which runs beside it.
 func (c *Cluster) run(ctx context.Context) {
 	defer close(c.done)
 	tick := time.NewTicker(c.cfg.ProbeInterval / 2)

@@ -442,7 +442,7 @@ func (m SlotMap) Gen() uint64 {
 // the one its null endpoints stand for. The nodes in down are asked after
 // the others, and each node but the last asked has each to answer: a hung
 // node (its socket open, never answering) would otherwise hold the whole
-// of ctx, and the loop that probes, renews hot keys and beats with it.
+// of ctx, and the loop that probes and renews hot keys with it.
 // The last keeps what is left of ctx, so a cluster slow to answer every
 // node is still read. Without nodes the cluster client asks, and from is
 // empty.
