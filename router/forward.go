@@ -363,7 +363,8 @@ func (c *Cluster) maxBlocking() int64 {
 }
 
 // idleBlocking is how many connections for blocking commands a node keeps
-// between uses.
+// between uses, in each of its pools (poolKey: per protocol, and whether
+// they read from a replica).
 const idleBlocking = 8
 
 // sendBlocking runs f on a connection of its own, from the node's idle
