@@ -467,7 +467,18 @@ func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]ruei
 		if i < len(order)-1 {
 			actx, cancel = context.WithTimeout(ctx, each)
 		}
-		ranges, err = n.Do(actx, n.B().ClusterSlots().Build()).ToArray()
+		// rueidis holds a call to a node another call is redialing until
+		// that dial ends (1s, on no deadline), whatever this one's: a
+		// node that hangs unknown to be down would hold the loop.
+		answer := make(chan rueidis.RedisResult, 1)
+		cmd := n.B().ClusterSlots().Build()
+		go func() { answer <- n.Do(actx, cmd) }()
+		select {
+		case r := <-answer:
+			ranges, err = r.ToArray()
+		case <-actx.Done():
+			ranges, err = nil, actx.Err()
+		}
 		cancel()
 		if err == nil || ctx.Err() != nil {
 			return ranges, addr, err
