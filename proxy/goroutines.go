@@ -518,6 +518,9 @@ func (p *pushOut) push(data []byte, subscribed, answered bool) {
 	}
 	if p.queued-p.written+int64(len(p.held)+len(data)) > maxPushBacklog {
 		p.log.Warn("closing a subscriber that does not read its messages", zap.String("addr", p.addr))
+		// Cut first: over TLS, closing would write the close_notify
+		// alert to a client that reads nothing, up to 5 s under p.mu.
+		p.conn.cut()
 		p.closeLocked()
 		return
 	}
