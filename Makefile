@@ -126,7 +126,7 @@ soak: cluster
 
 # The hot-key set: one key hammered through three sluice instances that
 # split hot keys and one that never does (--hot-threshold 0), against the
-# direct EVALSHA path (about 2 minutes).
+# direct EVALSHA path (about a minute).
 HOT_PORTS := 6391 6392 6393
 bench-hot: cluster
 	$(GO) build -o $(CLUSTER_DIR)/sluice ./cmd/sluice
