@@ -1,12 +1,18 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
 	"math"
 	"math/big"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sluice-rl/sluice/router/reply"
 )
 
 // strtolInt is glibc's (int)strtol(b, NULL, 10) worked out with big
@@ -150,5 +156,68 @@ func TestBulkLengthNearMaxInt64Redcon(t *testing.T) {
 				t.Errorf("%q: a loop answered %q, want %q", stream, reply, want)
 			}
 		}()
+	}
+}
+
+// FuzzElements checks that elements, which slices a whole array reply with
+// a reply.Scanner, gives exactly the elements reply.Read reads one by one
+// after the array's header, and refuses any other reply. The input is
+// tried as one reply, and its leading replies as the elements of an array,
+// so that most inputs make an array Read accepts.
+func FuzzElements(f *testing.F) {
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkElements(t, in)
+		br := bufio.NewReader(bytes.NewReader(in))
+		var body []byte
+		n := 0
+		for ; n < 1000; n++ {
+			at := len(body)
+			var err error
+			if body, err = reply.Read(br, body); err != nil {
+				break
+			}
+			if len(body) == at {
+				t.Fatalf("reply.Read read nothing from %q", in)
+			}
+		}
+		checkElements(t, append(appendArrayHeader(nil, n), body...))
+	})
+}
+
+// checkElements checks elements on the reply p starts with, if reply.Read
+// accepts it.
+func checkElements(t *testing.T, p []byte) {
+	whole, err := reply.Read(bufio.NewReader(bytes.NewReader(p)), nil)
+	if err != nil {
+		return
+	}
+	p = whole
+	got, ok := elements(p)
+	br := bufio.NewReader(bytes.NewReader(p))
+	head, _ := br.ReadSlice('\n')
+	if p[0] != '*' || string(head) == "*-1\r\n" {
+		if ok {
+			t.Fatalf("%q, not an array, taken as one: %q", p, got)
+		}
+		return
+	}
+	if !ok {
+		t.Fatalf("array %q refused", p)
+	}
+	for i, e := range got {
+		want, err := reply.Read(br, nil)
+		if err != nil || !bytes.Equal(e, want) {
+			t.Fatalf("%q: element %d %q, want %q (%v)", p, i, e, want, err)
+		}
+		// Callers append to an element; that must not write over the next.
+		if cap(e) != len(e) {
+			t.Fatalf("%q: element %d %q has room for %d more bytes", p, i, e, cap(e)-len(e))
+		}
+	}
+	if extra, err := reply.Read(br, nil); !errors.Is(err, io.EOF) {
+		t.Fatalf("%q: %d elements, and %q after them (%v)", p, len(got), extra, err)
+	}
+	if _, ok := elements(p[:len(p)-1]); ok {
+		t.Fatalf("%q less its last byte taken as a whole array", p)
 	}
 }
