@@ -907,12 +907,14 @@ func elements(p []byte) ([][]byte, bool) {
 	if eol < 3 || p[0] != '*' || p[eol-1] != '\r' {
 		return nil, false
 	}
+	rest := p[eol+1:]
 	n, err := strconv.Atoi(string(p[1 : eol-1]))
-	if err != nil || n < 0 {
+	// An element is 3 bytes at least ("_\r\n"): a count past what the
+	// reply holds is refused before it sizes anything.
+	if err != nil || n < 0 || n > len(rest)/3 {
 		return nil, false
 	}
 	elems := make([][]byte, n)
-	rest := p[eol+1:]
 	var sc reply.Scanner
 	for i := range elems {
 		k := sc.Whole(rest)

@@ -30,7 +30,7 @@ func TestElementsSliceTheReply(t *testing.T) {
 	if _, err := reply.Read(br, nil); err == nil {
 		t.Fatal("fewer elements than the reply has")
 	}
-	for _, bad := range []string{"*2\r\n:1\r\n", "*-1\r\n", ":1\r\n", "*x\r\n", "*1\r\n$5\r\nab\r\n"} {
+	for _, bad := range []string{"*99999999999\r\n", "*2\r\n:1\r\n", "*-1\r\n", ":1\r\n", "*x\r\n", "*1\r\n$5\r\nab\r\n"} {
 		if _, ok := elements([]byte(bad)); ok {
 			t.Fatalf("%q taken as a whole array", bad)
 		}
