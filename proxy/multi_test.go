@@ -581,9 +581,9 @@ func TestTransactionWatchedSlotMovedAway(t *testing.T) {
 		// Until sluice sends the key's commands to its new owner: the old
 		// one refuses no more of them.
 		waitUntil(t, "sluice reads the moved slot", func() bool {
-			before := rejectedGets(t, from)
+			before := cmdStat(t, from, "get", "rejected_calls")
 			other.do("GET", k)
-			return rejectedGets(t, from) == before
+			return cmdStat(t, from, "get", "rejected_calls") == before
 		})
 		w.send([]string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
 		for i, want := range []string{"+OK\r\n", "+QUEUED\r\n", "*-1\r\n"} {
@@ -604,21 +604,24 @@ func TestTransactionWatchedSlotMovedAway(t *testing.T) {
 	}
 }
 
-// rejectedGets is how many GETs n has refused (MOVED, ASK, ...).
-func rejectedGets(t *testing.T, n *clustertest.Node) int {
+// cmdStat is a field of command cmd's line in n's INFO commandstats
+// ("calls", "rejected_calls", ...), 0 before n has run it.
+func cmdStat(t *testing.T, n *clustertest.Node, cmd, field string) int {
 	t.Helper()
 	stats, err := n.Do(context.Background(), "INFO", "commandstats").ToString()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(stats, "cmdstat_get:")
+	_, line, ok := strings.Cut(stats, "cmdstat_"+cmd+":")
 	if !ok {
 		return 0
 	}
-	_, after, ok = strings.Cut(after, "rejected_calls=")
-	if !ok {
-		return 0
+	line, _, _ = strings.Cut(line, "\r\n")
+	for kv := range strings.SplitSeq(line, ",") {
+		if v, ok := strings.CutPrefix(kv, field+"="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
 	}
-	v, _ := strconv.Atoi(after[:strings.IndexAny(after, ",\r\n")])
-	return v
+	return 0
 }

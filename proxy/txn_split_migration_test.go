@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
@@ -43,33 +42,18 @@ func TestTransactionSplitByAMigrationIsNotFollowed(t *testing.T) {
 		if _, err := c.StartMove(ctx, sl, to); err != nil {
 			t.Fatal(err)
 		}
-		asked := askingCalls(t, to)
+		asked := cmdStat(t, to, "asking", "calls")
 		conn.send([]string{"MULTI"}, []string{"INCR", k1}, []string{"INCR", k2}, []string{"EXEC"}, []string{"INCR", k1})
 		for i, want := range []string{"+OK\r\n", "+QUEUED\r\n", "+QUEUED\r\n", "-TRYAGAIN Multiple keys request during rehashing of slot\r\n", ":1\r\n"} {
 			if got := conn.read(); got != want {
 				t.Errorf("loops %d, reply %d: %q, want %q", loops, i, got, want)
 			}
 		}
-		if n := askingCalls(t, to) - asked; n != 0 {
+		if n := cmdStat(t, to, "asking", "calls") - asked; n != 0 {
 			t.Errorf("loops %d: the transaction was sent to the importing node (%d ASKING)", loops, n)
 		}
 		if err := c.MoveSlot(ctx, sl, to); err != nil {
 			t.Fatalf("loops %d: completing the migration: %v", loops, err)
 		}
 	}
-}
-
-// askingCalls is how many ASKING commands n has run.
-func askingCalls(t *testing.T, n *clustertest.Node) int {
-	t.Helper()
-	stats, err := n.Do(context.Background(), "INFO", "commandstats").ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(stats, "cmdstat_asking:calls=")
-	if !ok {
-		return 0
-	}
-	v, _ := strconv.Atoi(after[:strings.IndexAny(after, ",\r\n")])
-	return v
 }

@@ -4,7 +4,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -49,27 +48,6 @@ func TestReloadRefusesWhatAStartRefuses(t *testing.T) {
 		if len(entries) != 1 || entries[0].Message != "config not reloaded: keeping the one in force" ||
 			!strings.Contains(entries[0].ContextMap()["error"].(string), tt.want) {
 			t.Errorf("%q: reload logged %v, want it refused naming %s", tt.after, entries, tt.want)
-		}
-	}
-}
-
-// log-level is read in any case, as the other named values are; cluster
-// seeds and hot-keys patterns are read with the spaces around them cut.
-// Written so, they are no change a restart would make.
-func TestReloadRestartNeededIgnoresCaseAndSpaces(t *testing.T) {
-	for _, tt := range []struct {
-		before, after string
-		want          []string
-	}{
-		{"log-level: info\n", "log-level: INFO\n", nil},
-		{"cluster: [127.0.0.1:1, 127.0.0.1:2]\n", "cluster: \"127.0.0.1:1, 127.0.0.1:2\"\n", nil},
-		{"hot-keys: \"a,b\"\n", "hot-keys: \"a, b\"\n", nil},
-		{"log-level: info\n", "log-level: debug\n", []string{"log-level"}},
-		{"cluster: 127.0.0.1:1\n", "cluster: 127.0.0.1:2\n", []string{"cluster"}},
-		{"hot-keys: a\n", "hot-keys: [a, b]\n", []string{"hot-keys"}},
-	} {
-		if got := restartNeeded(t, tt.before, tt.after); !slices.Equal(got, tt.want) {
-			t.Errorf("%q then %q: restart_needed %v, want %v", tt.before, tt.after, got, tt.want)
 		}
 	}
 }

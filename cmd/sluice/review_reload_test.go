@@ -38,7 +38,9 @@ func restartNeeded(t *testing.T, before, after string) []string {
 }
 
 // restart_needed names what a restart would change: a setting written in
-// another case, which sluice reads as the same, is not one; busy-poll
+// another case, which sluice reads as the same, is not one (log-level
+// too), nor cluster seeds or hot-keys patterns written with spaces
+// around them, which are cut as they are read; busy-poll
 // set where it was left to its default is, since under a CPU quota the
 // default is 0 and a value set anywhere is kept.
 func TestReloadRestartNeededIsWhatARestartChanges(t *testing.T) {
@@ -53,6 +55,12 @@ func TestReloadRestartNeededIsWhatARestartChanges(t *testing.T) {
 		{"busy-poll: 200us\n", "", []string{"busy-poll"}},
 		{"busy-poll: 200us\n", "busy-poll: 200µs\n", nil},
 		{"", "protected-mode: no\n", []string{"protected-mode"}},
+		{"log-level: info\n", "log-level: INFO\n", nil},
+		{"cluster: [127.0.0.1:1, 127.0.0.1:2]\n", "cluster: \"127.0.0.1:1, 127.0.0.1:2\"\n", nil},
+		{"hot-keys: \"a,b\"\n", "hot-keys: \"a, b\"\n", nil},
+		{"log-level: info\n", "log-level: debug\n", []string{"log-level"}},
+		{"cluster: 127.0.0.1:1\n", "cluster: 127.0.0.1:2\n", []string{"cluster"}},
+		{"hot-keys: a\n", "hot-keys: [a, b]\n", []string{"hot-keys"}},
 	} {
 		if got := restartNeeded(t, tt.before, tt.after); !slices.Equal(got, tt.want) {
 			t.Errorf("%q then %q: restart_needed %v, want %v", tt.before, tt.after, got, tt.want)
