@@ -9,7 +9,8 @@ import (
 )
 
 // A slot map that moves a slot (a replica promoted) has the unhealthy
-// shards probed at once and from the first backoff. A cluster that lost
+// shards probed one first backoff after their last probe, at once after
+// an outage's grown backoffs. A cluster that lost
 // a primary answers CLUSTERDOWN for every key, so every shard is marked;
 // their probes had backed off to 8 intervals (800 ms by default) by the
 // time the promoted replica made the cluster whole, and the healthy
@@ -24,8 +25,9 @@ func TestSlotMapChangeProbesUnhealthyShardsNow(t *testing.T) {
 	c.mu.Unlock()
 	c.fault(s, errors.New("test: CLUSTERDOWN The cluster is down"))
 	s.mu.Lock()
-	s.backoff = 8 * c.cfg.ProbeInterval // as after an outage's failed probes
-	s.nextProbe = time.Now().Add(s.backoff)
+	// As after an outage's failed probes, the last an interval ago.
+	s.backoff = 8 * c.cfg.ProbeInterval
+	s.nextProbe = time.Now().Add(-c.cfg.ProbeInterval).Add(s.backoff)
 	s.mu.Unlock()
 
 	c.refreshTopology(ctx) // the same map: nothing moved
@@ -53,5 +55,20 @@ func TestSlotMapChangeProbesUnhealthyShardsNow(t *testing.T) {
 	c.probe(ctx, time.Now())
 	if !s.healthy.Load() {
 		t.Fatal("the shard, answering, is still unhealthy after its probe")
+	}
+
+	// A shard probed just now is not probed again at once when the map
+	// changes again (a resharding changes it at every reading): one
+	// interval after its probe.
+	c.fault(s, errors.New("test: CLUSTERDOWN The cluster is down"))
+	if err := cc.MoveSlot(ctx, 9001, b); err != nil {
+		t.Fatal(err)
+	}
+	c.refreshTopology(ctx)
+	s.mu.Lock()
+	due = !time.Now().Before(s.nextProbe)
+	s.mu.Unlock()
+	if due {
+		t.Fatal("a shard marked just now is probed at once on a map change")
 	}
 }

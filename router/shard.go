@@ -388,14 +388,18 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 			t.gen++
 			// A slot changed owner (a replica promoted): the cluster may
 			// be whole again, so the shards that failed with it (a
-			// cluster down answers every key CLUSTERDOWN) are probed now
-			// and from the first backoff, not after the ones the outage
-			// grew (up to 8 intervals).
+			// cluster down answers every key CLUSTERDOWN) are probed one
+			// first backoff after their last probe (nextProbe - backoff),
+			// not after the one the outage grew (up to 8 intervals). Not
+			// sooner: maps that change at every reading (a resharding)
+			// would have a hung primary probed, and waited for, at every
+			// tick.
 			for s := range owning {
 				s.mu.Lock()
 				if !s.healthy.Load() {
+					last := s.nextProbe.Add(-s.backoff)
 					s.backoff = c.cfg.ProbeInterval
-					s.nextProbe = time.Time{}
+					s.nextProbe = last.Add(s.backoff)
 				}
 				s.mu.Unlock()
 			}
