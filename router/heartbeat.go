@@ -20,7 +20,10 @@ const heartbeatEvery = time.Second
 // local share at 1/live instances.
 func (c *Cluster) beat(ctx context.Context) {
 	client := *c.client.Load()
-	ctx, cancel := context.WithTimeout(ctx, 4*c.cfg.Timeout+100*time.Millisecond)
+	// At most a beat's interval: past 725 ms of --backend-timeout the
+	// usual deadline would let one slow beat outlast the announcement
+	// (3 beats), where the next beat's try could have renewed it.
+	ctx, cancel := context.WithTimeout(ctx, min(4*c.cfg.Timeout+100*time.Millisecond, heartbeatEvery))
 	defer cancel()
 	n, err := c.heartbeat.Beat(ctx, client, instancesKey, c.id, 3*heartbeatEvery)
 	if err != nil && !isFault(err) && !c.beatRefused.Swap(true) {
