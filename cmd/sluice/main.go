@@ -629,14 +629,13 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		IdleTimeout: time.Duration(o.idleTimeout) * time.Second, OutputLimit: proxy.OutputLimit(o.outputLimit),
 		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit), MaxKeyLen: int(o.maxKeyLen), Policies: o.policies})
 	plain, secure := servedAddrs(o, lns)
-	log.Info("sluice started",
-		zap.String("listen", plain),
-		zap.String("tls_listen", secure),
-		zap.String("backend", backend),
-		zap.String("cluster", o.cluster),
-		zap.String("fallback", o.fallback),
-		zap.String("config", o.config),
-		zap.String("version", buildVersion()))
+	fields := []zap.Field{zap.String("listen", plain), zap.String("tls_listen", secure), zap.String("backend", backend)}
+	if o.cluster != "" {
+		// Without a cluster the fallback is ignored (said above): named
+		// here, it would read as in force.
+		fields = append(fields, zap.String("cluster", o.cluster), zap.String("fallback", o.fallback))
+	}
+	log.Info("sluice started", append(fields, zap.String("config", o.config), zap.String("version", buildVersion()))...)
 
 	var ready atomic.Bool // serving: the cluster answered, or its keys go to the fallback
 	if mln != nil {
