@@ -22,7 +22,9 @@ const minSweep = 1024
 // buckets of a past flood of keys go even when no new key comes: at most
 // every sweepEvery (µs) it is checked, and swept if sweepPerBucket µs per
 // bucket it held have passed since its last sweep, which bounds what the
-// scans cost, whatever the shard holds, to about 0.02% of a core.
+// scans cost, whatever the shard holds, to about 0.02% of a core. One
+// decision sweeps one shard at most; while shards are due, the next is
+// checked sweepEvery/memShards later.
 const (
 	sweepEvery     = 1_000_000
 	sweepPerBucket = 100
@@ -34,9 +36,12 @@ type Memory struct {
 	now      func() int64 // µs since the epoch
 	seed     maphash.Seed
 	perShard int // most buckets a shard keeps; 0 means no cap
-	// tick is when (µs) Decide next looks for shards due a sweep.
-	tick   atomic.Int64
-	shards [memShards]memShard
+	// tick is when (µs) Decide next looks for shards due a sweep, from
+	// shard sweepNext: the first shards, due again, must not starve the
+	// others.
+	tick      atomic.Int64
+	sweepNext atomic.Uint32
+	shards    [memShards]memShard
 }
 
 type memShard struct {
@@ -97,22 +102,34 @@ func (m *Memory) Decide(_ context.Context, reqs []Request, res []Result) {
 		res[i] = m.decide(&reqs[i], now)
 		res[i].Source = SourceEmbedded
 	}
-	if t := m.tick.Load(); now >= t && m.tick.CompareAndSwap(t, now+sweepEvery) {
-		m.sweepDue(now)
+	if t := m.tick.Load(); now >= t && m.tick.CompareAndSwap(t, now+sweepEvery) && m.sweepDue(now) {
+		// This caller paid for one shard's scan, not for every bucket
+		// held (its event loop's clients wait meanwhile): the shards
+		// still due go to the next decisions.
+		m.tick.CompareAndSwap(now+sweepEvery, now+sweepEvery/memShards)
 	}
 }
 
-// sweepDue sweeps the shards whose time has come.
-func (m *Memory) sweepDue(now int64) {
-	for i := range m.shards {
+// sweepDue sweeps the next shard whose time has come, and reports whether
+// there was one.
+func (m *Memory) sweepDue(now int64) bool {
+	from := m.sweepNext.Load()
+	for j := range uint32(memShards) {
+		i := (from + j) % memShards
 		s := &m.shards[i]
 		s.mu.Lock()
-		if len(s.tats) > 0 && now >= s.sweepBy && now >= s.swept {
+		due := len(s.tats) > 0 && now >= s.sweepBy && now >= s.swept
+		if due {
 			s.sweep(now, m.perShard, "")
 			s.afterSweep(now, m)
 		}
 		s.mu.Unlock()
+		if due {
+			m.sweepNext.Store(i + 1)
+			return true
+		}
 	}
+	return false
 }
 
 // Submit is Decide for callers that take decisions asynchronously: the
