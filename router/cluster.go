@@ -687,6 +687,10 @@ func (c *Cluster) connect(ctx context.Context) error {
 		return ctx.Err()
 	}
 	c.client.Store(&client)
+	// Before the slot map, which WaitConnected waits for: sluice then
+	// serves, and without the table would answer every ordinary command
+	// TRYAGAIN until run's next tick (a restart under load).
+	c.readCommands(ctx)
 	c.refreshTopology(ctx)
 	c.log.Info("connected to the cluster", zap.Strings("seeds", c.cfg.Seeds))
 	return nil
