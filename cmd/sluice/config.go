@@ -86,6 +86,10 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 		case fs.Lookup(name) == nil:
 			return config{}, fmt.Errorf("line %d: unknown key %q: not a policy section nor a flag of sluice", k.Line, name)
 		default:
+			if v.Kind == yaml.SequenceNode && name != "cluster" && name != "hot-keys" {
+				// Joined by commas, one item would pass for the value.
+				return config{}, fmt.Errorf("line %d: %s: a list is taken by cluster and hot-keys alone", k.Line, name)
+			}
 			value, err := flagValue(v)
 			if err != nil {
 				return config{}, fmt.Errorf("line %d: %s: %w", k.Line, name, err)
