@@ -43,6 +43,9 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 	} else if err == nil && len(more.Content) > 0 && more.Content[0].ShortTag() != "!!null" {
 		return config{}, fmt.Errorf("line %d: a second YAML document: the file must be one", more.Content[0].Line)
 	}
+	if err := noAliases(&doc); err != nil {
+		return config{}, err
+	}
 	cfg := config{flags: map[string]string{}, lines: map[string]int{}}
 	if len(doc.Content) == 0 { // an empty file
 		return cfg, nil
@@ -186,6 +189,21 @@ func decodeInt(v *yaml.Node, out *int64) error {
 		return errors.New("value out of range")
 	}
 	*out = n
+	return nil
+}
+
+// noAliases refuses an alias or a merge key anywhere in n: read as nodes,
+// an alias would be taken for its anchor's name (a key pattern *a as
+// "a") or refused as a value of the wrong kind, which misleads.
+func noAliases(n *yaml.Node) error {
+	if n.Kind == yaml.AliasNode || n.ShortTag() == "!!merge" {
+		return fmt.Errorf("line %d: YAML anchors, aliases and merge keys are not supported", n.Line)
+	}
+	for _, c := range n.Content {
+		if err := noAliases(c); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

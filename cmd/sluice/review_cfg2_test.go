@@ -28,3 +28,31 @@ func TestConfigListOnlyForClusterAndHotKeys(t *testing.T) {
 		t.Errorf("hot-keys and cluster as lists: %q %q %v", o.hotKeys, o.cluster, err)
 	}
 }
+
+// An alias or a merge key was refused, but as a policy that is no
+// mapping, a key with no value or an empty pattern.
+func TestConfigAliasesRefusedPlainly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	const base = "policies:\n  free: &b {capacity: 1, refill: 1, period: 1s}\n"
+	for _, c := range []struct {
+		text string
+		line string
+	}{
+		{base + "  paid: *b\n", "line 3:"},
+		{base + "  paid: {<<: *b, refill: 2}\n", "line 3:"},
+		{base + "keys:\n  *b: free\n", "line 4:"},
+		{"timeout: &t 5\nmaxclients: *t\n", "line 2:"},
+		{"a: &m {timeout: 5}\n<<: *m\n", "line 2:"},
+	} {
+		writeConfig(t, path, c.text)
+		_, err := parseFlags([]string{"--config", path}, noEnv, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.line+" YAML anchors, aliases and merge keys are not supported") {
+			t.Errorf("%q: %v, want %s YAML anchors, aliases and merge keys are not supported", c.text, err, c.line)
+		}
+	}
+	// Quoted, << is a pattern like any other.
+	writeConfig(t, path, "policies:\n  free: {capacity: 1, refill: 1, period: 1s}\nkeys:\n  \"<<\": free\n")
+	if _, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err != nil {
+		t.Errorf("a quoted << pattern: %v", err)
+	}
+}
