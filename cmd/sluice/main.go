@@ -312,6 +312,8 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	if o.fallbackShare != "auto" {
 		if f, err := strconv.ParseFloat(o.fallbackShare, 64); err != nil || !(f > 0 && f <= 1) { // NaN too
 			return o, fmt.Errorf("--fallback-share must be auto or a fraction in (0, 1], not %q", o.fallbackShare)
+		} else {
+			o.settings["fallback-share"] = strconv.FormatFloat(f, 'g', -1, 64) // as a restart reads it: .5 is 0.5
 		}
 	}
 	if _, err := router.ParsePolicy(o.fallback); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,25 @@ func TestConfigAliasesRefusedPlainly(t *testing.T) {
 	writeConfig(t, path, "policies:\n  free: {capacity: 1, refill: 1, period: 1s}\nkeys:\n  \"<<\": free\n")
 	if _, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err != nil {
 		t.Errorf("a quoted << pattern: %v", err)
+	}
+}
+
+// fallback-share is read as a number: 0.5 and .5 are one share, and a
+// reload must not name it as needing a restart.
+func TestReloadFallbackShareComparedAsANumber(t *testing.T) {
+	for _, tt := range []struct {
+		before, after string
+		want          bool
+	}{
+		{"fallback-share: 0.5\n", "fallback-share: .5\n", false},
+		{"fallback-share: 1\n", "fallback-share: 1.0\n", false},
+		{"fallback-share: auto\n", "fallback-share: AUTO\n", false},
+		{"fallback-share: 0.5\n", "fallback-share: 0.25\n", true},
+		{"fallback-share: 1\n", "fallback-share: auto\n", true},
+	} {
+		got := restartNeeded(t, tt.before, tt.after)
+		if named := slices.Contains(got, "fallback-share"); named != tt.want {
+			t.Errorf("%q then %q: restart_needed %v, want fallback-share named: %v", tt.before, tt.after, got, tt.want)
+		}
 	}
 }
