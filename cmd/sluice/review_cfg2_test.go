@@ -77,3 +77,22 @@ func TestReloadFallbackShareComparedAsANumber(t *testing.T) {
 		}
 	}
 }
+
+// --help began with Go's bare "Usage of sluice:": nothing said what sluice
+// is, what it serves without --cluster, or that every flag has a variable
+// and a key in the file.
+func TestHelpSaysWhatSluiceIs(t *testing.T) {
+	var out strings.Builder
+	if code := run([]string{"--help"}, noEnv, &out); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	first, rest, _ := strings.Cut(out.String(), "\n")
+	for _, want := range []string{"rate limiter", "Redis protocol", "without --cluster", "embedded", "SLUICE_<NAME>", "upper case", "- as _", "--config"} {
+		if !strings.Contains(first, want) {
+			t.Errorf("first line %q: want %q in it", first, want)
+		}
+	}
+	if !strings.Contains(rest, "  -backend-timeout duration\n") {
+		t.Errorf("the flags' list is gone: %q", rest)
+	}
+}
