@@ -171,7 +171,13 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 		if errors.Is(err, flag.ErrHelp) {
 			// The values' own types name what each flag takes.
 			fs.VisitAll(func(f *flag.Flag) { f.Value = f.Value.(*explained).Value })
-			fmt.Fprintln(stderr, "sluice is a rate limiter that speaks the Redis protocol, in front of a Redis Cluster (--cluster) or, without --cluster, on an embedded in-memory backend; every flag can also be set as SLUICE_<NAME> (the name in upper case, - as _), which wins over the command line, and by its name as a key of the --config file, which the command line wins over.")
+			fmt.Fprint(stderr, `sluice is a rate limiter that speaks the Redis protocol, in front of a
+Redis Cluster (--cluster) or, without --cluster, on an embedded in-memory
+backend. Every flag can also be set as SLUICE_<NAME> (the name in upper
+case, - as _), which wins over the command line, and by its name as a key
+of the --config file, which the command line wins over.
+
+`)
 			fmt.Fprintln(stderr, "Usage of sluice:")
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()

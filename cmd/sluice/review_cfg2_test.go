@@ -86,10 +86,14 @@ func TestHelpSaysWhatSluiceIs(t *testing.T) {
 	if code := run([]string{"--help"}, noEnv, &out); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	first, rest, _ := strings.Cut(out.String(), "\n")
+	intro, rest, ok := strings.Cut(out.String(), "Usage of sluice:")
+	if !ok {
+		t.Fatalf("no usage line: %q", out.String())
+	}
+	intro = strings.Join(strings.Fields(intro), " ")
 	for _, want := range []string{"rate limiter", "Redis protocol", "without --cluster", "embedded", "SLUICE_<NAME>", "upper case", "- as _", "--config"} {
-		if !strings.Contains(first, want) {
-			t.Errorf("first line %q: want %q in it", first, want)
+		if !strings.Contains(intro, want) {
+			t.Errorf("the text before the usage %q: want %q in it", intro, want)
 		}
 	}
 	if !strings.Contains(rest, "  -backend-timeout duration\n") {
