@@ -306,10 +306,7 @@ func TestPassthroughFollowsAMovedSlot(t *testing.T) {
 	}
 	ctx := context.Background()
 	from := primaryOf(t, c, key)
-	to := c.Nodes[0]
-	if to == from {
-		to = c.Nodes[1]
-	}
+	to := otherPrimary(c, from)
 	if err := c.MoveSlot(ctx, slot.Of(key), to); err != nil {
 		t.Fatal(err)
 	}
@@ -699,10 +696,7 @@ func TestPassthroughBlockingFollowsASlotMove(t *testing.T) {
 		k := "{blmove" + strconv.Itoa(-loops) + "}"
 		list, stream := k+"l", k+"s"
 		from := primaryOf(t, c, list)
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		to := otherPrimary(c, from)
 		// waiting counts n's blocked clients (flag b) whose command is cmd.
 		waiting := func(n *clustertest.Node, cmd string) int {
 			l, err := n.Do(ctx, "CLIENT", "LIST").ToString()

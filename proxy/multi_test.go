@@ -36,10 +36,7 @@ func TestTransactionDuringMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		to := otherPrimary(c, from)
 		// A key of another primary, where a transaction watched on the
 		// slot's runs unwatched (README).
 		elsewhere := keyWhere(t, c, "o", "k", func(n *clustertest.Node, _ string) bool { return n != from })
@@ -425,6 +422,15 @@ func primaryOf(t *testing.T, c *clustertest.Cluster, key string) *clustertest.No
 	return n
 }
 
+// otherPrimary is a primary of c's first two other than n: where a test
+// moves a slot of n's.
+func otherPrimary(c *clustertest.Cluster, n *clustertest.Node) *clustertest.Node {
+	if c.Nodes[0] != n {
+		return c.Nodes[0]
+	}
+	return c.Nodes[1]
+}
+
 // A watching client whose node is killed, and whose replica is promoted,
 // has lost its watch: WATCH again answers OK, as the README promises for
 // a broken connection (not CROSSSLOT: the key's slot is the one watched,
@@ -567,10 +573,7 @@ func TestTransactionWatchedSlotMovedAway(t *testing.T) {
 		w, other := dialRaw(t, addr), dialRaw(t, addr)
 		k := "{wmoved" + strconv.Itoa(-loops) + "}k"
 		from := primaryOf(t, c, k)
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		to := otherPrimary(c, from)
 		other.do("SET", k, "0")
 		if got := w.do("WATCH", k); got != "+OK\r\n" {
 			t.Fatalf("loops %d: WATCH: %q", loops, got)

@@ -377,10 +377,7 @@ func TestPassthroughMovedSlotInEachProtocol(t *testing.T) {
 			through.do(cmd...)
 		}
 		from := primaryOf(t, c, k)
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		to := otherPrimary(c, from)
 		if err := c.MoveSlot(context.Background(), slot.Of(k), to); err != nil {
 			t.Fatal(err)
 		}

@@ -272,9 +272,6 @@ func slotMove(t *testing.T, c *clustertest.Cluster, key string) (int, *clusterte
 	if err != nil {
 		t.Fatal(err)
 	}
-	to := c.Nodes[0]
-	if to == from {
-		to = c.Nodes[1]
-	}
+	to := otherPrimary(c, from)
 	return sl, from, to
 }

@@ -78,10 +78,7 @@ func TestBucketRoundGoesByTheMapItsTakesWereCheckedAgainst(t *testing.T) {
 		t.Fatalf("first THROTTLE sent to %v, want its owner %s", sent, from.Addr)
 	}
 	old := r.Map()
-	to := c.Nodes[0]
-	if to == from {
-		to = c.Nodes[1]
-	}
+	to := otherPrimary(c, from)
 	if err := c.MoveSlot(context.Background(), slot.Of(key), to); err != nil {
 		t.Fatal(err)
 	}

@@ -75,10 +75,7 @@ func TestReviewTxnFirstWatchAfterAMove(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		k := fmt.Sprintf("{pm%d}k", loops)
 		from := primaryOf(t, c, k)
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		to := otherPrimary(c, from)
 		// A key that stays on the old node.
 		j := keyWhere(t, c, "pmj", "j", func(n *clustertest.Node, key string) bool { return n == from && slot.Of(key) != slot.Of(k) })
 		fw := &pinMover{Cluster: r}

@@ -31,10 +31,7 @@ func TestTransactionSplitByAMigrationIsNotFollowed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		to := c.Nodes[0]
-		if to == from {
-			to = c.Nodes[1]
-		}
+		to := otherPrimary(c, from)
 		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 		if got := conn.do("SET", k1, "0"); got != "+OK\r\n" {
 			t.Fatalf("SET: %q", got)
