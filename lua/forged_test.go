@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,22 @@ var forgedValues = []struct{ v, kind string }{
 	{"~0:2:0:g:a", "lapsed"},
 	{"~1700000000000000123:1:1700000000500000000:1f:x!", "lapsed"},
 	{"~9223372036854775807:0000000000002:9223372036854775807:0:a,b", "lapsed"},
+	{"~0:9999999999999:0:g:" + tagList(lua.MaxTags, ""), "live"},
+	{"~0:9999999999999:0:g:" + tagList(lua.MaxTags, "!"), "live"},
+	{"~0:2:0:g:" + tagList(lua.MaxTags, ""), "lapsed"},
+	{"~0:9999999999999:0:g:" + tagList(lua.MaxTags+1, ""), ""},
+	{"~0:9999999999999:0:g:" + tagList(lua.MaxTags+1, "!"), ""},
+	{"~0:2:0:g:" + tagList(lua.MaxTags+1, ""), ""},
+	{"~0:9999999999999:0:g:" + tagList(1<<16, ""), ""},
+}
+
+// tagList is n comma-separated tags, then end.
+func tagList(n int, end string) string {
+	tags := make([]string, n)
+	for i := range tags {
+		tags[i] = strconv.Itoa(i)
+	}
+	return strings.Join(tags, ",") + end
 }
 
 // Every script takes a stored value for sluice's or not alike: THROTTLE

@@ -146,8 +146,8 @@ func (s *Splitter) End(ctx context.Context, c rueidis.Client, key, gen string, t
 
 // Marker reads a stored value as a split marker (live or lapsed):
 // ~<base>:<until>:<lapse>:<gen>:<tags>[!], base and lapse TATs (see
-// isTAT), until 1 to 13 digits, gen and each tag [0-9a-z]+: the markers
-// the scripts accept, no other. TTL is not in it.
+// isTAT), until 1 to 13 digits, gen and each of 1 to MaxTags tags
+// [0-9a-z]+: the markers the scripts accept, no other. TTL is not in it.
 func Marker(v string) (Split, bool) {
 	f := strings.SplitN(v, ":", 5)
 	if len(f) != 5 || !strings.HasPrefix(v, "~") {
@@ -158,7 +158,10 @@ func Marker(v string) (Split, bool) {
 		return Split{}, false
 	}
 	const alnum = "0123456789abcdefghijklmnopqrstuvwxyz"
-	tags := strings.Split(strings.TrimSuffix(f[4], "!"), ",")
+	tags := strings.SplitN(strings.TrimSuffix(f[4], "!"), ",", MaxTags+1)
+	if len(tags) > MaxTags {
+		return Split{}, false
+	}
 	for _, tag := range tags {
 		if !isWord(tag, alnum) {
 			return Split{}, false
@@ -169,6 +172,11 @@ func Marker(v string) (Split, bool) {
 	}
 	return Split{Tags: tags, Gen: f[3], Base: f[0]}, true
 }
+
+// MaxTags is the most sub-buckets a split marker names, as the scripts
+// check it: a split never has more (router.MaxSplit is this), and a
+// forged marker naming thousands would make one key as many.
+const MaxTags = 16
 
 // maxTAT is int64's maximum: a TAT is a count of ns that Redis stores
 // int-encoded, and sluice writes none past it.

@@ -85,9 +85,20 @@ end
 
 -- What is sluice's, as throttle.lua reads it (TestForgedValuesAgree): a
 -- TAT, "0" or 19 digits no more than int64's maximum; or a marker as
--- above, until 1 to 13 digits, gen and each tag [0-9a-z]+.
+-- above, until 1 to 13 digits, gen and each of 1 to 16 tags [0-9a-z]+.
 local function istat(x)
   return x == '0' or (#x == 19 and not string.find(x, '%D') and (string.byte(x, 1) < 57 or x <= '9223372036854775807'))
+end
+
+-- A marker names at most 16 sub-buckets (router.MaxSplit): no split has
+-- more, and a forged one naming thousands would make one key as many.
+local function fewtags(tags)
+  local at = 0
+  for _ = 1, 16 do
+    at = string.find(tags, ',', at + 1, true)
+    if not at then return true end
+  end
+  return false
 end
 
 local function tat(us)
@@ -132,7 +143,7 @@ if s and string.byte(s, 1) == 126 then
   local old, gen, tags, closing
   base, old, lapse, gen, tags, closing = string.match(s, '^~(%d+):(%d+):(%d+):([%da-z]+):([%da-z,]+)(!?)$')
   if not base or #old > 13 or not istat(base) or not istat(lapse) or
-      string.byte(tags, 1) == 44 or string.byte(tags, -1) == 44 or string.find(tags, ',,', 1, true) then
+      string.byte(tags, 1) == 44 or string.byte(tags, -1) == 44 or string.find(tags, ',,', 1, true) or not fewtags(tags) then
     return redis.error_reply('WRONGTYPE key holds a value that is not a sluice bucket')
   end
   old = tonumber(old)

@@ -66,13 +66,24 @@ local wrongtype = 'WRONGTYPE key holds a value that is not a sluice bucket'
 -- What is sluice's: a TAT, "0" or 19 digits no more than int64's maximum
 -- (the ns Redis stores int-encoded); or a split marker
 -- '~<TAT>:<until>:<TAT>:<gen>:<tags>', until 1 to 13 digits (ms), gen and
--- each of the comma-separated tags [0-9a-z]+, the tags with an optional
+-- each of the 1 to 16 comma-separated tags [0-9a-z]+, the tags with an optional
 -- trailing '!'. Anything else is WRONGTYPE. reset.lua and split.lua accept
 -- exactly the same values, and lua.Marker the same markers
 -- (TestForgedValuesAgree).
 local maxtat = '9223372036854775807'
 local function istat(x)
   return x == '0' or (#x == 19 and not find(x, '%D') and (byte(x, 1) < 57 or x <= maxtat))
+end
+
+-- A marker names at most 16 sub-buckets (router.MaxSplit): no split has
+-- more, and a forged one naming thousands would make one key as many.
+local function fewtags(tags)
+  local at = 0
+  for _ = 1, 16 do
+    at = find(tags, ',', at + 1, true)
+    if not at then return true end
+  end
+  return false
 end
 
 -- Every division is floor division of integers 0 <= x, 0 < y with
@@ -94,7 +105,7 @@ local function step(key, c, u, v, cost, base, n, now)
   if s and byte(s, 1) == 126 then -- '~': a split marker
     local mbase, untilms, lapse, tags = string.match(s, '^~(%d+):(%d+):(%d+):[%da-z]+:([%da-z,]+)!?$')
     if not untilms or #untilms > 13 or not istat(mbase) or not istat(lapse) or
-        byte(tags, 1) == 44 or byte(tags, -1) == 44 or find(tags, ',,', 1, true) then
+        byte(tags, 1) == 44 or byte(tags, -1) == 44 or find(tags, ',,', 1, true) or not fewtags(tags) then
       return 3, wrongtype, 0, 0, 0
     end
     local left = untilms - nowms

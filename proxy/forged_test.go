@@ -89,3 +89,41 @@ func TestForgedLongSplitIsFollowed(t *testing.T) {
 		}
 	})
 }
+
+// A split marker naming more sub-buckets than a split ever has
+// (router.MaxSplit) is not sluice's: every script and reader answers it
+// WRONGTYPE and leaves it, where followed it would make one key thousands
+// of sub-buckets (a 7 MB marker, 20,000 of them) and index past the
+// split's per-sub-bucket state.
+func TestForgedMarkerOfManyTagsIsWrongType(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		r := newForwarding(t, c)
+		cfg.Decider, cfg.Forwarder = r, r
+		conn := dialRaw(t, serveConfig(t, cfg))
+		tags := make([]string, router.MaxSplit+1)
+		for i := range tags {
+			tags[i] = fmt.Sprint("t", i)
+		}
+		key := fmt.Sprintf("{%s}many", t.Name())
+		if got := conn.do("SET", router.KeyPrefix+key, "~0:9999999999999:0:g:"+strings.Join(tags, ",")); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		for _, cmd := range [][]string{
+			{"THROTTLE", key, "100", "1", "1d"},
+			{"CL.THROTTLE", key, "99", "1", "86400"},
+			{"GCRA", key, "99", "1", "86400"},
+			{"THROTTLE.RESET", key},
+		} {
+			if got := conn.do(cmd...); !strings.HasPrefix(got, "-WRONGTYPE") {
+				t.Errorf("%q: %q, want WRONGTYPE", cmd, got)
+			}
+		}
+		if got := conn.do("EXISTS", router.KeyPrefix+key); got != ":1\r\n" {
+			t.Errorf("THROTTLE.RESET deleted it: EXISTS %q", got)
+		}
+		if local := r.Stats().Cluster.Decisions[router.SourceLocal]; local != 0 {
+			t.Errorf("%d decisions by the local fallback, want none", local)
+		}
+	})
+}

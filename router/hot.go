@@ -18,7 +18,7 @@ import (
 )
 
 // MaxSplit is the most sub-buckets one hot key is split into.
-const MaxSplit = 16
+const MaxSplit = lua.MaxTags
 
 // maxHotKeys bounds the hot keys an instance tracks at once, its own and
 // those it follows from another instance's split marker.
