@@ -449,6 +449,10 @@ type framedConn struct {
 	counted  atomic.Bool
 	// conns holds c while it is open, for Shutdown to wake its read.
 	conns *connSet
+	// errors are the server's error replies, a protocol error's counted
+	// as it is written, as Redis counts it: not once the connection
+	// closes, up to lingerTime later.
+	errors *atomic.Int64
 }
 
 // connSet is the goroutine path's open client connections. Shutdown wakes
@@ -806,6 +810,9 @@ func (c *framedConn) fail() error {
 	if c.cl != nil && c.emptyBefore() {
 		c.cl.emptyCommand()
 	}
+	if c.errors != nil {
+		c.errors.Add(1)
+	}
 	if c.cl == nil || !c.cl.silenced() {
 		c.Conn.SetWriteDeadline(time.Now().Add(lingerTime))
 		c.Conn.Write(appendProtocolError(nil, c.ferr.Error()))
@@ -894,7 +901,7 @@ func (l *framedListener) Accept() (net.Conn, error) {
 		}
 		l.backoff = 0
 		if l.s.admit() {
-			fc := &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy, conns: &l.s.conns}
+			fc := &framedConn{Conn: c, f: l.f, idle: l.s.cfg.IdleTimeout, limit: l.s.cfg.OutputLimit, draining: l.s.isDraining, busy: &l.s.busy, conns: &l.s.conns, errors: &l.s.stats.errors}
 			l.s.conns.add(fc)
 			return fc, nil
 		}

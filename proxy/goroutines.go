@@ -159,9 +159,6 @@ func (s *Server) closedConn(conn redcon.Conn, err error) {
 		c.conn.uncount()
 	}
 	s.gone(&c.client)
-	if errors.Is(err, errProtocolClosed) {
-		s.stats.errors.Add(1) // its reply, written by framedConn.fail
-	}
 	c.unpin() // its WATCH ends with it
 	if c.tunnel != nil {
 		c.tunnel.Close()
