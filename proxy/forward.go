@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -622,25 +623,30 @@ func migrateKeys(args [][]byte) []int {
 // keys in their order (and, for step 2, each key's value), and returns the
 // keys' places part after part when order is asked.
 func splitBySlot(r *round, args [][]byte, keys []int, step int, order bool) []int {
-	bySlot := map[int][]int{} // slot: indexes into keys
-	var slots []int
+	// Each key as its slot, then its place, sorted: the parts come out
+	// slot after slot, each with its keys in their order, with no map and
+	// no slice per slot (an MGET flood spent a fifth of a loop here).
+	bySlot := make([]uint64, len(keys))
 	for i, k := range keys {
-		sl := hashslot.Of(string(args[k]))
-		if _, ok := bySlot[sl]; !ok {
-			slots = append(slots, sl)
-		}
-		bySlot[sl] = append(bySlot[sl], i)
+		bySlot[i] = uint64(hashslot.Of(string(args[k])))<<32 | uint64(i)
 	}
+	slices.Sort(bySlot)
 	var places []int
-	for _, sl := range slots {
-		part := [][]byte{args[0]}
-		for _, i := range bySlot[sl] {
+	if order {
+		places = make([]int, 0, len(keys))
+	}
+	part := make([][]byte, 0, 1+step*len(keys))
+	for at := 0; at < len(bySlot); {
+		sl := bySlot[at] >> 32
+		part = append(part[:0], args[0])
+		for ; at < len(bySlot) && bySlot[at]>>32 == sl; at++ {
+			i := int(uint32(bySlot[at]))
 			part = append(part, args[keys[i]:keys[i]+step]...)
 			if order {
 				places = append(places, i)
 			}
 		}
-		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: r.command(part)})
+		r.fwd = append(r.fwd, router.Forward{Slot: int(sl), Cmd: r.command(part)})
 	}
 	return places
 }
