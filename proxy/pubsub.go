@@ -175,9 +175,16 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		if err := s.toTunnel(c, args); err != nil {
 			return err
 		}
-		if strings.HasSuffix(name, "unsubscribe") {
+		switch {
+		case strings.HasSuffix(name, "unsubscribe"):
 			// Out of subscribed mode if it took the last subscription: as
 			// the node answers, before the next command is taken.
+			c.drainFirst = true
+		case name == "ssubscribe":
+			// Its slot may have moved: the old owner's MOVED sends it on
+			// to the new one, where a command pipelined after it (an
+			// SUNSUBSCRIBE of all, a PING), written there at once, would
+			// run before it.
 			c.drainFirst = true
 		}
 		return nil
