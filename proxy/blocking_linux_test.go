@@ -62,7 +62,7 @@ func TestPassthroughBlockingOnAConnectionTheNodeClosed(t *testing.T) {
 func TestPassthroughBlockingSlotFreedBeforeTheReply(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, MaxBlocking: 1})
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		conn := dialRaw(t, serveConfig(t, cfg))
 		k := "{slotfreed}" + t.Name()

@@ -174,7 +174,7 @@ func TestPassthroughEvalshaROOnAReplicaIsNotReplayed(t *testing.T) {
 	}
 	for _, loops := range []int{0, -1} {
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 		script := "return redis.call('EXISTS', KEYS[1]) -- " + strconv.Itoa(loops)
 		sum := sha1.Sum([]byte(script))

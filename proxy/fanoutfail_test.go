@@ -210,7 +210,7 @@ func TestFanOutRightAfterAFailover(t *testing.T) {
 		for _, p := range paths {
 			r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
 				TopologyInterval: time.Hour})
-			waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+			waitRouter(t, r)
 			conn := dialRaw(t, serveConfig(t, proxy.Config{AllowAdmin: true, Loops: p.loops, Decider: r, Forwarder: r}))
 			if got := conn.do("SET", key, "before"); got != "+OK\r\n" {
 				t.Fatalf("SET: %q", got)

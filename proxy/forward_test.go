@@ -89,8 +89,21 @@ func (r *rawConn) do(args ...string) string {
 func newForwarding(t *testing.T, c *clustertest.Cluster) *router.Cluster {
 	t.Helper()
 	r := newRouter(t, c)
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	return r
+}
+
+// waitRouter waits until r has read the cluster's command table and its
+// slot map: the table is read at connect, before the map, and a command
+// routed in between is answered CLUSTERDOWN.
+func waitRouter(t *testing.T, r *router.Cluster) {
+	t.Helper()
+	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // direct sends a command to the primary that owns slot sl (any primary
@@ -597,7 +610,7 @@ func TestPassthroughTransactions(t *testing.T) {
 func TestPassthroughBlockingCommands(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, MaxBlocking: 2})
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		list := "bl:" + strconv.Itoa(-loops)
@@ -1659,7 +1672,7 @@ func TestPassthroughHungAndRestartedNode(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
 	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, ForwardTimeout: 500 * time.Millisecond})
 	t.Cleanup(r.Close)
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	ctx := context.Background()
 	byNode := map[*clustertest.Node]string{}
 	for i := 0; len(byNode) < 3 && i < 1000; i++ {

@@ -155,7 +155,7 @@ func TestKeylessWritesRightAfterAFailover(t *testing.T) {
 		for _, p := range paths {
 			r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
 				TopologyInterval: time.Hour})
-			waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+			waitRouter(t, r)
 			conn := dialRaw(t, serveConfig(t, proxy.Config{Loops: p.loops, Decider: r, Forwarder: r}))
 			if got := conn.do("FCALL", "kl_set", "0", key, "before"); got != "+OK\r\n" {
 				t.Fatalf("FCALL before the failover: %q", got)

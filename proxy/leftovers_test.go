@@ -28,7 +28,7 @@ func TestPassthroughSlowBigReplyIsNotHung(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
 	const timeout = 500 * time.Millisecond
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, ForwardTimeout: timeout})
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	const key, size = "slowbig", 24 << 20
 	node := primaryOf(t, c, key)
 	busy := dialRaw(t, node.Addr)

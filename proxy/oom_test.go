@@ -26,7 +26,7 @@ func TestThrottleAtMaxmemory(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	ctx := context.Background()
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotKeys: []string{"hot:*"}})
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	maxmemory := func(v string) {
 		for _, n := range c.Nodes {
 			if err := n.Do(ctx, "CONFIG", "SET", "maxmemory", v).Error(); err != nil {

@@ -43,7 +43,7 @@ func TestPathsAnswerAlike(t *testing.T) {
 	r := newForwarding(t, c)
 	if pathsLimits {
 		r = newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, HotKeys: []string{hotPattern}})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 	}
 	addrs := [2]string{
 		serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: 0}),

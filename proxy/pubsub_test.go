@@ -24,7 +24,7 @@ func TestPassthroughPubSubHungNode(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: time.Minute})
 	r := router.NewCluster(router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, ForwardTimeout: 300 * time.Millisecond})
 	t.Cleanup(r.Close)
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		addr := serveConfig(t, cfg)
 		ch := "hang:" + t.Name()

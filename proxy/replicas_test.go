@@ -44,7 +44,7 @@ func TestReadsFromReplicasOutliveADeadReplica(t *testing.T) {
 	conns := map[int]*rawConn{}
 	for _, loops := range []int{1, -1} {
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 	}
 	if got := conns[1].do("SET", key, "v"); got != "+OK\r\n" {

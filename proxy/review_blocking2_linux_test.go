@@ -54,7 +54,7 @@ func TestBlockingResetClientPopsNothing(t *testing.T) {
 		// Each its own: no idle blocking connection, which would spare
 		// the BLPOP the handshake.
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, MaxBlocking: 1})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		node.Do(ctx, "DEL", k)
 		conn := dialRaw(t, addr)

@@ -30,7 +30,7 @@ func TestPassthroughShardSubscribeRedirectedBeforeAPipelinedUnsubscribe(t *testi
 		// The slot map is read only when a MOVED says it is stale.
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
 			TopologyInterval: time.Hour})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 		cfg.Decider, cfg.Forwarder = r, r
 		var a, b string
 		var na, nb *clustertest.Node

@@ -38,7 +38,7 @@ func TestReviewScanroScanAfterAWriteAcrossASlotMove(t *testing.T) {
 	for _, loops := range []int{1, -1} {
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: 100 * time.Millisecond, HotThreshold: -1,
 			TopologyInterval: time.Hour})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		tag := "{scanro" + strconv.Itoa(loops+1) + "}"
 		key := tag + "k"
@@ -140,7 +140,7 @@ func TestReviewScanroReadAfterALostWatchOnAReplica(t *testing.T) {
 	conns := map[int]*rawConn{}
 	for _, loops := range []int{1, -1} {
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, HotThreshold: -1})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 		before := info(replica, "commandstats", "cmdstat_get:calls=")
 		waitUntil(t, "a GET reaches the replica, which has the write", func() bool {

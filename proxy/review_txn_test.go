@@ -71,7 +71,7 @@ func TestReviewTxnFirstWatchAfterAMove(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	// Reading the slot map often, it sees the move soon.
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1, TopologyInterval: 10 * time.Millisecond})
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	for _, loops := range []int{0, -1} {
 		k := fmt.Sprintf("{pm%d}k", loops)
 		from := primaryOf(t, c, k)

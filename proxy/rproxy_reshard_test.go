@@ -59,7 +59,7 @@ func TestFanOutReadRightAfterAReshard(t *testing.T) {
 		// loop, would change the count between the nodes' and sluice's.
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1,
 			TopologyInterval: time.Hour, Share: 1})
-		waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+		waitRouter(t, r)
 		paths = append(paths, path{p.name, dialRaw(t, serveConfig(t, proxy.Config{Loops: p.loops, Decider: r, Forwarder: r})), r})
 	}
 	size := func(n *clustertest.Node) int {

@@ -133,7 +133,7 @@ func tlsRouter(t *testing.T, c *clustertest.Cluster, cfg router.ClusterConfig) *
 	t.Helper()
 	cfg.Seeds, cfg.Timeout, cfg.HotThreshold = c.Addrs(), time.Second, -1
 	r := newRouterConfig(t, cfg)
-	waitUntil(t, "the router reads the cluster's command table", func() bool { return r.Commands() != nil })
+	waitRouter(t, r)
 	return r
 }
 
