@@ -251,7 +251,10 @@ func (hk *hotKey) reading(old *splitState, sp lua.Split, sent int64) *splitState
 		until = math.MaxInt64
 	}
 	st := &splitState{tags: sp.Tags, gen: sp.Gen, base: sp.Base, until: until}
-	if old != nil && old.gen == sp.Gen {
+	// Same name, other tags: a marker forged through passthrough (a
+	// split's tags never change). Its sub-buckets are its own tags', or
+	// one past the keys read before would be indexed.
+	if old != nil && old.gen == sp.Gen && slices.Equal(old.tags, sp.Tags) {
 		// A split's end on its shard only ever moves later: a reading
 		// answered late must not bring it forward (a split ended early
 		// here is not held through an outage of its parent's shard).
