@@ -181,6 +181,10 @@ func readMany(r rueidis.RedisResult, out []Outcome) error {
 // errWrongType is the script's answer for a key that is not a bucket.
 const errWrongType = "WRONGTYPE key holds a value that is not a sluice bucket"
 
+// WrongType is the error of a key that is not a bucket, as the script
+// gives it.
+func WrongType() error { return &Error{Msg: errWrongType} }
+
 // splitError is the answer {2, marker, ms} as an error. A marker sluice
 // cannot read was not written by sluice (split.lua writes none such) but
 // by a caller, through passthrough: its key is not a bucket, and that is

@@ -49,3 +49,38 @@ func TestForgedMarkerRenamedTagsIsFollowed(t *testing.T) {
 		}
 	})
 }
+
+// A sub-bucket overwritten through passthrough with a split marker is not
+// a bucket (no split's sub-bucket is ever split): THROTTLE answers
+// WRONGTYPE, as for a sub-bucket of another type, not sluice's internal
+// "bucket is split" error.
+func TestForgedMarkerInASubBucketIsWrongType(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
+		r := newForwarding(t, c)
+		cfg.Decider, cfg.Forwarder = r, r
+		conn := dialRaw(t, serveConfig(t, cfg))
+		key := fmt.Sprintf("{%s}sub", t.Name())
+		if got := conn.do("SET", router.KeyPrefix+key, "~0:9999999999999:0:g:a"); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		if got := conn.do("THROTTLE", key, "6", "1", "1d"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
+			t.Fatalf("THROTTLE: %q", got)
+		}
+		if got := conn.do("SET", "sluice{a}g:"+key, "~0:9999999999999:0:h:b"); got != "+OK\r\n" {
+			t.Fatalf("SET: %q", got)
+		}
+		for _, cmd := range [][]string{
+			{"THROTTLE", key, "6", "1", "1d"},
+			{"CL.THROTTLE", key, "5", "1", "86400"},
+			{"GCRA", key, "5", "1", "86400"},
+		} {
+			if got := conn.do(cmd...); !strings.HasPrefix(got, "-WRONGTYPE") {
+				t.Errorf("%q: %q, want WRONGTYPE", cmd, got)
+			}
+		}
+		if local := r.Stats().Cluster.Decisions[router.SourceLocal]; local != 0 {
+			t.Errorf("%d decisions by the local fallback, want none", local)
+		}
+	})
+}

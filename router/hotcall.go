@@ -201,6 +201,11 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		c.split.Add(1)
 		return false
 	case !isFault(err):
+		if lua.SplitOf(err) != nil {
+			// No split's sub-bucket (nor stand-in) is ever split: a
+			// marker there came through passthrough, and is not a bucket.
+			err = lua.WrongType()
+		}
 		res[h.req] = Result{Err: err}
 		return false
 	}
