@@ -11,13 +11,20 @@ import (
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
+// Split markers forged through passthrough where the hot-key code reads
+// them, on one cluster.
+func TestForgedHotMarkers(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	t.Run("RenamedTags", func(t *testing.T) { forgedMarkerRenamedTagsIsFollowed(t, c) })
+	t.Run("InASubBucket", func(t *testing.T) { forgedMarkerInASubBucketIsWrongType(t, c) })
+}
+
 // A followed split's marker rewritten through passthrough with its name
 // and more tags is read again a quarter of its time before it ends: its
 // sub-buckets are then its own tags', as any instance reading it anew
 // takes them, not stand-ins on the first one's shard, every shard being
 // healthy.
-func TestForgedMarkerRenamedTagsIsFollowed(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+func forgedMarkerRenamedTagsIsFollowed(t *testing.T, c *clustertest.Cluster) {
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
 		r := newForwarding(t, c)
 		cfg.Decider, cfg.Forwarder = r, r
@@ -54,8 +61,7 @@ func TestForgedMarkerRenamedTagsIsFollowed(t *testing.T) {
 // a bucket (no split's sub-bucket is ever split): THROTTLE answers
 // WRONGTYPE, as for a sub-bucket of another type, not sluice's internal
 // "bucket is split" error.
-func TestForgedMarkerInASubBucketIsWrongType(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+func forgedMarkerInASubBucketIsWrongType(t *testing.T, c *clustertest.Cluster) {
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
 		r := newForwarding(t, c)
 		cfg.Decider, cfg.Forwarder = r, r
