@@ -19,7 +19,10 @@ import (
 // one-node cluster: server-µs/bucket is the time Redis spent in EVALSHA
 // (INFO commandstats), per bucket decided. "declared" is one bucket per
 // call with KEYS[1]; "many-m" m buckets per call. Every step takes a token
-// from one of 100,000 buckets, so it writes, as most steps do.
+// from one of 100,000 buckets, so it writes, as most steps do, and most
+// find their bucket full (its key gone); "/existing" from one of 100
+// buckets of 10^9 tokens refilling 1,000 a second, each taken from about
+// every 2 ms: never full, never empty.
 func BenchmarkScriptOnRedis(b *testing.B) {
 	c := clustertest.New(b, clustertest.Config{Primaries: 1, Replicas: -1})
 	node := c.Nodes[0]
@@ -28,11 +31,24 @@ func BenchmarkScriptOnRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	big, err := bucket.Limit{Capacity: 1_000_000_000, Refill: 1000, Period: 1_000_000}.Interval()
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
-	for _, m := range []int{0, 1, 4, 16, 64} {
+	for _, run := range []struct {
+		m    int
+		keys int
+	}{{0, 100_000}, {1, 100_000}, {4, 100_000}, {16, 100_000}, {64, 100_000}, {0, 100}, {16, 100}} {
+		m := run.m
 		name := "declared"
 		if m > 0 {
 			name = "many-" + strconv.Itoa(m)
+		}
+		iv := iv
+		if run.keys == 100 {
+			name += "/existing"
+			iv = big
 		}
 		b.Run(name, func(b *testing.B) {
 			cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{node.Addr}, ForceSingleClient: true, DisableCache: true})
@@ -49,7 +65,7 @@ func BenchmarkScriptOnRedis(b *testing.B) {
 				rng := rand.New(rand.NewPCG(seed, uint64(m)))
 				return func() {
 					for i := range calls {
-						calls[i] = lua.Call{Key: "bench:" + strconv.Itoa(rng.IntN(100_000)), Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}
+						calls[i] = lua.Call{Key: "bench:" + strconv.Itoa(rng.IntN(run.keys)), Capacity: iv.Capacity, U: iv.U, V: iv.V, Cost: 1}
 					}
 					if m == 0 {
 						th.Do(ctx, cl, calls, res, errs)
