@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // A node that hangs while no key of its shard has failed yet (the
@@ -34,7 +36,7 @@ func TestReviewShareSlotReadBoundedWhileNodeRedials(t *testing.T) {
 	ln.Close()
 	srv := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	srv.SysProcAttr = clustertest.DieWithParent()
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}

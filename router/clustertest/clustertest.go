@@ -429,8 +429,7 @@ func ephemeralLow() int {
 func (n *Node) spawn() error {
 	cmd := exec.Command("redis-server", filepath.Join(n.dir, "redis.conf"))
 	cmd.Dir = n.dir
-	// The nodes die with the test binary even when it crashes.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = DieWithParent()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
 	}
