@@ -410,6 +410,9 @@ func (t *Tunnel) fenced(tc *tunnelConn) {
 // setDeadline bounds the wait for tc's oldest fence, or lifts the bound
 // when none is pending; t.mu is held.
 func (t *Tunnel) setDeadline(tc *tunnelConn) {
+	if tc.conn == nil {
+		return // never made (unreached): nothing to bound
+	}
 	if len(tc.fences) > 0 {
 		tc.conn.SetReadDeadline(tc.fences[0].sentAt.Add(t.c.forwardTimeout()))
 	} else {
@@ -442,7 +445,9 @@ func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
 		t.mu.Unlock()
 		return
 	case err != nil:
-		t.fail(tc, err)
+		if !t.unreached(tc, err) {
+			t.fail(tc, err)
+		}
 		t.mu.Unlock()
 		return
 	}
@@ -477,6 +482,41 @@ func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
 		t.received(tc, r)
 		t.mu.Unlock()
 	}
+}
+
+// unreached answers the commands sent to tc, a connection its node did
+// not take (down, its slots not failed over yet), with err, and forgets
+// tc: the next command for that node dials again. The client keeps its
+// subscriptions elsewhere, as a cluster client keeps its connections to
+// the other nodes. Only when each of those commands went to tc alone: a
+// PING, or an SUNSUBSCRIBE of all, is answered from every connection it
+// went to, and ends the tunnel as before. t.mu is held.
+func (t *Tunnel) unreached(tc *tunnelConn, err error) bool {
+	if tc.set != t.conns || len(tc.pings) > 0 || tc.hellos > 0 {
+		return false
+	}
+	for _, sc := range tc.sent {
+		if sc.all != nil {
+			return false
+		}
+	}
+	for _, f := range tc.fences {
+		if f.of.fences != 1 {
+			return false
+		}
+	}
+	tc.done = true
+	g := tc.set
+	if g.home == tc {
+		g.home = nil
+	}
+	g.shards = slices.DeleteFunc(g.shards, func(s *tunnelConn) bool { return s == tc })
+	r := errReply("ERR sluice: connection to " + tc.addr + " failed: " + oneLine(err.Error()))
+	for len(tc.fences) > 0 && !t.closed {
+		t.deliver(tc, r, -1)
+		t.fenced(tc)
+	}
+	return true
 }
 
 // fail ends the tunnel for err, which tc met. The commands not yet
