@@ -415,6 +415,8 @@ type framedConn struct {
 	// once the one before it ran (it may be AUTH, which lifts the bounds).
 	rest []byte
 	cl   *client // the client served, once redcon accepted it
+	// left stops counting the client as connected when it lingers.
+	left func()
 	// atEOF runs once, as the client's EOF is handed to redcon, which
 	// closes the client then (Server.fenceAtEOF); also before a protocol
 	// error is written, which closes it too.
@@ -830,6 +832,9 @@ func (c *framedConn) fail() error {
 // client's input until it closes, for at most lingerTime; a Close from
 // another goroutine ends it at once.
 func (c *framedConn) linger() {
+	if c.left != nil {
+		c.left()
+	}
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
 	if !ok || cw.CloseWrite() != nil {
 		return

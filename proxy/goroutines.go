@@ -45,6 +45,7 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	c.conn, _ = nc.(*framedConn)
 	if c.conn != nil {
 		c.conn.cl = &c.client
+		c.conn.left = func() { s.leaving(&c.client) }
 		c.conn.atEOF = func() { s.fenceAtEOF(c) }
 	}
 	c.r.done = func(idx []int) {

@@ -157,7 +157,7 @@ func (s *Server) acceptLoops(ln net.Listener) error {
 		addr, local := nc.RemoteAddr().String(), nc.LocalAddr()
 		fd, err := takeSocket(nc)
 		if err != nil {
-			s.stats.connected.Add(-1)
+			s.unadmit()
 			s.log.Warn("taking a client's socket", zap.String("addr", addr), zap.Error(err))
 			continue
 		}
@@ -1285,6 +1285,9 @@ func (l *loop) linger(c *fdConn) {
 		// subscriptions end now, not when it closes its side.
 		c.tunnel.Close()
 	}
+	// Not counted from now: its EOF, next, may be what a caller waits
+	// for before it asks INFO.
+	l.s.leaving(&c.client)
 	c.mask = readable
 	if syscall.Shutdown(c.fd, syscall.SHUT_WR) != nil ||
 		syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, c.event(readable)) != nil {

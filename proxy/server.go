@@ -154,7 +154,11 @@ type Server struct {
 
 // stats are the counters INFO reports.
 type stats struct {
+	// connected are the clients INFO counts; open, those that hold a
+	// socket, which --maxclients bounds: a client lingering after QUIT or
+	// a protocol error is the second only.
 	connected   atomic.Int64
+	open        atomic.Int64
 	connections atomic.Int64 // accepted since start, also the last client ID
 	commands    atomic.Int64
 	allowed     atomic.Int64
@@ -257,14 +261,21 @@ func logOutputLimit(log *zap.Logger, addr string, pending int64) {
 // the last place free would take it twice.
 func (s *Server) admit() bool {
 	for {
-		n := s.stats.connected.Load()
+		n := s.stats.open.Load()
 		if n >= int64(s.cfg.MaxClients) {
 			return false
 		}
-		if s.stats.connected.CompareAndSwap(n, n+1) {
+		if s.stats.open.CompareAndSwap(n, n+1) {
+			s.stats.connected.Add(1)
 			return true
 		}
 	}
+}
+
+// unadmit gives back the place of a client admitted and not served.
+func (s *Server) unadmit() {
+	s.stats.open.Add(-1)
+	s.stats.connected.Add(-1)
 }
 
 // reject answers nc that sluice has no room for, within d, and closes it.
@@ -603,6 +614,7 @@ type client struct {
 	replyOff, skip bool
 	replyOn        bool        // this command was CLIENT REPLY ON: answered, whatever came before
 	view           *clientView // what CLIENT LIST shows of it
+	left           bool        // no longer counted as connected (gone)
 }
 
 // newClient names a connection from addr that has begun, counted once
@@ -618,8 +630,21 @@ func (s *Server) newClient(addr string, local net.Addr) client {
 	return c
 }
 
-// gone stops counting c as connected.
+// gone counts c, which closed, out.
 func (s *Server) gone(c *client) {
+	s.stats.open.Add(-1)
+	s.leaving(c)
+}
+
+// leaving stops counting c as connected, once: when it closes, or when it
+// begins to linger after QUIT or a protocol error, where Redis frees it
+// (its reply written, it is neither in INFO's connected_clients nor in
+// CLIENT LIST for the second the linger may take).
+func (s *Server) leaving(c *client) {
+	if c.left {
+		return
+	}
+	c.left = true
 	s.stats.connected.Add(-1)
 	s.clients.remove(c.id)
 }
