@@ -195,7 +195,7 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 		}
 		out, known := h.logical(br, r, now)
 		if out.Limited && out.RetryAfter > 0 && known && r.Cost > 0 && h.prevSub < 0 {
-			h.hk.deny.Store(&denial{gen: h.st.gen, iv: r.Interval, cost: r.Cost, res: out, at: sent})
+			h.hk.deny.Store(&denial{seen: h.st.seen, iv: r.Interval, cost: r.Cost, res: out, at: sent})
 		}
 		res[h.req] = Result{Result: out}
 		c.split.Add(1)
@@ -230,7 +230,10 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 // sub-buckets only lose tokens to other calls, never gain, so none could
 // have been allowed. A split's sub-buckets change only with its name.
 type denial struct {
-	gen  string
+	// seen is the split's sub-buckets, as its state holds them: its name
+	// alone does not tell them, since a marker forged through passthrough
+	// may keep it with other tags, whose sub-buckets did not deny.
+	seen *subSeen
 	iv   bucket.Interval
 	cost int64
 	res  bucket.Result // the whole bucket's reply, at
@@ -243,7 +246,7 @@ type denial struct {
 // of the parent's shard (a reset elsewhere is seen when it lapses).
 func (hk *hotKey) denied(st *splitState, r *Request) (bucket.Result, bool) {
 	d := hk.deny.Load()
-	if d == nil || d.gen != st.gen || d.iv != r.Interval || r.Cost < d.cost {
+	if d == nil || d.seen != st.seen || d.iv != r.Interval || r.Cost < d.cost {
 		return bucket.Result{}, false
 	}
 	now := time.Now().UnixMicro()

@@ -31,7 +31,7 @@ func emptiedSplit(t *testing.T) (*hotKey, *splitState, bucket.Interval) {
 	if !known || !out.Limited {
 		t.Fatalf("the denial: %+v (known %v)", out, known)
 	}
-	hk.deny.Store(&denial{gen: st.gen, iv: iv, cost: 1, res: out, at: now})
+	hk.deny.Store(&denial{seen: st.seen, iv: iv, cost: 1, res: out, at: now})
 	return hk, st, iv
 }
 
@@ -109,7 +109,7 @@ func deniedAgo(t *testing.T, ago int64) (hk *hotKey, st *splitState, iv bucket.I
 	for j := range hk.partsFor(st, iv) {
 		st.seen.fullAt[j].Store(at + fill)
 	}
-	hk.deny.Store(&denial{gen: st.gen, iv: iv, cost: 3, at: at,
+	hk.deny.Store(&denial{seen: st.seen, iv: iv, cost: 3, at: at,
 		res: bucket.Result{Limited: true, Remaining: 0, RetryAfter: fill * 3 / 4, ResetAfter: fill}})
 	return hk, st, iv, fill, now
 }
