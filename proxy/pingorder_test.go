@@ -14,10 +14,12 @@ import (
 // A RESP2 subscriber pipelines a PING, a command refused in subscribed
 // mode, an SSUBSCRIBE of a shard channel on another primary, a second
 // PING and another refused command, while the nodes are slow (paused
-// until the pipeline is taken): each reply comes in the order sent, the
-// bytes redis-server 7.0 sends. The tunnel took the first PING's pong,
-// still on its way, for the second PING's, so the first was answered
-// nothing and the refusal behind it came first. Both serving paths.
+// until the pipeline is taken up to the SSUBSCRIBE): each reply comes in
+// the order sent, the bytes redis-server 7.0 sends. Both serving paths.
+// (The tunnel once took the first PING's pong, still on its way, for the
+// second PING's; since an SSUBSCRIBE is answered before the next command
+// is taken, the second PING is not sent meanwhile, and
+// TestTunnelPingBeforeAMergedPing keeps that case in the router.)
 func TestPassthroughSubscribedPingBeforeARefusal(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)

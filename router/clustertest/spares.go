@@ -31,7 +31,7 @@ import (
 // ACK, which comes with the replica's once-a-second cron, so a test that
 // killed a primary just after New lost what it wrote (fresh nodes are
 // still in their 2 s delay meanwhile). Spares that no test took die with
-// the test binary (Pdeathsig); their directories are removed by the next
+// the test binary (DieWithParent, on Linux); their directories are removed by the next
 // test binary that makes spares.
 var spares sparePool
 
