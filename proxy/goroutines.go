@@ -407,12 +407,15 @@ func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 		return false // as a loop closes it before the command waits
 	}
 	if c.push == nil {
-		// A subscriber's replies go out through its writer, with what
-		// its tunnel sent, once the pipeline is answered.
 		conn.WriteRaw(c.out.b)
-		c.out.b = c.out.b[:0]
 		redcon.BaseWriter(conn).Flush()
+	} else {
+		// Through its writer, with what its tunnel sent; and what the
+		// tunnel sends during the wait goes out at once, as Redis pushes
+		// messages to a blocked client.
+		c.push.flush(c.out.b)
 	}
+	c.out.b = c.out.b[:0]
 	if !c.blockTurn() {
 		return false
 	}
@@ -431,16 +434,22 @@ func (s *Server) serveBlocking(conn redcon.Conn, c *goClient) bool {
 		})
 	}
 	forget := s.watchBlocked(c.block.f.Blocked) // Shutdown ends it
-	answered := len(c.out.b)
 	s.answer(conn, c)
 	forget()
 	stop()
+	if c.push != nil {
+		// The rest of the pipeline is served: what the tunnel sends now
+		// waits behind its replies again.
+		if subscribed, ok := c.push.begin(); ok {
+			c.subscribedNow(subscribed)
+		}
+	}
 	b := c.block.f.Blocked
 	c.unblocked()
 	if b.Ended() {
 		// Redis frees a blocked client that goes away: unanswered, and
 		// what it sent after the command does not run.
-		c.out.b = c.out.b[:answered]
+		c.out.b = c.out.b[:0]
 		c.closing = true
 		return false
 	}

@@ -290,9 +290,15 @@ func (c *client) pushData(data []byte, subscribed bool, sent int) bool {
 		return false
 	}
 	c.subscribedNow(subscribed)
-	if c.inFlight() == 0 {
+	switch {
+	case c.inFlight() == 0:
 		c.out.b = append(c.out.b, data...)
-	} else {
+	case c.block != nil && c.block.sent:
+		// Redis pushes messages to a client blocked in BLPOP at once.
+		// All before the command is answered, and nothing after it taken.
+		c.out.b = append(append(c.out.b, c.pushed...), data...)
+		c.pushed = nil
+	default:
 		c.pushed = append(c.pushed, data...)
 	}
 	return true
