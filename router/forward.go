@@ -173,7 +173,10 @@ func (b *Blocked) use(conn net.Conn, grace time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.canceled {
-		b.conn, b.grace = conn, grace
+		// Not written yet on this one: after a MOVED, written is the
+		// last connection's, and a Cancel before this write would shut
+		// it under the command, which would fail unanswered.
+		b.conn, b.grace, b.written = conn, grace, false
 	}
 	return !b.canceled
 }
