@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"syscall"
 	"time"
@@ -10,8 +11,9 @@ import (
 )
 
 // watchHangUp calls gone, from a goroutine of its own, if conn's peer
-// hangs up before stop is called: reset if it reset the connection, when
-// it can take no answer, rather than ended its side. A goroutine client waiting for its
+// hangs up, or conn is closed, before stop is called: reset if it reset
+// the connection or conn was closed, when it can take no answer, rather
+// than ended its side. A goroutine client waiting for its
 // blocking command's reply reads nothing meanwhile, so without it a client
 // that went away would hold its node connection, and its place under
 // --max-blocking, until the command returned: and a BLPOP 0 returns only
@@ -55,12 +57,17 @@ func watchHangUp(conn net.Conn, gone func(reset bool)) (stop func()) {
 		// Read calls the function again each time the runtime's poller
 		// sees the socket readable, which a hang-up makes it; it ends when
 		// the function says so or the read deadline passes (stop).
-		raw.Read(func(fd uintptr) bool {
+		err := raw.Read(func(fd uintptr) bool {
 			hungUp, reset = hangUp(fd)
 			return hungUp
 		})
-		if hungUp {
+		switch {
+		case hungUp:
 			gone(reset)
+		case errors.Is(err, net.ErrClosed):
+			// Closed here during the wait (a subscriber's tunnel ended,
+			// or it did not read its messages): no answer can reach it.
+			gone(true)
 		}
 	}()
 	return func() {
