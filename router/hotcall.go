@@ -228,7 +228,7 @@ func (c *Cluster) advance(h *hotCall, reqs []Request, res []Result, topo *topolo
 // denial is a hot key's last denial, from which later calls are denied
 // here until the soonest a sub-bucket can have their cost: the
 // sub-buckets only lose tokens to other calls, never gain, so none could
-// have been allowed. A split's sub-buckets change only with its name.
+// have been allowed.
 type denial struct {
 	// seen is the split's sub-buckets, as its state holds them: its name
 	// alone does not tell them, since a marker forged through passthrough
