@@ -37,7 +37,8 @@ import (
 // PATHS_DUMP=dir writes a differing pair of streams there. PATHS_PUBSUB,
 // PATHS_RESET (below), PATHS_WIDE and PATHS_PUBLISH (paths_wide_linux_test.go),
 // PATHS_KEYSPACE (paths_keyspace_linux_test.go), PATHS_LIMITS
-// (paths_limits_linux_test.go) widen the pipelines.
+// (paths_limits_linux_test.go), PATHS_BLOCKING (paths_blocking_linux_test.go)
+// widen the pipelines.
 func TestPathsAnswerAlike(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
@@ -199,8 +200,8 @@ func (p *pipeline) run(addr string, tags map[int]string, run string, seed int) (
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(20 * time.Second))
 	b := p.bytes(tags, run, seed)
-	if pathsWide {
-		return p.sendAndRead(c, b, true)
+	if pathsWide || pathsBlocking {
+		return p.sendAndRead(c, b, !pathsBlocking)
 	}
 	at := 0
 	for _, s := range append(slices.Clip(p.splits), len(b)) {
@@ -533,6 +534,9 @@ func genPipeline(seed int) *pipeline {
 	}
 	if pathsPublish {
 		publish(p, seed)
+	}
+	if pathsBlocking {
+		blocking(p, seed)
 	}
 	return p
 }
