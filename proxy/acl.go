@@ -161,10 +161,14 @@ func (u *User) apply(r string) error {
 		u.nopass = false
 		u.hashes = append(u.hashes, [sha256.Size]byte(b))
 	case r == "allkeys", r == "~*":
-		u.allKeys = true
+		u.allKeys, u.keys = true, nil
 	case r == "resetkeys":
 		u.allKeys, u.keys = false, nil
 	case strings.HasPrefix(r, "~"):
+		if u.allKeys {
+			// As Redis: the pattern would grant nothing more.
+			return fmt.Errorf("%q: a key pattern after allkeys (~*) has no effect; resetkeys first", r)
+		}
 		u.keys = append(u.keys, r[1:])
 	case r == "allcommands", r == "+@all":
 		u.rules = append(u.rules, aclRule{allow: true, all: true})
