@@ -140,7 +140,7 @@ func aclFields(line string) []string {
 func (u *User) apply(r string) error {
 	switch lr := strings.ToLower(r); lr {
 	case "on", "off", "nopass", "resetpass", "allkeys", "resetkeys", "allcommands", "+@all",
-		"nocommands", "-@all", "reset", "allchannels", "resetchannels":
+		"nocommands", "-@all", "reset", "allchannels", "resetchannels", "sanitize-payload":
 		r = lr
 	}
 	switch {
@@ -188,6 +188,12 @@ func (u *User) apply(r string) error {
 		u.rules = append(u.rules, aclRule{allow: r[0] == '+', name: lowerASCII(r[1:])})
 	case r == "reset":
 		*u = User{name: u.name}
+	case r == "sanitize-payload":
+		// Redis's default for every user, which its ACL SAVE and ACL LIST
+		// write: a file Redis saved loads. RESTORE runs as sluice's
+		// cluster user, whose flags the cluster applies, so this changes
+		// nothing; skip-sanitize-payload, which asks for less checking, is
+		// refused below.
 	case r == "allchannels", r == "&*":
 		u.allChannels, u.channels = true, nil
 	case r == "resetchannels":

@@ -36,6 +36,7 @@ func TestParseUsers(t *testing.T) {
 		"user alice on %R~rate:*",
 		"user alice on #abc",
 		"user alice frobnicate",
+		"user alice on >x ~* +@all skip-sanitize-payload",
 	} {
 		if _, err := proxy.ParseUsers(bad, ""); err == nil {
 			t.Errorf("%q: loaded, want an error", bad)
@@ -50,6 +51,9 @@ func TestParseUsers(t *testing.T) {
 	if _, err := proxy.ParseUsers("user ops on >x ~* +@jsn", ""); err == nil {
 		t.Error("+@jsn: loaded, want an error")
 	}
+	// A line as Redis's ACL SAVE writes it (sanitize-payload: every user
+	// made with reset has it).
+	users(t, "user alice on sanitize-payload #2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b ~* &* +@all", "")
 	if us := users(t, "# a comment\n\nuser alice on >x ~* +@all", ""); us.AuthRequired() {
 		t.Error("a file without a default user: authentication required, want the nopass default user")
 	}
