@@ -614,7 +614,7 @@ type client struct {
 	replyOff, skip bool
 	replyOn        bool        // this command was CLIENT REPLY ON: answered, whatever came before
 	view           *clientView // what CLIENT LIST shows of it
-	left           bool        // no longer counted as connected (gone)
+	left           bool        // no longer counted as connected (leaving)
 }
 
 // newClient names a connection from addr that has begun, counted once

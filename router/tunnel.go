@@ -505,12 +505,7 @@ func (t *Tunnel) unreached(tc *tunnelConn, err error) bool {
 			return false
 		}
 	}
-	tc.done = true
-	g := tc.set
-	if g.home == tc {
-		g.home = nil
-	}
-	g.shards = slices.DeleteFunc(g.shards, func(s *tunnelConn) bool { return s == tc })
+	t.drop(tc)
 	r := errReply("ERR sluice: connection to " + tc.addr + " failed: " + oneLine(err.Error()))
 	for len(tc.fences) > 0 && !t.closed {
 		t.deliver(tc, r, -1)
@@ -782,11 +777,14 @@ func (g *tunnelConns) spare(tc *tunnelConn) bool {
 	return subs == 0 && len(tc.fences) == 0 && tc.hellos == 0 && (tc.last == nil || tc.last.done)
 }
 
-// drop closes tc, a spare connection, and forgets it: the next command
-// that needs its node opens a new one. t.mu is held.
+// drop closes tc, a spare connection or one never made (unreached), and
+// forgets it: the next command that needs its node opens a new one. t.mu
+// is held.
 func (t *Tunnel) drop(tc *tunnelConn) {
 	tc.done = true
-	tc.conn.Close()
+	if tc.conn != nil {
+		tc.conn.Close()
+	}
 	g := tc.set
 	if g.home == tc {
 		g.home = nil
