@@ -123,10 +123,12 @@ type Cluster struct {
 
 	mu     sync.Mutex        // guards shards, backends and idle
 	shards map[string]*shard // by primary address, kept across topologies
-	// forgotten are the shards of primaries that lost their slots, by
+	// forgotten are the faults of primaries that lost their slots, by
 	// address: one that is a primary again goes on counting its faults
-	// from theirs, since INFO and the metrics show them as counters.
-	forgotten   map[string]*shard
+	// from theirs, since INFO and the metrics show them as counters. At
+	// most maxForgotten: where nodes come back at new addresses (a pod
+	// restarted), the old ones would otherwise pile up for good.
+	forgotten   map[string]faults
 	backends    map[string]*backend   // forwarding connections, by node address
 	idle        map[string][]idleConn // connections for blocking commands, between uses
 	scripts     scripts               // loaded or run through sluice, for NOSCRIPT replay
@@ -182,7 +184,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		hot:       newHotSet(cfg),
 		id:        newID(),
 		shards:    map[string]*shard{},
-		forgotten: map[string]*shard{},
+		forgotten: map[string]faults{},
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
 		scripts:   scripts{known: map[string]struct{}{}},

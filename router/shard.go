@@ -279,6 +279,34 @@ func (c *Cluster) fault(s *shard, err error) {
 		zap.String("fallback", c.cfg.Fallback.String()), zap.Error(err))
 }
 
+// maxForgotten bounds Cluster.forgotten.
+const maxForgotten = 256
+
+// faults are what a forgotten shard's counters held.
+type faults struct {
+	errors  int64
+	kinds   map[string]int64
+	lastErr string
+	at      time.Time // when it was forgotten
+}
+
+// forget keeps s's counters for when its address is a primary again,
+// dropping the longest forgotten past maxForgotten. c.mu is held.
+func (c *Cluster) forget(s *shard) {
+	s.mu.Lock()
+	c.forgotten[s.addr] = faults{s.errors, maps.Clone(s.kinds), s.lastErr, time.Now()}
+	s.mu.Unlock()
+	for len(c.forgotten) > maxForgotten {
+		oldest := ""
+		for addr, f := range c.forgotten {
+			if oldest == "" || f.at.Before(c.forgotten[oldest].at) {
+				oldest = addr
+			}
+		}
+		delete(c.forgotten, oldest)
+	}
+}
+
 // refreshTopology reads CLUSTER SLOTS and points every slot at its
 // primary's shard. A shard new to this instance starts healthy.
 func (c *Cluster) refreshTopology(ctx context.Context) {
@@ -329,10 +357,8 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		if s == nil {
 			s = &shard{addr: addr, since: time.Now()}
 			s.healthy.Store(true)
-			if old := c.forgotten[addr]; old != nil {
-				old.mu.Lock()
-				s.errors, s.kinds, s.lastErr = old.errors, maps.Clone(old.kinds), old.lastErr
-				old.mu.Unlock()
+			if old, ok := c.forgotten[addr]; ok {
+				s.errors, s.kinds, s.lastErr = old.errors, old.kinds, old.lastErr
 				delete(c.forgotten, addr)
 			}
 			c.shards[addr] = s
@@ -369,7 +395,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	for addr, s := range c.shards {
 		if !owning[s] {
 			delete(c.shards, addr)
-			c.forgotten[addr] = s
+			c.forget(s)
 		}
 	}
 	for s := range owning {
