@@ -2,8 +2,9 @@ package proxy
 
 import "errors"
 
-// parseInt parses a decimal int64 the way Redis does: an optional '-',
-// digits, nothing else, no overflow.
+// parseInt parses a decimal int64: an optional '-', digits, nothing
+// else, no overflow. Unlike Redis (parseRedisInt, for the commands that
+// must answer as Redis does) it takes leading zeros and "-0".
 func parseInt(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
