@@ -383,7 +383,7 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	conn, br := c.idleConn(pool)
 	if conn == nil {
 		var err error
-		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10); err != nil {
+		if conn, br, err = c.dial(addr, f.resp3, f.readonly, 4<<10, dialTimeout); err != nil {
 			c.blocking.Add(-1)
 			fail([]*forwarded{f}, addr, err)
 			return
@@ -658,9 +658,10 @@ const dialTimeout = time.Second
 
 // dial connects to a node: over TLS and authenticated when the cluster
 // asks for that (ClusterConfig.TLS, Username, Password), in RESP3 when
-// asked, and READONLY (to read from a replica) when asked.
-func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int) (net.Conn, *bufio.Reader, error) {
-	d := &net.Dialer{Timeout: dialTimeout}
+// asked, and READONLY (to read from a replica) when asked. timeout bounds
+// the connecting and the handshake.
+func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int, timeout time.Duration) (net.Conn, *bufio.Reader, error) {
+	d := &net.Dialer{Timeout: timeout}
 	var conn net.Conn
 	var err error
 	if c.cfg.TLS != nil {
@@ -673,7 +674,7 @@ func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int) (net.Conn
 		return nil, nil, err
 	}
 	br := bufio.NewReaderSize(conn, bufSize)
-	conn.SetDeadline(time.Now().Add(dialTimeout))
+	conn.SetDeadline(time.Now().Add(timeout))
 	for _, step := range []struct {
 		on   bool
 		name string
@@ -1292,7 +1293,10 @@ func (b *backend) write() {
 		if b.conn == nil {
 			resp3 := b.resp3 // a pin's client may switch (Pin.Protocol)
 			b.mu.Unlock()
-			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10)
+			// The queued commands wait for the handshake: a hung node
+			// answers them at --forward-timeout, as on the event loops,
+			// not at the handshake's own bound when that is longer.
+			conn, br, err := b.c.dial(b.addr, resp3, b.readonly, 16<<10, min(dialTimeout, b.c.forwardTimeout()))
 			if err == nil {
 				if err = b.c.loadConn(conn, br, b.addr); err != nil {
 					conn.Close()

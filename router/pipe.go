@@ -96,7 +96,7 @@ func (p *Pipe) Addr() string { return p.addr }
 // deadline runs from when they were to be written), and the connection,
 // once made, serves the calls after.
 func (p *Pipe) Dial() (net.Conn, error) {
-	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512)
+	conn, br, err := p.c.dial(p.addr, p.resp3, p.readonly, 512, dialTimeout)
 	if err == nil && p.bucket {
 		// A script call refused NOSCRIPT is decided again on the goroutine
 		// path, while the calls sent after it are decided here: a key's

@@ -435,7 +435,7 @@ func (t *Tunnel) write(tc *tunnelConn, cmd []byte) {
 }
 
 func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
-	conn, br, err := t.c.dial(tc.addr, resp3, false, 16<<10)
+	conn, br, err := t.c.dial(tc.addr, resp3, false, 16<<10, dialTimeout)
 	t.mu.Lock()
 	switch {
 	case t.closed:
