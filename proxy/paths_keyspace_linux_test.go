@@ -31,6 +31,14 @@ func keyspace(p *pipeline, seed int) {
 		cmds = append(cmds, c)
 		inline = append(inline, in)
 	}
+	// A blocking pop of 0 takes the element its RPUSH, just before, put
+	// there; with other generators on, a command may come between them (a
+	// RESP2 subscription refuses the RPUSH, another pop takes the element)
+	// and 0 would then wait for good, on both paths alike.
+	forever := "0"
+	if pathsBlocking || pathsPubSub || pathsWide || pathsPublish {
+		forever = "0.05"
+	}
 	multi := false
 	for i := range p.cmds {
 		if i < end {
@@ -55,7 +63,7 @@ func keyspace(p *pipeline, seed int) {
 				case n == 7 && !multi:
 					k := tag() + "l"
 					add(false, "RPUSH", k, "b")
-					add(in, "BLPOP", tag()+"l", k, "0")
+					add(in, "BLPOP", tag()+"l", k, forever)
 				case n == 8:
 					add(in, "HELLO", strconv.Itoa(2+rng.Intn(2)))
 				case n == 9:
@@ -67,7 +75,7 @@ func keyspace(p *pipeline, seed int) {
 				case n == 12 && !multi:
 					k := tag() + "l"
 					add(false, "RPUSH", k, "m")
-					add(in, "BLMOVE", k, tag()+"l", "RIGHT", "LEFT", "0")
+					add(in, "BLMOVE", k, tag()+"l", "RIGHT", "LEFT", forever)
 				default:
 					add(in, "SET", tag()+"s", "k"+strconv.Itoa(rng.Intn(10)))
 				}
