@@ -323,6 +323,12 @@ func parseAnnounce(a string) (string, int, error) {
 	if err != nil || perr != nil || p <= 0 || p > 65535 || host == "" {
 		return "", 0, fmt.Errorf("the announced address %q is not host:port", a)
 	}
+	// The host goes unquoted into CLUSTER NODES, between separators a
+	// client splits on (' ', ',', '@'): a name must be of the characters
+	// Redis allows in cluster-announce-hostname.
+	if net.ParseIP(host) == nil && strings.TrimLeft(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != "" {
+		return "", 0, fmt.Errorf("the announced host %q is neither an IP address nor a name of letters, digits, '-' and '.'", host)
+	}
 	return host, p, nil
 }
 

@@ -313,7 +313,7 @@ of the --config file, which the command line wins over.
 	}
 	if o.announce != "" {
 		if err := proxy.CheckAnnounce(o.announce); err != nil {
-			return o, fmt.Errorf("--announce must be host:port (a port in 1-65535), not %q", o.announce)
+			return o, fmt.Errorf("--announce must be host:port (a port in 1-65535, a host that is an IP address or a name of letters, digits, '-' and '.'), not %q", o.announce)
 		}
 	}
 	if o.fallbackShare != "auto" {
