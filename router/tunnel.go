@@ -435,7 +435,9 @@ func (t *Tunnel) write(tc *tunnelConn, cmd []byte) {
 }
 
 func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
-	conn, br, err := t.c.dial(tc.addr, resp3, false, 16<<10, dialTimeout)
+	// A subscription waits for the handshake: a hung node answers it at
+	// --forward-timeout, as a forwarded command, when that is shorter.
+	conn, br, err := t.c.dial(tc.addr, resp3, false, 16<<10, min(dialTimeout, t.c.forwardTimeout()))
 	t.mu.Lock()
 	switch {
 	case t.closed:
