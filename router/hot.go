@@ -109,7 +109,13 @@ func newHotSet(cfg ClusterConfig) *hotSet {
 // detected: the background work splits it.
 func (h *hotSet) observe(key string, now int64) *hotKey {
 	hk := (*h.keys.Load())[key]
-	over := h.threshold > 0 && h.counter.Add(key, now) >= h.threshold
+	// A tracked key is counted with detection off too: INFO's rate of it,
+	// and which keys it lists as the busiest, come from the count.
+	var n float64
+	if h.threshold > 0 || hk != nil {
+		n = h.counter.Add(key, now)
+	}
+	over := h.threshold > 0 && n >= h.threshold
 	if hk == nil {
 		declared := h.declared(key)
 		if !over && !declared {
