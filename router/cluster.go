@@ -592,11 +592,15 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 			c.hot.forget(reqs[i].Key)
 		}
 	}
-	if len(subs) > 0 {
-		cmds := make(rueidis.Commands, len(subs))
-		for j, k := range subs {
-			cmds[j] = client.B().Del().Key(k).Build()
+	// A sub-bucket on an unhealthy shard is left to expire, as the calls
+	// to that shard skip the network: the next split has other names.
+	cmds := make(rueidis.Commands, 0, len(subs))
+	for _, k := range subs {
+		if s := topo.ownerOf(k); s == nil || s.healthy.Load() {
+			cmds = append(cmds, client.B().Del().Key(k).Build())
 		}
+	}
+	if len(cmds) > 0 {
 		client.DoMulti(ctx, cmds...)
 	}
 }
