@@ -89,9 +89,9 @@ func ParseUsers(text, requirepass string) (*Users, error) {
 			return nil, fmt.Errorf("ACL file, line %d: user %q defined twice", n+1, f[1])
 		}
 		u := &User{name: f[1]}
-		for _, r := range f[2:] {
+		for i, r := range f[2:] {
 			if err := u.apply(r); err != nil {
-				return nil, fmt.Errorf("ACL file, line %d: %w", n+1, err)
+				return nil, fmt.Errorf("ACL file, line %d, word %d: %w", n+1, i+3, err)
 			}
 		}
 		u.settle()
@@ -156,7 +156,9 @@ func (u *User) apply(r string) error {
 	case strings.HasPrefix(r, "#"):
 		b, err := hex.DecodeString(r[1:])
 		if err != nil || len(b) != sha256.Size {
-			return fmt.Errorf("%q: a password hash is 64 hex digits of its SHA-256", r)
+			// Unquoted, as the rule below: a password mistaken for its
+			// hash would be printed at start and logged at a reload.
+			return errors.New("a password hash (#) is 64 hex digits of its SHA-256")
 		}
 		u.nopass = false
 		u.hashes = append(u.hashes, [sha256.Size]byte(b))
@@ -205,7 +207,7 @@ func (u *User) apply(r string) error {
 		}
 		u.channels = append(u.channels, r[1:])
 	default:
-		return fmt.Errorf("%q: not a rule sluice knows (read or write only key patterns, %%R~ %%W~, and selectors are not enforced, so they are refused)", r)
+		return errors.New("not a rule sluice knows, or a password without its '>' (read or write only key patterns, %R~ %W~, and selectors are not enforced, so they are refused)")
 	}
 	return nil
 }
