@@ -121,6 +121,8 @@ type Cluster struct {
 	live        atomic.Int64  // sluice instances counted by the last heartbeat
 	beatRefused atomic.Bool   // a heartbeat was refused (logged once)
 
+	commandsRefused atomic.Bool // COMMAND was refused (logged once)
+
 	mu     sync.Mutex        // guards shards, backends and idle
 	shards map[string]*shard // by primary address, kept across topologies
 	// forgotten are the faults of primaries that lost their slots, by

@@ -228,11 +228,18 @@ func (c *Cluster) readCommands(ctx context.Context) {
 	if err == nil {
 		specs, err = command.Parse(msg)
 	}
-	if err != nil {
+	switch {
+	case err == nil:
+		c.commands.Store(&specs)
+	case isFault(err):
 		c.log.Debug("reading the cluster's commands", zap.Error(err))
-		return
+	case !c.commandsRefused.Swap(true):
+		// A refusal (NOPERM: a cluster user without COMMAND) lasts, and
+		// is retried at every tick of the loop: said once, where the
+		// default level shows it.
+		c.log.Warn("the cluster refused COMMAND: ordinary commands are answered TRYAGAIN until the cluster user may run it",
+			zap.Error(err))
 	}
-	c.commands.Store(&specs)
 }
 
 // Forward sends each cmds[i] to the primary that owns its slot and stores
