@@ -3,13 +3,15 @@ package router
 import (
 	"fmt"
 	"testing"
+
+	"go.uber.org/zap"
 )
 
 // Primaries that lose their slots leave their counters behind, for when
 // they are primaries again; nodes that come back at new addresses (a
 // restarted pod) must not pile them up for good.
 func TestForgottenPrimariesAreBounded(t *testing.T) {
-	c := &Cluster{forgotten: map[string]faults{}}
+	c := &Cluster{forgotten: map[string]faults{}, log: zap.NewNop()}
 	addr := func(i int) string { return fmt.Sprintf("10.0.%d.%d:6379", i/256, i%256) }
 	const n = maxForgotten + 50
 	for i := range n {

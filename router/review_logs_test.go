@@ -45,3 +45,21 @@ func TestCommandTableRefusedIsOneWarning(t *testing.T) {
 		t.Errorf("the refusal also logged %d times at debug", n)
 	}
 }
+
+// An unhealthy primary whose slots went to another (its replica promoted)
+// is forgotten: without a line saying so, the log leaves its keys decided
+// by the fallback for good, where the new primary decides them.
+func TestUnhealthyPrimaryForgottenIsLogged(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	c := &Cluster{forgotten: map[string]faults{}, log: zap.New(core)}
+	down, up := &shard{addr: "10.0.0.1:6379"}, &shard{addr: "10.0.0.2:6379"}
+	up.healthy.Store(true)
+	c.mu.Lock()
+	c.forget(down)
+	c.forget(up)
+	c.mu.Unlock()
+	got := logs.All()
+	if len(got) != 1 || got[0].ContextMap()["shard"] != down.addr {
+		t.Fatalf("logged %v, want one line naming the unhealthy primary %s", got, down.addr)
+	}
+}

@@ -295,7 +295,14 @@ type faults struct {
 func (c *Cluster) forget(s *shard) {
 	s.mu.Lock()
 	c.forgotten[s.addr] = faults{s.errors, maps.Clone(s.kinds), s.lastErr, time.Now()}
+	down := time.Since(s.since)
 	s.mu.Unlock()
+	if !s.healthy.Load() {
+		// Its "healthy again" never comes: this is the end of the outage
+		// it logged, for its keys.
+		c.log.Info("unhealthy shard no longer owns slots: its keys are decided by their new primary",
+			zap.String("shard", s.addr), zap.Duration("after", down))
+	}
 	for len(c.forgotten) > maxForgotten {
 		oldest := ""
 		for addr, f := range c.forgotten {
