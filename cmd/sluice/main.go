@@ -499,6 +499,8 @@ func newLogger(o options, w io.Writer) (*zap.Logger, error) {
 		encoder = zapcore.NewJSONEncoder(enc)
 	} else {
 		enc.EncodeLevel = zapcore.CapitalLevelEncoder
+		// For a reader: "after": "3.6s", where a bare 3.6 names no unit.
+		enc.EncodeDuration = zapcore.StringDurationEncoder
 		encoder = zapcore.NewConsoleEncoder(enc)
 	}
 	return zap.New(zapcore.NewCore(encoder, zapcore.AddSync(w), level)), nil
