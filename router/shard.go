@@ -255,6 +255,10 @@ func (c *Cluster) fault(s *shard, err error) {
 	if s == nil {
 		return
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The goroutine path's deadline, said as the loops say theirs.
+		err = fmt.Errorf("no reply within the timeout (%v)", c.cfg.Timeout)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.errors++
