@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/router/glob"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
@@ -195,6 +196,16 @@ func (h *hotSet) drop(keep func(*hotKey) bool) {
 	if len(m) != len(old) {
 		h.keys.Store(&m)
 	}
+}
+
+// logLevel is that of hk's split and cooling lines: a detected key's are
+// news; a pattern of --hot-keys may match a key per user, each split when
+// first asked and cooled when left, a line each at info.
+func (hk *hotKey) logLevel() zapcore.Level {
+	if hk.declared {
+		return zapcore.DebugLevel
+	}
+	return zapcore.InfoLevel
 }
 
 func newHotKey(key string, declared bool) *hotKey {

@@ -90,7 +90,7 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 		c.log.Debug("hot key split not ended", zap.String("key", hk.key), zap.Error(err))
 	}
 	if ended {
-		c.log.Info("hot key cooled: one bucket again when its split lapses", zap.String("key", hk.key),
+		c.log.Log(hk.logLevel(), "hot key cooled: one bucket again when its split lapses", zap.String("key", hk.key),
 			zap.Duration("lapses_in", time.Duration(max(st.until-time.Now().UnixNano(), 0))))
 	}
 }
@@ -246,7 +246,7 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	hk.held.Store(false)
 	switch {
 	case old == nil:
-		c.log.Info("hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
+		c.log.Log(hk.logLevel(), "hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
 			zap.Strings("tags", sp.Tags), zap.Float64("decisions_per_sec", hk.rateNow()))
 	case held:
 		c.log.Info("hot key split taken up after its parent's shard came back", zap.String("key", hk.key),
