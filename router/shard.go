@@ -255,8 +255,10 @@ func (c *Cluster) fault(s *shard, err error) {
 	if s == nil {
 		return
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		// The goroutine path's deadline, said as the loops say theirs.
+	if errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*net.OpError)) {
+		// The goroutine path's deadline, said as the loops say theirs; a
+		// dial's timeout (which errors.Is takes for a context's) had its
+		// own bound, and names its address.
 		err = fmt.Errorf("no reply within the timeout (%v)", c.cfg.Timeout)
 	}
 	s.mu.Lock()
