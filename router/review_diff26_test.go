@@ -3,10 +3,14 @@ package router
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
 // A new connection that times out connecting (the forwarding and
@@ -33,5 +37,40 @@ func TestDialTimeoutFaultKeepsItsError(t *testing.T) {
 	if s.healthy.Load() || s.lastErr != derr.Error() || s.kinds["timeout"] != 1 {
 		t.Fatalf("after a dial timeout: healthy %v, last error %q, kinds %v; want unhealthy, %q, one timeout",
 			s.healthy.Load(), s.lastErr, s.kinds, derr.Error())
+	}
+}
+
+// A hung shard's probe, unanswered within the backend timeout, is the
+// same fault as the call that marked it: INFO's last error goes on
+// saying no reply within the timeout, not Go's "context deadline
+// exceeded" from the first probe on (100 ms later).
+func TestHungShardProbeErrorSaysNoReply(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	r := NewCluster(ClusterConfig{Seeds: c.Addrs(), Timeout: 100 * time.Millisecond, HotThreshold: -1, Logger: zap.NewNop()})
+	t.Cleanup(r.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.WaitConnected(ctx); err != nil {
+		t.Fatal(err)
+	}
+	iv, err := bucket.Limit{Capacity: 10, Refill: 1, Period: 1_000_000}.Interval()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Nodes[0].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Nodes[0].Resume()
+	r.Decide(ctx, []Request{{Key: "hung", Interval: iv, Cost: 1}}, make([]Result, 1))
+	s := r.topo.Load().ownerOf(KeyPrefix + "hung")
+	if s == nil || s.healthy.Load() {
+		t.Fatal("the paused shard is not unhealthy")
+	}
+	r.probe(ctx, time.Now().Add(time.Hour))
+	s.mu.Lock()
+	last := s.lastErr
+	s.mu.Unlock()
+	if !strings.Contains(last, "no reply within the timeout") {
+		t.Fatalf("after a probe of the paused shard its last error is %q, want no reply within the timeout", last)
 	}
 }

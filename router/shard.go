@@ -255,12 +255,7 @@ func (c *Cluster) fault(s *shard, err error) {
 	if s == nil {
 		return
 	}
-	if errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*net.OpError)) {
-		// The goroutine path's deadline, said as the loops say theirs; a
-		// dial's timeout (which errors.Is takes for a context's) had its
-		// own bound, and names its address.
-		err = fmt.Errorf("no reply within the timeout (%v)", c.cfg.Timeout)
-	}
+	err = c.noReply(err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.errors++
@@ -283,6 +278,17 @@ func (c *Cluster) fault(s *shard, err error) {
 	s.nextProbe = s.since.Add(s.backoff)
 	c.log.Warn("shard unhealthy: deciding its keys by fallback", zap.String("shard", s.addr),
 		zap.String("fallback", c.cfg.Fallback.String()), zap.Error(err))
+}
+
+// noReply is err as a shard's error: the goroutine path's deadline (a
+// call's or a probe's, both the backend timeout), said as the loops say
+// theirs. A dial's timeout, which errors.Is takes for a context's, had its
+// own bound, and names its address.
+func (c *Cluster) noReply(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*net.OpError)) {
+		return fmt.Errorf("no reply within the timeout (%v)", c.cfg.Timeout)
+	}
+	return err
 }
 
 // maxForgotten bounds Cluster.forgotten.
@@ -619,7 +625,7 @@ wait:
 		// An error that is no fault (NOPERM, of a cluster user allowed
 		// only the buckets' keys) is the shard answering: healthy.
 		if err := errs[i]; err != nil && isFault(err) {
-			s.lastErr = err.Error()
+			s.lastErr = c.noReply(err).Error()
 			s.backoff = min(2*s.backoff, 8*c.cfg.ProbeInterval)
 			s.nextProbe = time.Now().Add(s.backoff)
 			c.stale.Store(true)
