@@ -281,9 +281,9 @@ func (c *Cluster) fault(s *shard, err error) {
 }
 
 // noReply is err as a shard's error: the goroutine path's deadline (a
-// call's or a probe's, both the backend timeout), said as the loops say
-// theirs. A dial's timeout, which errors.Is takes for a context's, had its
-// own bound, and names its address.
+// call's or a probe's, both the backend timeout), in the loops' words,
+// with the timeout. A dial's timeout, which errors.Is takes for a
+// context's, had its own bound, and names its address.
 func (c *Cluster) noReply(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) && !errors.As(err, new(*net.OpError)) {
 		return fmt.Errorf("no reply within the timeout (%v)", c.cfg.Timeout)
