@@ -54,6 +54,10 @@ type hotKey struct {
 	maxParts atomic.Int64
 
 	split atomic.Pointer[splitState] // nil until the marker is known
+	// renewed names the last split this instance renewed as a key it
+	// found hot: once the key cools, INFO still tells that split, until
+	// it lapses, from another instance's.
+	renewed atomic.Pointer[string]
 	// held: the split is in use past its end, because the parent's shard
 	// was down when it was to be renewed; until the shard is back and the
 	// split taken up again (or found replaced), no call goes to the parent.

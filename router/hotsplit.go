@@ -244,6 +244,9 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	}
 	hk.setSplit(sp, sent)
 	hk.held.Store(false)
+	if r.N > 0 {
+		hk.renewed.Store(&sp.Gen)
+	}
 	switch {
 	case old == nil:
 		c.log.Log(hk.logLevel(), "hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),

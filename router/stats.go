@@ -119,13 +119,14 @@ func (h *hotSet) stats(now int64) (int, []HotKeyStats) {
 	var out []HotKeyStats
 	for _, hk := range all[:min(len(all), hotStatsKeys)] {
 		st := HotKeyStats{Key: hk.key, State: "following", Rate: hk.rateNow()}
+		sp, own := hk.split.Load(), hk.renewed.Load()
 		switch {
 		case hk.declared:
 			st.State = "declared"
-		case hk.detected.Load():
+		case hk.detected.Load(), sp != nil && own != nil && *own == sp.gen:
 			st.State = "detected"
 		}
-		if sp := hk.split.Load(); sp != nil && (now < sp.until || hk.held.Load()) {
+		if sp != nil && (now < sp.until || hk.held.Load()) {
 			st.SubBuckets, st.SplitLeft = len(sp.tags), time.Duration(max(sp.until-now, 0))
 			st.Held = hk.held.Load()
 		}
