@@ -198,7 +198,8 @@ func writeStats(b *strings.Builder, st router.Stats) {
 		fmt.Fprintf(b, "shard%d:addr=%s,state=%s,since=%s,errors=%d,last_error=%s\r\n", i, sh.Addr, state,
 			sh.Since.UTC().Format(time.RFC3339), sh.Errors, strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(sh.LastError))
 	}
-	fmt.Fprintf(b, "hot_threshold:%.0f\r\n", c.HotThreshold)
+	// Detection off is negative in the router, 0 in --hot-threshold.
+	fmt.Fprintf(b, "hot_threshold:%.0f\r\n", max(c.HotThreshold, 0))
 	fmt.Fprintf(b, "hot_keys:%d\r\n", c.HotKeys)
 	for i, hk := range c.Hot {
 		held := 0
