@@ -202,9 +202,10 @@ func (h *hotSet) drop(keep func(*hotKey) bool) {
 	}
 }
 
-// logLevel is that of hk's split and cooling lines: a detected key's are
-// news; a pattern of --hot-keys may match a key per user, each split when
-// first asked and cooled when left, a line each at info.
+// logLevel is that of hk's lines when it splits, cools or is taken up
+// after an outage: a detected key's are news; a pattern of --hot-keys may
+// match a key per user, each split when first asked and cooled when left,
+// a line each at info.
 func (hk *hotKey) logLevel() zapcore.Level {
 	if hk.declared {
 		return zapcore.DebugLevel

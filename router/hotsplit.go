@@ -252,7 +252,7 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 		c.log.Log(hk.logLevel(), "hot key split", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
 			zap.Strings("tags", sp.Tags), zap.Float64("decisions_per_sec", hk.rateNow()))
 	case held:
-		c.log.Info("hot key split taken up after its parent's shard came back", zap.String("key", hk.key),
+		c.log.Log(hk.logLevel(), "hot key split taken up after its parent's shard came back", zap.String("key", hk.key),
 			zap.Bool("same_split", sp.Gen == old.gen))
 	}
 }
