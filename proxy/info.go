@@ -199,7 +199,7 @@ func writeStats(b *strings.Builder, st router.Stats) {
 			sh.Since.UTC().Format(time.RFC3339), sh.Errors, strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(sh.LastError))
 	}
 	// Detection off is negative in the router, 0 in --hot-threshold.
-	fmt.Fprintf(b, "hot_threshold:%.0f\r\n", max(c.HotThreshold, 0))
+	fmt.Fprintf(b, "hot_threshold:%s\r\n", strconv.FormatFloat(max(c.HotThreshold, 0), 'f', -1, 64))
 	fmt.Fprintf(b, "hot_keys:%d\r\n", c.HotKeys)
 	for i, hk := range c.Hot {
 		held := 0

@@ -17,3 +17,12 @@ func TestInfoHotThresholdOffIsZero(t *testing.T) {
 		t.Fatalf("detection off: %q, want hot_threshold:0", got)
 	}
 }
+
+// A threshold under one decision a second is a threshold, not "off".
+func TestInfoHotThresholdFraction(t *testing.T) {
+	var b strings.Builder
+	writeStats(&b, router.Stats{Cluster: &router.ClusterStats{HotThreshold: 0.4}})
+	if got := b.String(); !strings.Contains(got, "\r\nhot_threshold:0.4\r\n") {
+		t.Fatalf("a threshold of 0.4: %q, want hot_threshold:0.4", got)
+	}
+}
