@@ -7,7 +7,7 @@ CLUSTER_DIR := .cluster
 # Tests that need a real Redis Cluster fail instead of skipping.
 export SLUICE_REQUIRE_REDIS := 1
 
-.PHONY: test deps vet fmt-check cluster cluster-stop fuzz bench bench-hot soak
+.PHONY: test deps vet fmt-check cluster cluster-stop fuzz cross bench bench-hot soak
 
 # deps installs what the tests use when it is missing (TestCompat and
 # TestRedisBenchmarkSuite fail without it under make test). The Node
@@ -40,6 +40,12 @@ vet:
 # admission) should not compete with each other for two cores.
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -p 1 -timeout 9m ./...
+
+# The binary on the systems without event loops (the goroutine path):
+# not in make test, whose minutes it would cost on a cold cache.
+cross:
+	GOOS=darwin $(GO) build -o /dev/null ./cmd/sluice
+	GOOS=windows $(GO) build -o /dev/null ./cmd/sluice
 
 # Short fuzzing runs of every parser; the corpora live in testdata/.
 fuzz:

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluice-rl/sluice/router"
@@ -256,16 +255,12 @@ func residentBytes() (int64, bool) {
 // infoCPU reports the process's CPU time as Redis does, so a benchmark can
 // set sluice's cost per decision beside the shards'.
 func (s *Server) infoCPU(b *strings.Builder) {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+	sys, user, ok := processCPU()
+	if !ok {
 		return
 	}
-	fmt.Fprintf(b, "used_cpu_sys:%.6f\r\n", seconds(ru.Stime))
-	fmt.Fprintf(b, "used_cpu_user:%.6f\r\n", seconds(ru.Utime))
-}
-
-func seconds(tv syscall.Timeval) float64 {
-	return float64(tv.Sec) + float64(tv.Usec)/1e6
+	fmt.Fprintf(b, "used_cpu_sys:%.6f\r\n", sys.Seconds())
+	fmt.Fprintf(b, "used_cpu_user:%.6f\r\n", user.Seconds())
 }
 
 // With a cluster behind it, INFO's Keyspace section sums the primaries'
