@@ -871,7 +871,13 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 		}
 		elems = ordered
 	}
-	out := appendArrayHeader(nil, len(elems))
+	// Sized once: grown by append, an MGET of 30 MB of values allocated
+	// about five times that on its way.
+	size := 24
+	for _, e := range elems {
+		size += len(e)
+	}
+	out := appendArrayHeader(make([]byte, 0, size), len(elems))
 	for _, e := range elems {
 		out = append(out, e...)
 	}

@@ -185,7 +185,11 @@ func (p *Pipe) Sent(now time.Time) {
 
 // ReadBuf is where the next read from the node goes, at least n bytes.
 func (p *Pipe) ReadBuf(n int) []byte {
-	p.in = slices.Grow(p.in, n)
+	if cap(p.in)-len(p.in) < n {
+		// Doubled while a big reply arrives: grown by n at a time
+		// (append's 1.25x), a reply of a MB allocated five times its size.
+		p.in = slices.Grow(p.in, max(n, len(p.in)))
+	}
 	return p.in[len(p.in):cap(p.in)]
 }
 
@@ -198,7 +202,11 @@ func (p *Pipe) Feed(n int) error {
 	p.src.Reset(p.in)
 	p.br.Reset(&p.src)
 	used := 0
-	for used < len(p.in) && p.scan.Whole(p.in[used:]) > 0 {
+	for used < len(p.in) {
+		size := p.scan.Whole(p.in[used:])
+		if size == 0 {
+			break
+		}
 		if cap(p.arena)-len(p.arena) < minArenaLeft {
 			// A reply that does not fit in what is left is allocated on
 			// its own; were the arena kept until it is exactly full, a
@@ -206,7 +214,12 @@ func (p *Pipe) Feed(n int) error {
 			p.arena = make([]byte, 0, arenaSize)
 		}
 		at := len(p.arena)
-		r, err := reply.Read(p.br, p.arena[at:at:cap(p.arena)])
+		dst := p.arena[at:at:cap(p.arena)]
+		if size > cap(dst) {
+			// Its size is known (it is all here): allocated once.
+			dst = make([]byte, 0, size)
+		}
+		r, err := reply.Read(p.br, dst)
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
 		}

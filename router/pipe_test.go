@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -412,5 +414,35 @@ func BenchmarkPipeFeedBigArray(b *testing.B) {
 		if len(got) != 1 || len(got[0]) != len(big) {
 			b.Fatalf("%d replies", len(got))
 		}
+	}
+}
+
+// A big reply read 64 KiB at a time costs the pipe a few times its size
+// (the read buffer, doubled as it fills: about twice the reply in all;
+// the reply, allocated once at its size), not the eight times that growth
+// by each read made it.
+func TestPipeBigReplyAllocatesAFewTimesItsSize(t *testing.T) {
+	const size = 8 << 20
+	stream := []byte("$" + strconv.Itoa(size) + "\r\n" + strings.Repeat("x", size) + "\r\n")
+	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	var got []string
+	p.send(answered("GET", 1, &got))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for len(stream) > 0 {
+		n := min(len(stream), 64<<10)
+		if err := p.Feed(copy(p.ReadBuf(n), stream[:n])); err != nil {
+			t.Fatal(err)
+		}
+		stream = stream[n:]
+	}
+	runtime.ReadMemStats(&after)
+	if len(got) != 1 || len(got[0]) != size+len("$8388608\r\n\r\n") {
+		t.Fatalf("%d answers", len(got))
+	}
+	// The answer's string copy is the test's own: size more. Measured:
+	// 4.4 times the size (5.3 under -race), where it was 9.5.
+	if n := after.TotalAlloc - before.TotalAlloc; n > 7*size {
+		t.Fatalf("allocated %d bytes for a reply of %d", n, size)
 	}
 }

@@ -30,8 +30,9 @@ const (
 	// on, with every other client's command on it.
 	maxDepth = 8192
 
-	// chunk is the most dst grows ahead of the bytes that fill it, so a
-	// declared length costs memory only as its bytes arrive.
+	// chunk is the least dst grows by ahead of the bytes that fill it; it
+	// grows by at most what it holds, so a declared length costs memory
+	// only as its bytes arrive (at most twice what arrived).
 	chunk = 64 << 10
 
 	// maxLen keeps length arithmetic (2n+1 elements of an attribute, n+2
@@ -172,7 +173,12 @@ func readLine(r *bufio.Reader, dst []byte) ([]byte, error) {
 func readN(r *bufio.Reader, dst []byte, n int64) ([]byte, error) {
 	for n > 0 {
 		k := int(min(n, chunk))
-		dst = slices.Grow(dst, k)
+		if cap(dst)-len(dst) < k {
+			// At least doubled, as far as the declared length: grown by
+			// a chunk at a time (append's 1.25x for big slices), a bulk
+			// of a MB allocated about five times its size.
+			dst = slices.Grow(dst, int(min(n, max(chunk, int64(len(dst))))))
+		}
 		got, err := io.ReadFull(r, dst[len(dst):len(dst)+k])
 		dst = dst[:len(dst)+got]
 		if err != nil {
