@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -673,6 +674,12 @@ func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int, timeout t
 	var err error
 	if c.cfg.TLS != nil {
 		conn, err = tls.DialWithDialer(d, "tcp", addr, c.cfg.TLS)
+		if err == context.DeadlineExceeded {
+			// A handshake out of the dial's time is said with a context's
+			// bare error, which fault would take for a call's deadline and
+			// word as the backend timeout, without the address.
+			err = fmt.Errorf("tls handshake with %s: %w", addr, os.ErrDeadlineExceeded)
+		}
 	} else {
 		conn, err = d.Dial("tcp", addr)
 	}
