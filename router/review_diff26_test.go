@@ -40,10 +40,11 @@ func TestDialTimeoutFaultKeepsItsError(t *testing.T) {
 	}
 }
 
-// A hung shard's probe, unanswered within the backend timeout, is the
-// same fault as the call that marked it: INFO's last error goes on
-// saying no reply within the timeout, not Go's "context deadline
-// exceeded" from the first probe on (100 ms later).
+// A hung shard's error, in its log line and INFO, says what happened in
+// an operator's words, as the loops say it, on the goroutine path too:
+// not Go's "context deadline exceeded". Its probe, unanswered within the
+// backend timeout, is the same fault as the call that marked it: the
+// last error goes on saying so from the first probe on (100 ms later).
 func TestHungShardProbeErrorSaysNoReply(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
 	r := NewCluster(ClusterConfig{Seeds: c.Addrs(), Timeout: 100 * time.Millisecond, HotThreshold: -1, Logger: zap.NewNop()})
@@ -66,9 +67,15 @@ func TestHungShardProbeErrorSaysNoReply(t *testing.T) {
 	if s == nil || s.healthy.Load() {
 		t.Fatal("the paused shard is not unhealthy")
 	}
-	r.probe(ctx, time.Now().Add(time.Hour))
 	s.mu.Lock()
 	last := s.lastErr
+	s.mu.Unlock()
+	if !strings.Contains(last, "no reply within the timeout") {
+		t.Fatalf("the call that found the shard hung left its last error %q, want no reply within the timeout", last)
+	}
+	r.probe(ctx, time.Now().Add(time.Hour))
+	s.mu.Lock()
+	last = s.lastErr
 	s.mu.Unlock()
 	if !strings.Contains(last, "no reply within the timeout") {
 		t.Fatalf("after a probe of the paused shard its last error is %q, want no reply within the timeout", last)
