@@ -240,8 +240,13 @@ func (p *Pipe) Feed(n int) error {
 	}
 	rest := copy(p.in, p.in[used:])
 	p.in = p.in[:rest]
-	if rest == 0 && cap(p.in) > 64<<10 {
+	switch {
+	case rest == 0 && cap(p.in) > 64<<10:
 		p.in = nil
+	case cap(p.in) > 256<<10 && rest < cap(p.in)/8:
+		// A big reply's buffer, and the start of the next reply: kept
+		// as it is, it would stay while the connection stays busy.
+		p.in = append(make([]byte, 0, max(2*rest, 64<<10)), p.in...)
 	}
 	// src would hold on to in's array (a big reply's) until the node next
 	// sends, for good on a connection left idle.
