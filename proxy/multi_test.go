@@ -422,6 +422,16 @@ func primaryOf(t *testing.T, c *clustertest.Cluster, key string) *clustertest.No
 	return n
 }
 
+// nameOn is the first of prefix0, prefix1, ... whose slot n owns.
+func nameOn(t *testing.T, c *clustertest.Cluster, n *clustertest.Node, prefix string) string {
+	t.Helper()
+	for i := 0; ; i++ {
+		if name := fmt.Sprintf("%s%d", prefix, i); primaryOf(t, c, name) == n {
+			return name
+		}
+	}
+}
+
 // otherPrimary is a primary of c's first two other than n: where a test
 // moves a slot of n's.
 func otherPrimary(c *clustertest.Cluster, n *clustertest.Node) *clustertest.Node {

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // A RESP3 client's command to a paused primary, on the goroutine path,
@@ -25,17 +23,7 @@ func TestForwardToHungNodeDialBoundedByForwardTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	victim := c.Nodes[0]
-	var key string
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("k%d", i)
-		n, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == victim {
-			key = k
-		}
-	}
+	key := nameOn(t, c, victim, "k")
 	const forward = 200 * time.Millisecond
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ForwardTimeout: forward, HotThreshold: -1})
 	cl := goredis.NewClient(&goredis.Options{Addr: serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: -1}), Protocol: 3, MaxRetries: -1})
@@ -66,17 +54,7 @@ func TestSubscribeToHungNodeDialBoundedByForwardTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	victim := c.Nodes[0]
-	var ch string
-	for i := 0; ch == ""; i++ {
-		k := fmt.Sprintf("ch%d", i)
-		n, err := c.Primary(ctx, slot.Of(k))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == victim {
-			ch = k
-		}
-	}
+	ch := nameOn(t, c, victim, "ch")
 	const forward = 200 * time.Millisecond
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ForwardTimeout: forward, HotThreshold: -1})
 	var cls []*goredis.Client
