@@ -122,9 +122,11 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			r.fwd = r.fwd[:it.first]
 			return errRouteAgain
 		}
-		if spec.Name == "script|flush" {
+		if spec.Name == "script|flush" && flushes(args) {
 			// Now, not once flushed: an EVALSHA pipelined behind it, meeting
-			// a primary already flushed, must not be replayed.
+			// a primary already flushed, must not be replayed. One the
+			// primaries refuse (an option other than ASYNC or SYNC) flushes
+			// nothing there, and sluice forgets nothing.
 			s.cfg.Forwarder.ForgetScripts()
 		}
 		if spec.Name == "script|load" {
@@ -141,6 +143,13 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 	r.queueItem(c, it)
 	c.offPinSent()
 	return nil
+}
+
+// flushes reports whether a node runs SCRIPT FLUSH args, as Redis's
+// scriptCommand takes them: no option, or ASYNC or SYNC alone.
+func flushes(args [][]byte) bool {
+	return len(args) == 2 || len(args) == 3 &&
+		(strings.EqualFold(string(args[2]), "async") || strings.EqualFold(string(args[2]), "sync"))
 }
 
 // A SCAN cursor of sluice's carries the primary being scanned in its low
