@@ -595,7 +595,16 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		// Serve cluster decisions from the first request when the cluster
 		// is up; when it is not, serve by the fallback policy meanwhile.
 		wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if err := c.WaitConnected(wctx); err != nil {
+		err = c.WaitConnected(wctx)
+		if ctx.Err() != nil {
+			// SIGTERM or SIGINT ended the wait: nothing is served yet,
+			// so nothing is owed. The cluster was not found unreachable,
+			// and "sluice started" would not be true.
+			cancel()
+			log.Info("sluice stopped before serving: signalled while waiting for the cluster")
+			return 0
+		}
+		if err != nil {
 			fields := []zap.Field{zap.String("cluster", o.cluster), zap.String("fallback", o.fallback), zap.Error(err)}
 			if hint := o.tls.resetHint(clusterTLS); hint != "" && resetAtConnect(err) {
 				fields = append(fields, zap.String("hint", hint))
