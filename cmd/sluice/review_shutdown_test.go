@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -56,5 +57,23 @@ func TestSignalWhileWaitingForTheClusterStopsBeforeServing(t *testing.T) {
 		case "sluice started", "cluster not reachable yet: answering by the fallback policy until it is":
 			t.Errorf("logged %q after the SIGTERM came while starting; log: %q", msg, msgs)
 		}
+	}
+}
+
+// A --client-output-buffer-limit whose soft seconds do not fit is told the
+// bound it passed, not "must be 0 or more", which it is.
+func TestOutputLimitSecondsTooBigExplained(t *testing.T) {
+	var l outputLimit
+	err := l.Set("normal 0 0 99999999999")
+	if err == nil || !strings.Contains(err.Error(), "2147483647") {
+		t.Errorf("Set(normal 0 0 99999999999): %v; want an error naming the bound, 2147483647", err)
+	}
+	for _, v := range []string{"normal 0 0 -1", "normal 0 0 x"} {
+		if err := l.Set(v); err == nil || !strings.Contains(err.Error(), "from 0 to 2147483647") {
+			t.Errorf("Set(%s): %v; want an error naming the range", v, err)
+		}
+	}
+	if err := l.Set("normal 0 0 2147483647"); err != nil {
+		t.Errorf("Set(normal 0 0 2147483647): %v", err)
 	}
 }

@@ -74,7 +74,8 @@ func (l *outputLimit) Set(v string) error {
 	}
 	secs, err := strconv.ParseInt(f[3], 10, 32)
 	if err != nil || secs < 0 {
-		return errors.New("the soft limit's seconds must be 0 or more")
+		// Not "0 or more" alone: a number too big for 32 bits is that.
+		return fmt.Errorf("the soft limit's seconds must be a whole number from 0 to %d, not %q", math.MaxInt32, f[3])
 	}
 	*l = outputLimit{Hard: int64(hard), Soft: int64(soft), SoftFor: time.Duration(secs) * time.Second}
 	return nil
