@@ -133,9 +133,12 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			// Only a script the primaries loaded: one that does not
 			// compile, replayed as EVAL, would answer its compile error
 			// where Redis answers NOSCRIPT. (post sees no error reply.)
+			// Not one a SCRIPT FLUSH sent behind it flushed (gen, read
+			// now, in its client's order).
 			body := bytes.Clone(args[2]) // args are the client's input, reused
+			gen := s.cfg.Forwarder.ScriptsGen()
 			it.post = func(p []byte) []byte {
-				s.cfg.Forwarder.RememberScript(body)
+				s.cfg.Forwarder.RememberScript(body, gen)
 				return p
 			}
 		}

@@ -35,7 +35,11 @@ type Forwarder interface {
 	Primaries() []int
 	// RememberScript keeps a script loaded through sluice, to replay an
 	// EVALSHA of it as EVAL on a node that lost it.
-	RememberScript(body []byte)
+	// gen is ScriptsGen read as the SCRIPT LOAD was sent.
+	RememberScript(body []byte, gen uint64)
+	// ScriptsGen is the generation of the scripts remembered, which
+	// ForgetScripts changes (Forward.ScriptsGen).
+	ScriptsGen() uint64
 	// ForgetScripts forgets every script remembered: SCRIPT FLUSH went
 	// through sluice.
 	ForgetScripts()
@@ -215,9 +219,16 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 			return errRouteAgain
 		}
 	}
+	var scriptsGen uint64
+	if spec.Name == "eval" || spec.Name == "eval_ro" {
+		// Read now, in its client's order: a SCRIPT FLUSH the client
+		// sent behind it flushes what it ran, answered or not.
+		scriptsGen = s.cfg.Forwarder.ScriptsGen()
+	}
 	for k := it.first; k < len(r.fwd); k++ {
 		r.fwd[k].Pin = c.pin
 		r.fwd[k].ReadOnly = spec.Has("readonly")
+		r.fwd[k].ScriptsGen = scriptsGen
 	}
 	r.queueItem(c, it)
 	return nil

@@ -67,6 +67,9 @@ type Forward struct {
 	// keys), the primary is one of sluice's choosing, checked by a slot
 	// of it.
 	Primary bool
+	// ScriptsGen is Cluster.ScriptsGen read as an EVAL's client sent it:
+	// one answered after a SCRIPT FLUSH sent behind it is not remembered.
+	ScriptsGen uint64
 }
 
 // Blocked is a blocking command in flight on a connection of its own.
@@ -264,7 +267,7 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 	for i := range cmds {
 		b.idx[i] = i
 		f := &fs[i]
-		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, batch: b, i: i}
+		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, batch: b, i: i}
 		addr := cmds[i].Addr
 		if cmds[i].Primary && f.slot == AnySlot && addr == "" && f.pin == nil {
 			// A keyless command that may write: to a primary of sluice's
@@ -779,6 +782,8 @@ type forwarded struct {
 	// the last; ran is the command's own, the answer.
 	check bool
 	ran   []byte
+	// scriptsGen is Forward.ScriptsGen.
+	scriptsGen uint64
 }
 
 // fwdBatch is the commands of one Forward call.
@@ -950,7 +955,7 @@ func (f *forwarded) answer(r []byte) {
 		// EVALSHA of it, sent where its keys are, may meet a primary
 		// that never ran it.
 		if body, ok := evalBody(f.cmd); ok && (r[0] != '-' || raisedBy(r, body)) {
-			f.c.rememberRan(body)
+			f.c.rememberRan(body, f.scriptsGen)
 		}
 	}
 	f.finish(r)

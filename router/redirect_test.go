@@ -49,10 +49,10 @@ func BenchmarkRememberScriptKnown(b *testing.B) {
 	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}})
 	defer c.Close()
 	body := []byte(strings.Repeat("local v = redis.call('GET', KEYS[1]) ", 16))
-	c.rememberRan(body)
+	c.rememberRan(body, 0)
 	b.ReportAllocs()
 	for b.Loop() {
-		c.rememberRan(body)
+		c.rememberRan(body, 0)
 	}
 }
 

@@ -60,6 +60,11 @@ type scripts struct {
 	loads     map[string]string
 	loadBytes int
 	loadCmds  []byte
+	// gen counts the flushes (ForgetScripts): a script loaded or run by a
+	// command sent before a flush, answered after it, was flushed, and is
+	// not stored (RememberScript, rememberRan take the gen read as their
+	// command was sent).
+	gen uint64
 }
 
 // scriptOp is a store (sha and body), a flush, or a lookup (sha and found).
@@ -73,10 +78,14 @@ type scriptOp struct {
 // that an EVALSHA of it that meets a node without it, through any
 // instance, is replayed as EVAL, as rueidis does for its own scripts. It
 // is stored at every load: one run by EVAL elsewhere may have been
-// flushed since.
-func (c *Cluster) RememberScript(body []byte) {
+// flushed since. gen is ScriptsGen read as the SCRIPT LOAD was sent: a
+// SCRIPT FLUSH sent after it flushed it.
+func (c *Cluster) RememberScript(body []byte, gen uint64) {
 	c.scripts.mu.Lock()
 	defer c.scripts.mu.Unlock()
+	if gen != c.scripts.gen {
+		return
+	}
 	sha, text := shaOf(body), string(body)
 	c.scripts.load(sha, text)
 	c.queueScript(scriptOp{sha: sha, body: text})
@@ -165,8 +174,18 @@ func (c *Cluster) loadConn(conn net.Conn, br *bufio.Reader, addr string) error {
 	return nil
 }
 
-// rememberRan keeps a script run by EVAL, as RememberScript does, once.
-func (c *Cluster) rememberRan(body []byte) {
+// ScriptsGen is the generation of the scripts remembered, which
+// ForgetScripts changes: RememberScript and Forward.ScriptsGen take it.
+func (c *Cluster) ScriptsGen() uint64 {
+	c.scripts.mu.RLock()
+	defer c.scripts.mu.RUnlock()
+	return c.scripts.gen
+}
+
+// rememberRan keeps a script run by EVAL, as RememberScript does, once,
+// unless a SCRIPT FLUSH was sent after the EVAL (gen, ScriptsGen read as
+// it was sent, is past).
+func (c *Cluster) rememberRan(body []byte, gen uint64) {
 	s := &c.scripts
 	s.mu.RLock()
 	_, ok := s.known[string(body)]
@@ -176,7 +195,7 @@ func (c *Cluster) rememberRan(body []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.known[string(body)]; ok || len(s.known) >= maxScripts {
+	if _, ok := s.known[string(body)]; ok || len(s.known) >= maxScripts || gen != s.gen {
 		return
 	}
 	text, sha := string(body), shaOf(body)
@@ -191,6 +210,7 @@ func (c *Cluster) ForgetScripts() {
 	c.scripts.mu.Lock()
 	defer c.scripts.mu.Unlock()
 	clear(c.scripts.known)
+	c.scripts.gen++
 	c.scripts.loads, c.scripts.loadBytes, c.scripts.loadCmds = nil, 0, nil
 	c.queueScript(scriptOp{flush: true})
 }
