@@ -1471,7 +1471,22 @@ func fail(fs []*forwarded, addr string, err error) {
 	if len(fs) == 0 {
 		return
 	}
-	r := errReply("ERR sluice: connection to " + addr + " failed: " + oneLine(err.Error()))
+	code := "ERR"
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		// The node could not be connected to, so nothing was sent: to a
+		// cluster client the slot is not served now, as a node answers
+		// for a slot whose primary is gone. ioredis, redis-py and
+		// go-redis retry CLUSTERDOWN after a pause (and read the slot
+		// map, sluice's, which does not change), as they retry a node
+		// that refuses connections when they talk to the cluster
+		// themselves; an ERR they hand to the application at once. A
+		// command that may have run (the connection broke, or the node
+		// held it past the timeout) keeps ERR: it is not to be retried
+		// blindly.
+		code = "CLUSTERDOWN"
+	}
+	r := errReply(code + " sluice: connection to " + addr + " failed: " + oneLine(err.Error()))
 	for _, f := range fs {
 		if f.bucket != nil {
 			f.bucket.lost(err)
