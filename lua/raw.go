@@ -135,10 +135,12 @@ func rawElem(b []byte) (rawValue, []byte, bool) {
 	return rawValue{}, nil, false
 }
 
-// rawLine reads "<typ><integer>\r\n" at the start of b.
+// rawLine reads "<typ><integer>\r\n" at the start of b. An array's or a
+// bulk string's length has no sign, as reply.Read reads it: "*-0" and
+// "$-0" are no replies.
 func rawLine(b []byte, typ byte) (int64, []byte, bool) {
 	end := bytes.IndexByte(b, '\n')
-	if len(b) < 4 || b[0] != typ || end < 2 || b[end-1] != '\r' {
+	if len(b) < 4 || b[0] != typ || end < 2 || b[end-1] != '\r' || (typ != ':' && b[1] == '-') {
 		return 0, nil, false
 	}
 	n, ok := parseInt(b[1 : end-1])
