@@ -64,7 +64,8 @@ fuzz:
 	$(GO) test ./router/reply -run '^$$' -fuzz FuzzScanner -fuzztime 20s
 	$(GO) test ./router/command -run '^$$' -fuzz FuzzKeys -fuzztime 20s
 	$(GO) test ./router/command -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20s
-	$(GO) test ./router -run '^$$' -fuzz FuzzPipeFeed -fuzztime 20s
+	$(GO) test ./router -run '^$$' -fuzz '^FuzzPipeFeed$$' -fuzztime 20s
+	$(GO) test ./router -run '^$$' -fuzz FuzzPipeFeedBytes -fuzztime 20s
 	$(GO) test ./router -run '^$$' -fuzz FuzzHotCalls -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzReadMany -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzParseInt -fuzztime 20s
