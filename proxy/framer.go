@@ -661,14 +661,22 @@ func (c *framedConn) Write(p []byte) (int, error) {
 	if c.cl != nil {
 		defer c.cl.view.wrote()
 	}
-	return c.writeBounded(p, c.idle)
+	return c.writeBounded(p, c.idle, c.cl != nil && c.cl.user == nil)
 }
+
+// unauthWriteWait is how long a write to a client yet to authenticate
+// may wait: its socket full of replies it does not read, Redis, which
+// would go on reading it, would soon hold more than unauthOutputLimit
+// for it and close it. A goroutine reads the client only between writes,
+// so what its blocked write holds never grows to that bound.
+const unauthWriteWait = 10 * time.Millisecond
 
 // writeBounded is Write's bounds with the idle timeout given: the writer
 // of a client with a tunnel (pushOut) writes on a goroutine of its own,
-// which may not read c.idle, the client goroutine's.
-func (c *framedConn) writeBounded(p []byte, idle time.Duration) (int, error) {
-	if idle <= 0 && c.limit.Soft <= 0 {
+// which may not read c.idle, the client goroutine's. unauth: the client
+// is yet to authenticate (unauthOutputLimit).
+func (c *framedConn) writeBounded(p []byte, idle time.Duration, unauth bool) (int, error) {
+	if idle <= 0 && c.limit.Soft <= 0 && !unauth {
 		return c.Conn.Write(p)
 	}
 	defer c.Conn.SetWriteDeadline(time.Time{})
@@ -678,6 +686,9 @@ func (c *framedConn) writeBounded(p []byte, idle time.Duration) (int, error) {
 		var deadline time.Time
 		if idle > 0 {
 			deadline = now.Add(idle)
+		}
+		if d := now.Add(unauthWriteWait); unauth && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
 		}
 		if soft := c.limit.Soft; soft > 0 && int64(len(p)-n) > soft {
 			if c.softOver.IsZero() {

@@ -672,7 +672,7 @@ func (p *pushOut) write() {
 		if subscribed {
 			_, err = p.conn.Conn.Write(buf)
 		} else {
-			_, err = p.conn.writeBounded(buf, p.idle)
+			_, err = p.conn.writeBounded(buf, p.idle, false)
 		}
 		p.view.wrote()
 		p.mu.Lock()

@@ -1230,11 +1230,11 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 // subscribed to nothing is, as in Redis, though it keeps its tunnel.
 func (l *loop) pastLimit(c *fdConn) bool {
 	lim := l.s.cfg.OutputLimit
-	if lim == (OutputLimit{}) || (c.tunnel != nil && c.subs) {
+	if (lim == (OutputLimit{}) && c.user != nil) || (c.tunnel != nil && c.subs) {
 		return false
 	}
 	pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)
-	if !lim.over(pending, &c.softOver, l.now) {
+	if !(c.user == nil && pending > unauthOutputLimit) && !lim.over(pending, &c.softOver, l.now) {
 		return false
 	}
 	logOutputLimit(l.s.log, c.addr, pending)

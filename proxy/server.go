@@ -249,6 +249,14 @@ func (l OutputLimit) over(pending int64, soft *time.Time, now time.Time) bool {
 	return now.Sub(*soft) >= l.SoftFor
 }
 
+// unauthOutputLimit bounds the replies waiting for a client yet to
+// authenticate (a password required), as Redis 7.0.15 and later bound
+// them (CVE-2025-21605): past its 16 KiB reply buffer, 1 KiB more closes
+// it. One that sends commands and reads nothing cannot authenticate: it
+// is closed, not held (redis-cli --pipe without the password is told so
+// at once, not after its 30 s).
+const unauthOutputLimit = 16<<10 + 1<<10
+
 // logOutputLimit reports a client closed for its output buffer, as Redis
 // logs it.
 func logOutputLimit(log *zap.Logger, addr string, pending int64) {
