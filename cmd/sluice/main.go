@@ -701,7 +701,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	select {
 	case err := <-shut:
 		if err != nil {
-			log.Warn("shutdown timed out: closed clients still waiting for replies", zap.Duration("shutdown_timeout", o.shutdown))
+			log.Warn("shutdown timed out: closed the clients still connected, with any replies they had not yet taken", zap.Duration("shutdown_timeout", o.shutdown))
 		}
 	case <-insist:
 		log.Warn("SIGINT again: exiting now, without the replies still owed")
