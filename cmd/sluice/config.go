@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/glob"
 )
 
 // config is what a --config file holds: the named policies and the key
@@ -92,6 +93,15 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 			if v.Kind == yaml.SequenceNode && name != "cluster" && name != "hot-keys" {
 				// Joined by commas, one item would pass for the value.
 				return config{}, fmt.Errorf("line %d: %s: a list is taken by cluster and hot-keys alone", k.Line, name)
+			}
+			if name == "hot-keys" && v.Kind == yaml.SequenceNode {
+				// One item is one pattern: its commas are escaped before
+				// the items are joined by commas (hotPatterns cuts them).
+				for _, item := range v.Content {
+					if item.Kind == yaml.ScalarNode && item.ShortTag() != "!!null" {
+						item.Value = strings.Join(glob.Split(item.Value, ','), `\,`)
+					}
+				}
 			}
 			value, err := flagValue(v)
 			if err != nil {
