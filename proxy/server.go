@@ -251,11 +251,13 @@ func (l OutputLimit) over(pending int64, soft *time.Time, now time.Time) bool {
 
 // unauthOutputLimit bounds the replies waiting for a client yet to
 // authenticate (a password required), as Redis 7.0.15 and later bound
-// them (CVE-2025-21605): past its 16 KiB reply buffer, 1 KiB more closes
-// it. One that sends commands and reads nothing cannot authenticate: it
-// is closed, not held (redis-cli --pipe without the password is told so
-// at once, not after its 30 s).
-const unauthOutputLimit = 16<<10 + 1<<10
+// them (CVE-2025-21605): its replies past the 16 KiB reply buffer may
+// take 1 KiB, but they go to a reply block of at least 16 KiB, counted
+// whole, so any byte past the buffer closes it. One that sends commands
+// and reads nothing cannot authenticate: it is closed, not held
+// (redis-cli --pipe without the password is told so at once, not after
+// its 30 s).
+const unauthOutputLimit = 16 << 10
 
 // logOutputLimit reports a client closed for its output buffer, as Redis
 // logs it.

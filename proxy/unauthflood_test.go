@@ -13,7 +13,7 @@ import (
 )
 
 // A client yet to authenticate that sends commands and reads none of the
-// NOAUTH replies is closed once about 17 KiB of them wait beyond what its
+// NOAUTH replies is closed once over 16 KiB of them wait beyond what its
 // socket took, as Redis 7.0.15 closes it (CVE-2025-21605), not held open
 // for good with its replies, as any other client is held (it is not read
 // meanwhile).
