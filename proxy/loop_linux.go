@@ -1223,7 +1223,8 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 	}
 }
 
-// pastLimit closes c if its replies are past the output limit. As Redis:
+// pastLimit closes c if its replies are past the output limit, or past
+// unauthOutputLimit while it is yet to authenticate. As Redis:
 // what waits for the client, before the write, so a single reply past the
 // hard limit closes it. A subscriber is not of the normal class: its
 // messages have their own bound (maxPushBacklog), as on a goroutine. One
