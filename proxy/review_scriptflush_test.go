@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router/clustertest"
@@ -38,8 +37,17 @@ func TestReviewScriptsFlushPipelinedAfterEvalOrLoad(t *testing.T) {
 			if got := conn.read(); got != "+OK\r\n" {
 				t.Fatalf("SCRIPT FLUSH after %s: %q", first, got)
 			}
-			// The cluster is told in order, on a goroutine of its own.
-			time.Sleep(200 * time.Millisecond)
+			// The cluster is told in order, on a goroutine of its own: once
+			// a script loaded after the flush is in sluice.scripts, what
+			// came before it has been written too.
+			marker := "return 'after " + first + " " + io + "'"
+			msum := sha1.Sum([]byte(marker))
+			if got := conn.do("SCRIPT", "LOAD", marker); got[0] != '$' {
+				t.Fatalf("SCRIPT LOAD of the marker: %q", got)
+			}
+			waitUntil(t, "the marker script is stored", func() bool {
+				return conn.do("HEXISTS", "sluice.scripts", hex.EncodeToString(msum[:])) == ":1\r\n"
+			})
 			if got := conn.do("HEXISTS", "sluice.scripts", sha); got != ":0\r\n" {
 				t.Errorf("after %s, SCRIPT FLUSH: the script is in sluice.scripts (%q)", first, got)
 			}
