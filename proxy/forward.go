@@ -761,10 +761,6 @@ func (r *round) deliverPart(j int, mark func(*client)) {
 	mark(c)
 }
 
-// unsentReply begins the answer to a command whose node sluice could not
-// connect to (router's fail): sent nowhere, it may be retried.
-var unsentReply = []byte("-CLUSTERDOWN sluice: ")
-
 // merged is the reply Redis would have given the whole command: the first
 // error of a part, else the parts' replies combined.
 func (it *fwdItem) merged(parts [][]byte) []byte {
@@ -777,11 +773,11 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 	}
 	for _, p := range parts {
 		if len(p) > 0 && p[0] == '-' {
-			if bytes.HasPrefix(p, unsentReply) && slices.ContainsFunc(parts, func(q []byte) bool { return len(q) > 0 && q[0] != '-' }) {
+			if router.Unsent(p) && slices.ContainsFunc(parts, func(q []byte) bool { return len(q) > 0 && q[0] != '-' }) {
 				// Another part ran: a cluster client retrying the whole
 				// command on CLUSTERDOWN would run it again (a DEL's count,
 				// an MSET over a newer write). What may have run keeps ERR.
-				return append([]byte("-ERR"), p[len("-CLUSTERDOWN"):]...)
+				return append([]byte("-ERR"), p[bytes.IndexByte(p, ' '):]...)
 			}
 			return p
 		}

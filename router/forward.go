@@ -1467,6 +1467,15 @@ func (b *backend) lostConn() {
 	}
 }
 
+// unsentCode is the error code of fail's answer to commands sent nowhere.
+const unsentCode = "CLUSTERDOWN"
+
+// Unsent reports whether r is fail's answer to a command that was sent
+// nowhere (its node could not be connected to), which a client may retry.
+func Unsent(r []byte) bool {
+	return bytes.HasPrefix(r, []byte("-"+unsentCode+" sluice: connection to "))
+}
+
 func fail(fs []*forwarded, addr string, err error) {
 	if len(fs) == 0 {
 		return
@@ -1484,7 +1493,7 @@ func fail(fs []*forwarded, addr string, err error) {
 		// command that may have run (the connection broke, or the node
 		// held it past the timeout) keeps ERR: it is not to be retried
 		// blindly.
-		code = "CLUSTERDOWN"
+		code = unsentCode
 	}
 	r := errReply(code + " sluice: connection to " + addr + " failed: " + oneLine(err.Error()))
 	for _, f := range fs {
