@@ -632,6 +632,10 @@ func (c *Cluster) run(ctx context.Context) {
 					c.log.Debug("cluster not reachable yet", zap.Strings("seeds", c.cfg.Seeds), zap.Error(err))
 					connectBackoff = min(2*connectBackoff, 8*c.cfg.ProbeInterval)
 					nextConnect = now.Add(connectBackoff)
+				} else {
+					// connect read the slot map: the next read is a period
+					// away, not at the next tick.
+					nextTopo = time.Now().Add(c.topologyEvery())
 				}
 			}
 		} else {
