@@ -73,7 +73,7 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 	if !c.offPin() {
 		return errRouteAgain
 	}
-	it := fwdItem{first: len(r.fwd), how: fo.how}
+	it := fwdItem{first: len(r.fwd), how: fo.how, write: spec.Has("write")}
 	switch {
 	case fo.how == mergeScan:
 		cur, node, err := scanCursor(args[1], len(primaries))

@@ -105,6 +105,9 @@ type fwdItem struct {
 	// post, when set, makes the merged reply sluice's (COMMAND's, with
 	// sluice's own commands added); errors pass as they are.
 	post func([]byte) []byte
+	// write: the command may write (Redis's "write" flag), so a part's
+	// error a client retries is not passed on once another part ran.
+	write bool
 }
 
 var (
@@ -167,7 +170,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		keys = append(keys[:0], 1)
 	}
 	anyNode := keyless(spec) || bad
-	it := fwdItem{first: len(r.fwd)}
+	it := fwdItem{first: len(r.fwd), write: spec.Has("write")}
 	switch {
 	case len(keys) == 0:
 		if !anyNode {
@@ -761,6 +764,18 @@ func (r *round) deliverPart(j int, mark func(*client)) {
 	mark(c)
 }
 
+// retried reports whether r is an error cluster clients retry the command
+// on: nothing ran where it was answered (go-redis retries all of these,
+// ioredis and redis-py CLUSTERDOWN and TRYAGAIN).
+func retried(r []byte) bool {
+	for _, code := range []string{"-CLUSTERDOWN ", "-TRYAGAIN ", "-MASTERDOWN ", "-LOADING ", "-READONLY "} {
+		if bytes.HasPrefix(r, []byte(code)) {
+			return true
+		}
+	}
+	return false
+}
+
 // merged is the reply Redis would have given the whole command: the first
 // error of a part, else the parts' replies combined.
 func (it *fwdItem) merged(parts [][]byte) []byte {
@@ -773,11 +788,15 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 	}
 	for _, p := range parts {
 		if len(p) > 0 && p[0] == '-' {
-			if router.Unsent(p) && slices.ContainsFunc(parts, func(q []byte) bool { return len(q) > 0 && q[0] != '-' }) {
+			if it.write && retried(p) && slices.ContainsFunc(parts, func(q []byte) bool { return len(q) > 0 && q[0] != '-' }) {
 				// Another part ran: a cluster client retrying the whole
-				// command on CLUSTERDOWN would run it again (a DEL's count,
-				// an MSET over a newer write). What may have run keeps ERR.
-				return append([]byte("-ERR"), p[bytes.IndexByte(p, ' '):]...)
+				// command would run it again (a DEL's count, an MSET over a
+				// newer write). A read is retried harmlessly, so it keeps
+				// the code.
+				if router.Unsent(p) {
+					return append([]byte("-ERR"), p[bytes.IndexByte(p, ' '):]...)
+				}
+				return append([]byte("-ERR sluice: only part of the command ran: "), p[1:]...)
 			}
 			return p
 		}
