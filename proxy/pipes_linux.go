@@ -248,8 +248,9 @@ func (l *loop) overdue(now time.Time) {
 	for _, n := range l.nodes {
 		if d, ok := n.p.Deadline(); ok && now.After(d) {
 			if n.fd < 0 {
-				// Still connecting: its calls are failed, the dial goes on.
-				n.p.Fail(errNoReply)
+				// Still connecting: its calls, none written, are failed; the
+				// dial goes on.
+				n.p.Fail(router.NotSent(errNoReply))
 				continue
 			}
 			l.lost(n, errNoReply)

@@ -710,6 +710,13 @@ func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int, timeout t
 		if err == nil {
 			r, err = reply.Read(br, nil)
 		}
+		if err != nil {
+			// A node that takes connections but does not answer (paused,
+			// or its host swamped) is down to a cluster client as one
+			// that refuses them. One that answers with a refusal
+			// (WRONGPASS) is not: retrying would not help.
+			err = notSent{err}
+		}
 		if err == nil && (len(r) == 0 || r[0] != step.want) {
 			// The reply, never the command: AUTH's holds the password.
 			err = fmt.Errorf("router: %s to %s answered %q", step.name, addr, bytes.TrimRight(r[:min(len(r), 128)], "\r\n"))
@@ -1476,13 +1483,25 @@ func Unsent(r []byte) bool {
 	return bytes.HasPrefix(r, []byte("-"+unsentCode+" sluice: connection to "))
 }
 
+// notSent is a failure to connect met after the TCP connection was made:
+// its handshake (AUTH, HELLO, SCRIPT LOAD) got no answer, so none of the
+// commands waiting for the connection was written.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
+
+// NotSent marks err as the failure of a connection that none of the
+// commands it fails was written to: the event loop's, still being made
+// when their deadline came.
+func NotSent(err error) error { return notSent{err} }
+
 func fail(fs []*forwarded, addr string, err error) {
 	if len(fs) == 0 {
 		return
 	}
 	code := "ERR"
 	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "dial" {
+	if errors.As(err, &oe) && oe.Op == "dial" || errors.As(err, new(notSent)) {
 		// The node could not be connected to, so nothing was sent: to a
 		// cluster client the slot is not served now, as a node answers
 		// for a slot whose primary is gone. ioredis, redis-py and

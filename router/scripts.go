@@ -159,12 +159,12 @@ func (c *Cluster) loadConn(conn net.Conn, br *bufio.Reader, addr string) error {
 	// round trip, bounded as a forwarded command is.
 	conn.SetDeadline(time.Now().Add(c.forwardTimeout()))
 	if _, err := conn.Write(cmds); err != nil {
-		return err
+		return notSent{err}
 	}
 	for range n {
 		r, err := reply.Read(br, nil)
 		if err != nil {
-			return err
+			return notSent{err}
 		}
 		if len(r) == 0 || (r[0] != '$' && r[0] != '-' && r[0] != '!') {
 			return fmt.Errorf("router: SCRIPT LOAD to %s answered %q", addr, bytes.TrimRight(r[:min(len(r), 128)], "\r\n"))
