@@ -130,16 +130,12 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			s.cfg.Forwarder.ForgetScripts()
 		}
 		if spec.Name == "script|load" {
-			// Only a script the primaries loaded: one that does not
-			// compile, replayed as EVAL, would answer its compile error
-			// where Redis answers NOSCRIPT. (post sees no error reply.)
-			// Not one a SCRIPT FLUSH sent behind it flushed (gen, read
-			// now, in its client's order).
-			body := bytes.Clone(args[2]) // args are the client's input, reused
+			// Read now, in its client's order: a SCRIPT FLUSH the client
+			// sent behind it flushes what it loads. (The router keeps the
+			// script once every primary has loaded it.)
 			gen := s.cfg.Forwarder.ScriptsGen()
-			it.post = func(p []byte) []byte {
-				s.cfg.Forwarder.RememberScript(body, gen)
-				return p
+			for k := it.first; k < len(r.fwd); k++ {
+				r.fwd[k].ScriptsGen = gen
 			}
 		}
 	}

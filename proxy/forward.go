@@ -33,10 +33,6 @@ type Forwarder interface {
 	// the slot map does, and across a failover: a command sent to each
 	// reaches every primary once.
 	Primaries() []int
-	// RememberScript keeps a script loaded through sluice, to replay an
-	// EVALSHA of it as EVAL on a node that lost it.
-	// gen is ScriptsGen read as the SCRIPT LOAD was sent.
-	RememberScript(body []byte, gen uint64)
 	// ScriptsGen is the generation of the scripts remembered, which
 	// ForgetScripts changes (Forward.ScriptsGen).
 	ScriptsGen() uint64

@@ -67,8 +67,9 @@ type Forward struct {
 	// keys), the primary is one of sluice's choosing, checked by a slot
 	// of it.
 	Primary bool
-	// ScriptsGen is Cluster.ScriptsGen read as an EVAL's client sent it:
-	// one answered after a SCRIPT FLUSH sent behind it is not remembered.
+	// ScriptsGen is Cluster.ScriptsGen read as an EVAL's or a SCRIPT
+	// LOAD's client sent it: one answered after a SCRIPT FLUSH sent behind
+	// it is not remembered.
 	ScriptsGen uint64
 }
 
@@ -268,6 +269,9 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		b.idx[i] = i
 		f := &fs[i]
 		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, batch: b, i: i}
+		if body, ok := scriptLoadBody(f.cmd); ok {
+			f.loading = c.loadingScript(body, f.scriptsGen)
+		}
 		addr := cmds[i].Addr
 		if cmds[i].Primary && f.slot == AnySlot && addr == "" && f.pin == nil {
 			// A keyless command that may write: to a primary of sluice's
@@ -779,6 +783,7 @@ type forwarded struct {
 	queued    bool     // the node queued a command of its transaction
 	onPin     bool     // counted in its pin's commands in flight
 	replayed  bool     // an EVALSHA sent again as EVAL after NOSCRIPT
+	loading   string   // a SCRIPT LOAD's: the SHA1 of its script (loadingScript)
 	slot      int      // its keys' slot, or AnySlot
 	addr      string   // the node it was sent to
 	sentAt    time.Time
@@ -808,6 +813,9 @@ type fwdBatch struct {
 // that touches f: the batch's last finish gives f back to the pool, so
 // whoever finishes a command reads what it needs of it before.
 func (f *forwarded) finish(r []byte) {
+	if f.loading != "" {
+		f.c.loadedScript(f.loading, r)
+	}
 	if f.onPin {
 		f.onPin = false
 		defer f.pin.answered()
@@ -982,7 +990,12 @@ func evalBody(cmd []byte) ([]byte, bool) {
 	default:
 		return nil, false
 	}
-	head, body, ok := bytes.Cut(rest, []byte("\r\n"))
+	return bulkAt(rest)
+}
+
+// bulkAt is the bulk string at the start of b.
+func bulkAt(b []byte) ([]byte, bool) {
+	head, body, ok := bytes.Cut(b, []byte("\r\n"))
 	if !ok || len(head) < 2 || head[0] != '$' {
 		return nil, false
 	}

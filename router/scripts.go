@@ -62,9 +62,25 @@ type scripts struct {
 	loadCmds  []byte
 	// gen counts the flushes (ForgetScripts): a script loaded or run by a
 	// command sent before a flush, answered after it, was flushed, and is
-	// not stored (RememberScript, rememberRan take the gen read as their
+	// not stored (loadingScript, rememberRan take the gen read as their
 	// command was sent).
 	gen uint64
+	// loading are the SCRIPT LOADs sent and not yet answered by every
+	// primary, by SHA1. SCRIPT LOAD does not reach the replicas: an
+	// EVALSHA_RO pipelined behind it to a replica meets NOSCRIPT before
+	// the primaries answer the load, and the script is stored only then;
+	// looked up at once, it would not be found.
+	loading map[string]*scriptLoad
+}
+
+// scriptLoad is a script being loaded through this instance, and the
+// replays waiting for it (scriptText).
+type scriptLoad struct {
+	body    string
+	parts   int    // parts of SCRIPT LOAD fan-outs not answered yet
+	gen     uint64 // scripts.gen as the last of them was sent
+	failed  bool   // a primary answered one other than its SHA1
+	waiting []func(body string, ok bool)
 }
 
 // scriptOp is a store (sha and body), a flush, or a lookup (sha and found).
@@ -72,23 +88,6 @@ type scriptOp struct {
 	sha, body string
 	flush     bool
 	found     func(body string, ok bool)
-}
-
-// RememberScript keeps a script that SCRIPT LOAD loaded through sluice, so
-// that an EVALSHA of it that meets a node without it, through any
-// instance, is replayed as EVAL, as rueidis does for its own scripts. It
-// is stored at every load: one run by EVAL elsewhere may have been
-// flushed since. gen is ScriptsGen read as the SCRIPT LOAD was sent: a
-// SCRIPT FLUSH sent after it flushed it.
-func (c *Cluster) RememberScript(body []byte, gen uint64) {
-	c.scripts.mu.Lock()
-	defer c.scripts.mu.Unlock()
-	if gen != c.scripts.gen {
-		return
-	}
-	sha, text := shaOf(body), string(body)
-	c.scripts.load(sha, text)
-	c.queueScript(scriptOp{sha: sha, body: text})
 }
 
 // load keeps a script for new connections (loadConn); s.mu is held.
@@ -175,14 +174,14 @@ func (c *Cluster) loadConn(conn net.Conn, br *bufio.Reader, addr string) error {
 }
 
 // ScriptsGen is the generation of the scripts remembered, which
-// ForgetScripts changes: RememberScript and Forward.ScriptsGen take it.
+// ForgetScripts changes: Forward.ScriptsGen takes it.
 func (c *Cluster) ScriptsGen() uint64 {
 	c.scripts.mu.RLock()
 	defer c.scripts.mu.RUnlock()
 	return c.scripts.gen
 }
 
-// rememberRan keeps a script run by EVAL, as RememberScript does, once,
+// rememberRan keeps a script run by EVAL, as loadedScript does, once,
 // unless a SCRIPT FLUSH was sent after the EVAL (gen, ScriptsGen read as
 // it was sent, is past).
 func (c *Cluster) rememberRan(body []byte, gen uint64) {
@@ -221,7 +220,80 @@ func (c *Cluster) ForgetScripts() {
 func (c *Cluster) scriptText(sha string, found func(body string, ok bool)) {
 	c.scripts.mu.Lock()
 	defer c.scripts.mu.Unlock()
+	if l := c.scripts.loading[sha]; l != nil && l.gen == c.scripts.gen {
+		l.waiting = append(l.waiting, found)
+		return
+	}
 	c.queueScript(scriptOp{sha: sha, found: found})
+}
+
+// loadingScript notes a part of a SCRIPT LOAD fan-out of body, about to
+// be sent, and returns the script's SHA1, for loadedScript. gen is
+// ScriptsGen read as the SCRIPT LOAD was sent: a SCRIPT FLUSH sent after
+// it flushes it.
+func (c *Cluster) loadingScript(body []byte, gen uint64) string {
+	s := &c.scripts
+	sha := shaOf(body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.loading[sha]
+	if l == nil {
+		if s.loading == nil {
+			s.loading = map[string]*scriptLoad{}
+		}
+		l = &scriptLoad{body: string(body)}
+		s.loading[sha] = l
+	}
+	l.parts++
+	l.gen = gen
+	return sha
+}
+
+// loadedScript takes a primary's answer r to a part of a SCRIPT LOAD of
+// sha. Once every part is answered, a script every primary loaded, that
+// no SCRIPT FLUSH sent since flushed, is kept, so that an EVALSHA of it
+// that meets a node without it, through any instance, is replayed as
+// EVAL, as rueidis does for its own scripts (stored at every load: one
+// run by EVAL elsewhere may have been flushed since). Not one a primary
+// refused: one that does not compile, replayed, would answer its compile
+// error where Redis answers NOSCRIPT. The replays waiting for it run it
+// then, as the EVALSHAs behind the load would on a node that has it;
+// else they look it up in the cluster.
+func (c *Cluster) loadedScript(sha string, r []byte) {
+	s := &c.scripts
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.loading[sha]
+	l.parts--
+	l.failed = l.failed || len(r) == 0 || r[0] != '$'
+	if l.parts > 0 {
+		return
+	}
+	delete(s.loading, sha)
+	loaded := !l.failed && l.gen == s.gen
+	if loaded {
+		s.load(sha, l.body)
+		c.queueScript(scriptOp{sha: sha, body: l.body})
+	}
+	for _, found := range l.waiting {
+		if loaded {
+			// Not on this goroutine, which may be the one that would
+			// write the replay.
+			go found(l.body, true)
+		} else {
+			c.queueScript(scriptOp{sha: sha, found: found})
+		}
+	}
+}
+
+// scriptLoadBody is the script of a SCRIPT LOAD encoded as AppendCommand
+// encodes it.
+func scriptLoadBody(cmd []byte) ([]byte, bool) {
+	const head = "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n"
+	if len(cmd) <= len(head) || cmd[0] != '*' || !bytes.EqualFold(cmd[:len(head)], []byte(head)) {
+		return nil, false
+	}
+	return bulkAt(cmd[len(head):])
 }
 
 // queueScript queues op for the cluster; c.scripts.mu is held.
