@@ -58,6 +58,7 @@ fuzz:
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzLoopReadHugeMax -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzAtoi -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzCountedKeys -fuzztime 20s
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzElements -fuzztime 20s
 	$(GO) test ./lua -run '^$$' -fuzz FuzzMarker -fuzztime 20s
 	$(GO) test ./proxy -run '^$$' -fuzz FuzzCompletions -fuzztime 20s
 	$(GO) test ./router/reply -run '^$$' -fuzz FuzzRead -fuzztime 20s
