@@ -45,6 +45,8 @@ var (
 	errKeyLen      = errors.New("key must be at most 1 MiB")
 	errPeriod      = errors.New("period must be a positive duration like 60, 500ms or 1h")
 	errPeriodShort = errors.New("period must be at least 1ms")
+	errPeriodFine  = errors.New("period must be a whole number of microseconds")
+	errPeriodLong  = errors.New("period is too long to count in microseconds")
 )
 
 // periodUnits are the duration suffixes THROTTLE accepts, in µs.
@@ -77,12 +79,21 @@ func parsePeriod(b []byte) (int64, error) {
 			break
 		}
 	}
-	if len(whole) == 0 || len(whole) > 18 || len(frac) > 18 {
+	if len(whole) == 0 || len(frac) > 18 {
+		return 0, errPeriod
+	}
+	if len(whole) > 18 {
+		if _, ok := parseDigits(whole); ok {
+			return 0, errPeriodLong
+		}
 		return 0, errPeriod
 	}
 	w, ok := parseDigits(whole)
-	if !ok || w > (1<<63-1)/unit {
+	if !ok {
 		return 0, errPeriod
+	}
+	if w > (1<<63-1)/unit {
+		return 0, errPeriodLong
 	}
 	us := w * unit
 	if len(frac) > 0 {
@@ -98,12 +109,12 @@ func parsePeriod(b []byte) (int64, error) {
 		}
 		for ; scale > 0; scale-- {
 			if f%10 != 0 {
-				return 0, errPeriod
+				return 0, errPeriodFine
 			}
 			f /= 10
 		}
 		if f > (1<<63-1-us)/u {
-			return 0, errPeriod
+			return 0, errPeriodLong
 		}
 		us += f * u
 	}
@@ -116,7 +127,8 @@ func parsePeriod(b []byte) (int64, error) {
 	return us, nil
 }
 
-// parseDigits parses ASCII digits (at most 18, so no overflow) into n.
+// parseDigits parses ASCII digits into n: at most 18 of them, so no
+// overflow, unless the caller wants ok alone.
 func parseDigits(b []byte) (int64, bool) {
 	var n int64
 	for _, c := range b {

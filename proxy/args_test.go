@@ -63,11 +63,11 @@ func TestParsePeriod(t *testing.T) {
 		{"1d", 86400e6, nil}, {"1.5m", 90e6, nil}, {"0.001", 1e3, nil}, {"1.0005s", 1000500, nil},
 		{"1.50000000s", 1.5e6, nil}, {"1H", 3600e6, nil}, {"250MS", 250e3, nil},
 		{"0", 0, errPeriod}, {"0s", 0, errPeriod}, {"0.5ms", 0, errPeriodShort},
-		{"0.0001", 0, errPeriodShort}, {"1.0000005s", 0, errPeriod},
+		{"0.0001", 0, errPeriodShort}, {"1.0000005s", 0, errPeriodFine},
 		{"", 0, errPeriod}, {"s", 0, errPeriod}, {"ms", 0, errPeriod}, {"1w", 0, errPeriod},
 		{"-1s", 0, errPeriod}, {"1.", 0, errPeriod}, {".5s", 0, errPeriod}, {"1..5s", 0, errPeriod},
-		{"1xs", 0, errPeriod}, {"1 s", 0, errPeriod}, {"99999999999999999999d", 0, errPeriod},
-		{"999999999999999999d", 0, errPeriod},
+		{"1xs", 0, errPeriod}, {"1 s", 0, errPeriod}, {"99999999999999999999d", 0, errPeriodLong},
+		{"999999999999999999d", 0, errPeriodLong},
 	} {
 		got, err := parsePeriod([]byte(tt.in))
 		if got != tt.want || !errors.Is(err, tt.err) {

@@ -434,6 +434,10 @@ var clientRefused = map[string]string{
 
 const trackingShared = " (client-side caching): the nodes would track keys for sluice's connections, which its clients share"
 
+// trackingEmbedded is TRACKING's reason without a cluster, which has no
+// nodes to blame and no keys to track.
+const trackingEmbedded = " (client-side caching): the embedded backend has no keys to track"
+
 // clientHelp is CLIENT HELP for the subcommands sluice answers, in Redis
 // 7.0's words (SETINFO in 7.2's).
 var clientHelp = []string{
@@ -510,6 +514,9 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		return
 	}
 	if why, ok := clientRefused[sub]; ok {
+		if why == trackingShared && s.cfg.Forwarder == nil {
+			why = trackingEmbedded
+		}
 		s.writeError(conn, fmt.Errorf("sluice does not support CLIENT %s%s", sub, why))
 		return
 	}
