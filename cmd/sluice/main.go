@@ -351,8 +351,14 @@ of the --config file, which the command line wins over.
 	if o.protoMaxBulkLen < 1<<20 || o.queryBufferLimit < 1<<20 {
 		return o, errors.New("--proto-max-bulk-len and --client-query-buffer-limit must be at least 1mb, as in Redis")
 	}
-	if o.maxClients <= 0 || o.idleTimeout < 0 || o.shutdown <= 0 {
-		return o, errors.New("--maxclients and --shutdown-timeout must be positive, and --timeout 0 or more")
+	if o.maxClients <= 0 {
+		return o, errors.New("--maxclients must be at least 1")
+	}
+	if o.shutdown <= 0 {
+		return o, errors.New("--shutdown-timeout must be positive")
+	}
+	if o.idleTimeout < 0 {
+		return o, errors.New("--timeout must be 0 (never) or more")
 	}
 	if o.idleTimeout > math.MaxInt32 {
 		// Redis's bound; past 2^63 ns the duration would wrap.
@@ -528,6 +534,14 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	defer log.Sync()
 	if len(o.ignored) > 0 {
 		log.Warn("settings of the cluster backend are ignored without --cluster", zap.Strings("settings", o.ignored))
+	}
+	if o.cluster == "" && users != nil {
+		// The embedded backend's commands are all sluice's and known now,
+		// so a misspelt rule (+throtle) is told at start; a rule for an
+		// ordinary command is told too, since here it allows nothing.
+		if names := users.UnknownCommands(nil); len(names) > 0 {
+			log.Warn("ACL rules name commands the embedded backend does not have: they allow or deny nothing without --cluster", zap.Strings("commands", names))
+		}
 	}
 	reserve := 0
 	if o.cluster != "" {
