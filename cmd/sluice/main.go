@@ -326,15 +326,29 @@ of the --config file, which the command line wins over.
 	if _, err := router.ParsePolicy(o.fallback); err != nil {
 		return o, fmt.Errorf("--fallback must be local, open or closed, not %q", o.fallback)
 	}
-	if o.backendTimeout <= 0 || o.forwardTimeout <= 0 || o.fallbackKeys <= 0 || o.hotCooldown <= 0 || o.maxBlocking <= 0 {
-		return o, errors.New("--backend-timeout, --forward-timeout, --fallback-max-keys, --hot-cooldown and --max-blocking must be positive")
+	for _, f := range []struct {
+		name string
+		bad  bool
+	}{
+		{"--backend-timeout", o.backendTimeout <= 0},
+		{"--forward-timeout", o.forwardTimeout <= 0},
+		{"--fallback-max-keys", o.fallbackKeys <= 0},
+		{"--hot-cooldown", o.hotCooldown <= 0},
+		{"--max-blocking", o.maxBlocking <= 0},
+	} {
+		if f.bad {
+			return o, errors.New(f.name + " must be positive")
+		}
 	}
 	if o.fallbackKeys < 64 {
 		// The buckets are held in 64 shards, a cap for each.
 		return o, errors.New("--fallback-max-keys must be at least 64")
 	}
-	if !(o.hotThreshold >= 0) || o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
-		return o, fmt.Errorf("--hot-threshold must be >= 0 and --hot-split in [0, %d]", router.MaxSplit)
+	if !(o.hotThreshold >= 0) {
+		return o, errors.New("--hot-threshold must be 0 (off) or more")
+	}
+	if o.hotSplit < 0 || o.hotSplit > router.MaxSplit {
+		return o, fmt.Errorf("--hot-split must be from 0 to %d", router.MaxSplit)
 	}
 	if o.flushDelay < 0 {
 		return o, errors.New("--backend-flush-delay must be 0 or more")

@@ -9,9 +9,9 @@ import (
 )
 
 // A bad --maxclients, --shutdown-timeout or --timeout was told one message
-// naming all three, so a user who set one could not tell which was at
-// fault nor what it should be.
-func TestClientLimitsNamedAlone(t *testing.T) {
+// naming all three (and --max-blocking one naming five), so a user who set
+// one could not tell which was at fault nor what it should be.
+func TestBadSettingsNamedAlone(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -20,6 +20,11 @@ func TestClientLimitsNamedAlone(t *testing.T) {
 		{[]string{"--shutdown-timeout", "0s"}, "--shutdown-timeout must be positive"},
 		{[]string{"--shutdown-timeout", "-1s"}, "--shutdown-timeout must be positive"},
 		{[]string{"--timeout", "-1"}, "--timeout must be 0 (never) or more"},
+		{[]string{"--max-blocking", "0"}, "--max-blocking must be positive"},
+		{[]string{"--forward-timeout", "-1s"}, "--forward-timeout must be positive"},
+		{[]string{"--hot-cooldown", "0s"}, "--hot-cooldown must be positive"},
+		{[]string{"--hot-split", "17"}, "--hot-split must be from 0 to 16"},
+		{[]string{"--hot-threshold", "-1"}, "--hot-threshold must be 0 (off) or more"},
 	} {
 		_, err := parseFlags(tt.args, noEnv, io.Discard)
 		if err == nil || err.Error() != tt.want {
