@@ -46,5 +46,7 @@ func TestEmbeddedReportsUnknownACLCommands(t *testing.T) {
 	if got := strings.Join(toStrings(line["commands"]), ","); got != "throtle,flushal" {
 		t.Fatalf("reported %q, want throtle,flushal (by user, in name order)", got)
 	}
+	// Logged before the signals are taken: stopped once serving.
+	p.next(t, "sluice started")
 	stop(t, p)
 }
