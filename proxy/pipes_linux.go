@@ -250,15 +250,13 @@ func (l *loop) overdue(now time.Time) {
 			if n.fd < 0 {
 				// Still connecting: its calls, none written, are failed; the
 				// dial goes on.
-				n.p.Fail(router.NotSent(errNoReply))
+				n.p.Fail(router.NotSent(router.ErrNoReply))
 				continue
 			}
-			l.lost(n, errNoReply)
+			l.lost(n, router.ErrNoReply)
 		}
 	}
 }
-
-var errNoReply = errors.New("no reply within the timeout")
 
 // nextDeadline is the soonest a node is overdue, if one owes replies: the
 // loop wakes up then to find it.

@@ -1496,6 +1496,10 @@ func Unsent(r []byte) bool {
 	return bytes.HasPrefix(r, []byte("-"+unsentCode+" sluice: connection to "))
 }
 
+// ErrNoReply is the failure of a node that held a command past its
+// deadline (hung).
+var ErrNoReply = errors.New("no reply within the timeout")
+
 // notSent is a failure to connect met after the TCP connection was made:
 // its handshake (AUTH, HELLO, SCRIPT LOAD) got no answer, so none of the
 // commands waiting for the connection was written.
@@ -1527,7 +1531,13 @@ func fail(fs []*forwarded, addr string, err error) {
 		// blindly.
 		code = unsentCode
 	}
-	r := errReply(code + " sluice: connection to " + addr + " failed: " + oneLine(err.Error()))
+	why := err.Error()
+	if errors.As(err, &oe) && oe.Op == "read" && oe.Timeout() {
+		// The goroutine path's read deadline: in the event loops' words,
+		// without a local port that changes each time.
+		why = ErrNoReply.Error()
+	}
+	r := errReply(code + " sluice: connection to " + addr + " failed: " + oneLine(why))
 	for _, f := range fs {
 		if f.bucket != nil {
 			f.bucket.lost(err)
