@@ -22,7 +22,8 @@ func NewResetter() *Resetter {
 }
 
 // Reset deletes the buckets at keys, one script call each, on c. Each
-// result is the value deleted, nil (none, or a bucket full again), or an
+// result is the bucket deleted, nil (none, or a bucket full again), a
+// split's marker with 1 when its own state is not full (else 0), or an
 // error: WRONGTYPE for a key that is not a bucket.
 func (r *Resetter) Reset(ctx context.Context, c rueidis.Client, keys []string) []rueidis.RedisResult {
 	calls := make([]rueidis.LuaExec, len(keys))

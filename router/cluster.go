@@ -539,8 +539,14 @@ func perShard[T any](items []T, owner func(*T) *shard, run func(s *shard, idx []
 // instance forgets the split. A key whose shard is unhealthy is reset only
 // in the local fallback, and answered ErrResetNotInCluster.
 func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topology, reqs []Request, res []Result) {
+	// A sub-bucket to delete, and the request it can tell existed: one
+	// whose marker's own state was full (-1: none).
+	type sub struct {
+		key  string
+		tell int
+	}
 	var mu sync.Mutex // guards subs
-	var subs []string
+	var subs []sub
 	perShard(reqs, func(r *Request) *shard { return topo.ownerOf(r.storedKey()) }, func(s *shard, idx []int) {
 		if s != nil && !s.healthy.Load() {
 			for _, i := range idx {
@@ -570,6 +576,12 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		for j, r := range results {
 			i := idx[j]
 			v, err := r.ToString()
+			full := false
+			if arr, aerr := r.ToArray(); aerr == nil && len(arr) == 2 {
+				v, err = arr[0].ToString()
+				n, _ := arr[1].AsInt64()
+				full = n == 0
+			}
 			err = callerGone(ctx, err)
 			if rueidis.IsRedisNil(err) {
 				res[i] = Result{}
@@ -579,11 +591,17 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 				c.fallback(reqs[i:i+1], res[i:i+1])
 				continue
 			}
-			res[i] = Result{Existed: err == nil, Err: err}
+			// A split whose own state is full existed only if a
+			// sub-bucket did: it answers as one bucket would.
+			res[i] = Result{Existed: err == nil && !full, Err: err}
 			if sp, ok := lua.Marker(v); ok {
+				tell := -1
+				if full {
+					tell = i
+				}
 				mu.Lock()
 				for j := range sp.Tags {
-					subs = append(subs, sp.SubKey(j, reqs[i].Key))
+					subs = append(subs, sub{sp.SubKey(j, reqs[i].Key), tell})
 				}
 				mu.Unlock()
 			}
@@ -597,13 +615,21 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 	// A sub-bucket on an unhealthy shard is left to expire, as the calls
 	// to that shard skip the network: the next split has other names.
 	cmds := make(rueidis.Commands, 0, len(subs))
-	for _, k := range subs {
-		if s := topo.ownerOf(k); s == nil || s.healthy.Load() {
-			cmds = append(cmds, client.B().Del().Key(k).Build())
+	tells := make([]int, 0, len(subs))
+	for _, sb := range subs {
+		if s := topo.ownerOf(sb.key); s == nil || s.healthy.Load() {
+			cmds = append(cmds, client.B().Del().Key(sb.key).Build())
+			tells = append(tells, sb.tell)
 		}
 	}
-	if len(cmds) > 0 {
-		client.DoMulti(ctx, cmds...)
+	if len(cmds) == 0 {
+		return
+	}
+	for j, r := range client.DoMulti(ctx, cmds...) {
+		// A sub-bucket's key is gone once it is full again.
+		if n, err := r.AsInt64(); err == nil && n > 0 && tells[j] >= 0 {
+			res[tells[j]].Existed = true
+		}
 	}
 }
 
