@@ -620,6 +620,10 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 		if s := topo.ownerOf(sb.key); s == nil || s.healthy.Load() {
 			cmds = append(cmds, client.B().Del().Key(sb.key).Build())
 			tells = append(tells, sb.tell)
+		} else if sb.tell >= 0 {
+			// Not read, it may hold the tokens the key lacks: a reset
+			// that deleted a bucket is the safer answer.
+			res[sb.tell].Existed = true
 		}
 	}
 	if len(cmds) == 0 {
