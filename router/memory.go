@@ -186,38 +186,40 @@ func (m *Memory) decide(r *Request, now int64) Result {
 	return Result{Result: br}
 }
 
-// clear forgets every bucket and lets go of their memory.
-func (m *Memory) clear() {
+// settle forgets the buckets that are full at now (µs), keeps the others
+// until they are, and ends resetPinned's pins; a map left mostly empty
+// lets go of its memory. Called again and again, it sweeps each shard at
+// the pace a decision would (sweepBy), not at each call.
+func (m *Memory) settle(now int64) {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		if len(s.tats) > 0 {
-			s.tats = make(map[string]int64)
-			s.sweepAt = m.sweepAt(0)
-			s.peak = 0
+		if len(s.tats) > 0 && now >= s.sweepBy {
+			s.sweep(now, 0, "")
+			s.afterSweep(now, m)
 		}
 		s.pinned = nil
 		s.mu.Unlock()
 	}
 }
 
-// start sets key's bucket to be full at tat (ns) unless this process holds
-// it already, or reset it by resetPinned: a fallback bucket that starts
-// where the cluster left it.
+// start sets key's bucket to be full at tat (ns), unless this process
+// holds it emptier already, or reset it by resetPinned: a fallback bucket
+// that starts where the cluster left it.
 func (m *Memory) start(key string, tat int64) {
 	s := &m.shards[maphash.String(m.seed, key)%memShards]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.tats[key]; ok {
+	if _, ok := s.pinned[key]; ok {
 		return
 	}
-	if _, ok := s.pinned[key]; !ok {
+	if old, ok := s.tats[key]; !ok || old < tat {
 		s.tats[key] = tat
 	}
 }
 
 // resetPinned resets key's bucket as a Reset does, and keeps start from
-// setting it until clear: a reset this instance answered must not be
+// setting it until settle: a reset this instance answered must not be
 // undone by a start from what it saw of the cluster before.
 func (m *Memory) resetPinned(key string, now int64) Result {
 	s := &m.shards[maphash.String(m.seed, key)%memShards]

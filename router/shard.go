@@ -640,10 +640,12 @@ wait:
 }
 
 // releaseFallback lets the outage's fallback buckets go once every primary
-// that owns slots decides its keys again: they are of no more use, and
-// would be held until a sweep that only growth triggers.
+// that owns slots decides its keys again, each as it is full (they are
+// swept only by the decisions they take, which no longer come). One not
+// yet full is kept for the next outage: a shard that flaps would
+// otherwise grant each key a fresh share of its limit at every failure.
 func (c *Cluster) releaseFallback() {
 	if c.local.Len() > 0 && c.ownersHealthy() {
-		c.local.clear()
+		c.local.settle(c.local.now())
 	}
 }
