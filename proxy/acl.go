@@ -150,18 +150,27 @@ func (u *User) apply(r string) error {
 		u.nopass, u.hashes = true, nil
 	case r == "resetpass":
 		u.nopass, u.hashes = false, nil
-	case strings.HasPrefix(r, ">"):
-		u.nopass = false
-		u.hashes = append(u.hashes, sha256.Sum256([]byte(r[1:])))
-	case strings.HasPrefix(r, "#"):
-		b, err := hex.DecodeString(r[1:])
-		if err != nil || len(b) != sha256.Size {
-			// Unquoted, as the rule below: a password mistaken for its
-			// hash would be printed at start and logged at a reload.
-			return errors.New("a password hash (#) is 64 hex digits of its SHA-256")
+	case strings.HasPrefix(r, ">"), strings.HasPrefix(r, "#"):
+		h, err := passwordHash(r)
+		if err != nil {
+			return err
 		}
 		u.nopass = false
-		u.hashes = append(u.hashes, [sha256.Size]byte(b))
+		if !slices.Contains(u.hashes, h) {
+			u.hashes = append(u.hashes, h)
+		}
+	case strings.HasPrefix(r, "<"), strings.HasPrefix(r, "!"):
+		h, err := passwordHash(r)
+		if err != nil {
+			return err
+		}
+		i := slices.Index(u.hashes, h)
+		if i < 0 {
+			// Refused, as Redis refuses it: the password a misspelt
+			// removal meant to revoke would stay valid unnoticed.
+			return errors.New("the password to remove is not the user's")
+		}
+		u.hashes = slices.Delete(u.hashes, i, i+1)
 	case r == "allkeys", r == "~*":
 		u.allKeys, u.keys = true, nil
 	case r == "resetkeys":
@@ -210,6 +219,22 @@ func (u *User) apply(r string) error {
 		return errors.New("not a rule sluice knows, or a password without its '>' (read or write only key patterns, %R~ %W~, and selectors are not enforced, so they are refused)")
 	}
 	return nil
+}
+
+// passwordHash is the SHA-256 of a password rule's password: given plain
+// after '>' or '<', or after '#' or '!' as 64 hex digits in lower case, the
+// only form Redis takes (it compares hashes as text).
+func passwordHash(r string) ([sha256.Size]byte, error) {
+	if r[0] == '>' || r[0] == '<' {
+		return sha256.Sum256([]byte(r[1:])), nil
+	}
+	b, err := hex.DecodeString(r[1:])
+	if err != nil || len(b) != sha256.Size || strings.ToLower(r[1:]) != r[1:] {
+		// Unquoted, as the rule below: a password mistaken for its hash
+		// would be printed at start and logged at a reload.
+		return [sha256.Size]byte{}, errors.New("a password hash (# or !) is 64 lower case hex digits of its SHA-256")
+	}
+	return [sha256.Size]byte(b), nil
 }
 
 // UnknownCommands is the command names of users' rules (+name, -name,

@@ -1,6 +1,9 @@
 package proxy_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
@@ -60,6 +63,46 @@ func TestReviewACLSortByNosort(t *testing.T) {
 	} {
 		if got := conn.do(tc.args...); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+// Passwords are kept as Redis 7 keeps them: a hash given twice is listed
+// once, "<plain" and "!<hash>" remove one (a file Redis's ACL SETUSER
+// habits produce loads), removing one the user lacks fails the load, and a
+// hash in upper case is refused, as Redis refuses it.
+func TestReviewACLPasswordRemoval(t *testing.T) {
+	hash := func(p string) string { s := sha256.Sum256([]byte(p)); return hex.EncodeToString(s[:]) }
+	for _, bad := range []string{
+		"user alice on >a <b",
+		"user alice on >a !" + hash("b"),
+		"user alice on >a !" + hash("a")[:10],
+		"user alice on #" + strings.ToUpper(hash("a")),
+		"user alice on >a !" + strings.ToUpper(hash("a")),
+	} {
+		if _, err := proxy.ParseUsers(bad, ""); err == nil {
+			t.Errorf("%q: loaded, want an error", bad)
+		}
+	}
+	us := users(t, "user alice on >a >a >b <a ~* &* +@all\nuser bob on nopass >c !"+hash("c")+" ~* +@all", "")
+	c := dialRaw(t, serveConfig(t, proxy.Config{Decider: router.NewMemory(0), Users: us}))
+	for _, tc := range []struct{ user, pass, want string }{
+		{"alice", "a", "-WRONGPASS"},
+		{"alice", "b", "+OK"},
+		{"bob", "c", "-WRONGPASS"},
+		{"bob", "x", "-WRONGPASS"},
+	} {
+		if got := c.do("AUTH", tc.user, tc.pass); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("AUTH %s %s: %q, want %s", tc.user, tc.pass, got, tc.want)
+		}
+	}
+	got := c.do("ACL", "LIST")
+	for _, want := range []string{
+		"user alice on #" + hash("b") + " ~* &* +@all\r\n",
+		"user bob on ~* resetchannels +@all\r\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ACL LIST: %q, want %q", got, want)
 		}
 	}
 }
