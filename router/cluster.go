@@ -583,6 +583,12 @@ func (c *Cluster) reset(ctx context.Context, client rueidis.Client, topo *topolo
 				full = n == 0
 			}
 			err = callerGone(ctx, err)
+			if err == nil || rueidis.IsRedisNil(err) {
+				// The bucket is full now: one an outage left in the
+				// fallback (settle keeps it) would deny the key at the
+				// next outage as if the reset had not been.
+				c.local.forget(reqs[i].Key)
+			}
 			if rueidis.IsRedisNil(err) {
 				res[i] = Result{}
 				continue

@@ -218,6 +218,14 @@ func (m *Memory) start(key string, tat int64) {
 	}
 }
 
+// forget drops key's bucket, which starts full again.
+func (m *Memory) forget(key string) {
+	s := &m.shards[maphash.String(m.seed, key)%memShards]
+	s.mu.Lock()
+	delete(s.tats, key)
+	s.mu.Unlock()
+}
+
 // resetPinned resets key's bucket as a Reset does, and keeps start from
 // setting it until settle: a reset this instance answered must not be
 // undone by a start from what it saw of the cluster before.
