@@ -772,6 +772,12 @@ func retried(r []byte) bool {
 	return false
 }
 
+// mayHaveRun reports whether a part's reply r says it ran, or may have:
+// a value, or sluice's ERR for a connection lost once the part was sent.
+func mayHaveRun(r []byte) bool {
+	return len(r) > 0 && (r[0] != '-' || bytes.HasPrefix(r, []byte("-ERR sluice: connection to ")))
+}
+
 // merged is the reply Redis would have given the whole command: the first
 // error of a part, else the parts' replies combined.
 func (it *fwdItem) merged(parts [][]byte) []byte {
@@ -784,11 +790,11 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 	}
 	for _, p := range parts {
 		if len(p) > 0 && p[0] == '-' {
-			if it.write && retried(p) && slices.ContainsFunc(parts, func(q []byte) bool { return len(q) > 0 && q[0] != '-' }) {
-				// Another part ran: a cluster client retrying the whole
-				// command would run it again (a DEL's count, an MSET over a
-				// newer write). A read is retried harmlessly, so it keeps
-				// the code.
+			if it.write && retried(p) && slices.ContainsFunc(parts, mayHaveRun) {
+				// Another part ran, or may have: a cluster client
+				// retrying the whole command would run it again (a DEL's
+				// count, an MSET over a newer write). A read is retried
+				// harmlessly, so it keeps the code.
 				if router.Unsent(p) {
 					return append([]byte("-ERR"), p[bytes.IndexByte(p, ' '):]...)
 				}
