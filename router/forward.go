@@ -684,8 +684,9 @@ func (c *Cluster) dial(addr string, resp3, readonly bool, bufSize int, timeout t
 		if err == context.DeadlineExceeded {
 			// A handshake out of the dial's time is said with a context's
 			// bare error, which fault would take for a call's deadline and
-			// word as the backend timeout, without the address.
-			err = fmt.Errorf("tls handshake with %s: %w", addr, os.ErrDeadlineExceeded)
+			// word as the backend timeout, without the address. Unanswered,
+			// as an AUTH below: nothing was written (notSent).
+			err = notSent{fmt.Errorf("tls handshake with %s: %w", addr, os.ErrDeadlineExceeded)}
 		}
 	} else {
 		conn, err = d.Dial("tcp", addr)
