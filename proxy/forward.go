@@ -226,18 +226,25 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	}
 	for k := it.first; k < len(r.fwd); k++ {
 		r.fwd[k].Pin = c.pin
-		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor[spec.Name]
+		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor(spec.Name)
 		r.fwd[k].ScriptsGen = scriptsGen
 	}
 	r.queueItem(c, it)
 	return nil
 }
 
-// scansByCursor are the reads whose reply carries a cursor of the node
-// that answered it: each node hashes with a seed of its own, so the next
-// page read from another replica (they are read in turn) would miss and
-// repeat elements. They stay on the primary, as SCAN's pages do.
-var scansByCursor = map[string]bool{"hscan": true, "sscan": true, "zscan": true}
+// scansByCursor reports whether a read's reply carries a cursor of the
+// node that answered it: each node hashes with a seed of its own, so the
+// next page read from another replica (they are read in turn) would miss
+// and repeat elements. They stay on the primary, as SCAN's pages do. (A
+// switch, not a map: every forwarded read asks.)
+func scansByCursor(name string) bool {
+	switch name {
+	case "hscan", "sscan", "zscan":
+		return true
+	}
+	return false
+}
 
 // routeNow points fs, a command c sends by its keys, at their slots'
 // primaries by the slot map now (Forward.Addr). It reports false, routing
