@@ -128,7 +128,7 @@ func startLoad(t *testing.T, addr string, keys []string) *load {
 				default:
 				}
 				start := time.Now()
-				v, err := c.Do(context.Background(), "THROTTLE", keys[(w+i)%len(keys)], 1000, 100, "1s").Int64Slice()
+				v, err := c.Do(context.Background(), "THROTTLE", keys[(w+i)%len(keys)], 1000, 1000, "1s").Int64Slice()
 				lat = append(lat, call{start, time.Since(start)})
 				l.calls.Add(1)
 				switch {
@@ -324,7 +324,9 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 	addr := serve(t, r)
 	victimKeys := keysIn(20, 0, 5460, "victim:")
 	healthyKeys := keysIn(20, 5461+100, slot.Count-1, "healthy:")
-	iv := interval(t, 1000, 100, 1_000_000)
+	// The load's limit: a bucket fills again within a second, which is
+	// when the outage's fallback buckets may go (below).
+	iv := interval(t, 1000, 1000, 1_000_000)
 
 	keys := append(slices.Clone(victimKeys), healthyKeys...)
 	// The baseline is taken once the router's connections are busy (rueidis
@@ -391,7 +393,7 @@ func testOutage(t *testing.T, partial bool, breakNode func(*clustertest.Node), h
 		t.Errorf("the victim's keys returned to the cluster at %v, %v after the promotion; want within 1s", back, back.Sub(promotedAt))
 	}
 	// The outage's fallback buckets are released once every shard is
-	// healthy again (they were held for good before).
+	// healthy again and they are full (they were held for good before).
 	waitFor(t, 5*time.Second, "the fallback buckets released", func() bool { return stats(r).LocalBuckets == 0 })
 	if partial {
 		// A starved machine (two cores, under -race, beside six
