@@ -93,8 +93,9 @@ func (s *Server) startLoops() error {
 	for range s.cfg.Loops {
 		l, err := s.newLoop()
 		if err != nil {
+			// None runs yet: stop would wait for a run that never began.
 			for _, l := range s.loops {
-				l.stop()
+				l.shutdown()
 			}
 			s.loops = nil
 			return err
