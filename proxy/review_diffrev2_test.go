@@ -8,7 +8,6 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
@@ -25,15 +24,7 @@ func TestHungTLSHandshakeIsClusterDown(t *testing.T) {
 	victim := c.Nodes[0]
 	key := nameOn(t, c, victim, "k")
 	r := tlsRouter(t, c, router.ClusterConfig{TLS: c.Certs.ClientTLS()})
-	var cls []*goredis.Client // on the loops, then on goroutines
-	for _, loops := range []int{0, -1} {
-		cl := goredis.NewClient(&goredis.Options{Addr: serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}), MaxRetries: -1, ReadTimeout: 15 * time.Second})
-		t.Cleanup(func() { cl.Close() })
-		if err := cl.Ping(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		cls = append(cls, cl)
-	}
+	cls := pathClients(t, ctx, r, goredis.Options{MaxRetries: -1, ReadTimeout: 15 * time.Second})
 	if err := victim.Pause(); err != nil {
 		t.Fatal(err)
 	}

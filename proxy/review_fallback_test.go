@@ -26,15 +26,7 @@ func TestHungNodeDialBoundedByForwardTimeout(t *testing.T) {
 	key, ch := nameOn(t, c, victim, "k"), nameOn(t, c, victim, "ch")
 	const forward = 200 * time.Millisecond
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ForwardTimeout: forward, HotThreshold: -1})
-	var cls []*goredis.Client // on the loops, then on goroutines
-	for _, loops := range []int{0, -1} {
-		cl := goredis.NewClient(&goredis.Options{Addr: serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}), Protocol: 3, MaxRetries: -1})
-		t.Cleanup(func() { cl.Close() })
-		if err := cl.Ping(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		cls = append(cls, cl)
-	}
+	cls := pathClients(t, ctx, r, goredis.Options{Protocol: 3, MaxRetries: -1})
 	if err := victim.Pause(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,4 +58,22 @@ func TestHungNodeDialBoundedByForwardTimeout(t *testing.T) {
 			t.Fatalf("path %d: SSUBSCRIBE on the paused primary answered %v after %v, want within --forward-timeout (%v)", i, err, took, forward)
 		}
 	}
+}
+
+// pathClients is a go-redis client of a sluice forwarding to r on the
+// event loops, then one on goroutines, each with opt and answering PING.
+func pathClients(t *testing.T, ctx context.Context, r *router.Cluster, opt goredis.Options) []*goredis.Client {
+	t.Helper()
+	var cls []*goredis.Client
+	for _, loops := range []int{0, -1} {
+		o := opt
+		o.Addr = serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		cl := goredis.NewClient(&o)
+		t.Cleanup(func() { cl.Close() })
+		if err := cl.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		cls = append(cls, cl)
+	}
+	return cls
 }
