@@ -135,7 +135,7 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			// script once every primary has loaded it.)
 			gen := s.cfg.Forwarder.ScriptsGen()
 			for k := it.first; k < len(r.fwd); k++ {
-				r.fwd[k].ScriptsGen = gen
+				r.fwd[k].ScriptsGen, r.fwd[k].LoadsScript = gen, true
 			}
 		}
 	}

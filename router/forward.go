@@ -71,6 +71,9 @@ type Forward struct {
 	// LOAD's client sent it: one answered after a SCRIPT FLUSH sent behind
 	// it is not remembered.
 	ScriptsGen uint64
+	// LoadsScript marks a part of a SCRIPT LOAD sent to every primary,
+	// whose script is kept once they all load it (loadingScript).
+	LoadsScript bool
 }
 
 // Blocked is a blocking command in flight on a connection of its own.
@@ -269,8 +272,10 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		b.idx[i] = i
 		f := &fs[i]
 		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, batch: b, i: i}
-		if body, ok := scriptLoadBody(f.cmd); ok {
-			f.loading = c.loadingScript(body, f.scriptsGen)
+		if cmds[i].LoadsScript {
+			if body, ok := scriptLoadBody(f.cmd); ok {
+				f.loading = c.loadingScript(body, f.scriptsGen)
+			}
 		}
 		addr := cmds[i].Addr
 		if cmds[i].Primary && f.slot == AnySlot && addr == "" && f.pin == nil {
