@@ -297,6 +297,7 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 	type db struct {
 		keys, expires int64
 		ttlSum        float64 // avg_ttl times expires overflows an int64 for long TTLs on many keys
+		ttlKeys       int64   // the expires of the primaries whose avg_ttl is in ttlSum
 	}
 	dbs := map[string]*db{}
 	var names []string
@@ -335,7 +336,13 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 			}
 			d.keys += keys
 			d.expires += expires
-			d.ttlSum += float64(ttl) * float64(expires) // avg_ttl weighs each primary by its keys with a TTL
+			// avg_ttl weighs each primary by its keys with a TTL. One that
+			// says 0 has not sampled its keys yet (Redis estimates it in
+			// the expire cycle): counting it would pull the mean toward 0.
+			if ttl > 0 {
+				d.ttlSum += float64(ttl) * float64(expires)
+				d.ttlKeys += expires
+			}
 		}
 	}
 	sort.Strings(names)
@@ -348,8 +355,8 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 	for _, name := range names {
 		d := dbs[name]
 		avg := int64(0)
-		if d.expires > 0 {
-			avg = int64(d.ttlSum / float64(d.expires))
+		if d.ttlKeys > 0 {
+			avg = int64(d.ttlSum / float64(d.ttlKeys))
 		}
 		fmt.Fprintf(&b, "%s:keys=%d,expires=%d,avg_ttl=%d\r\n", name, d.keys, d.expires, avg)
 	}

@@ -58,6 +58,18 @@ func TestKeyspaceAvgTTLOfManyLongTTLs(t *testing.T) {
 	}
 }
 
+// A primary whose avg_ttl is 0 has keys with a TTL it has not sampled yet:
+// the mean is of those that have, not pulled toward 0 by it.
+func TestKeyspaceAvgTTLLeavesOutUnsampledPrimaries(t *testing.T) {
+	sampled := "$60\r\n# Keyspace\r\ndb0:keys=10,expires=10,avg_ttl=5000\r\n\r\n"
+	unsampled := "$60\r\n# Keyspace\r\ndb0:keys=30,expires=30,avg_ttl=0\r\n\r\n"
+	it := &fwdItem{}
+	got := string(it.keyspace([][]byte{[]byte(sampled), []byte(unsampled)}))
+	if want := "db0:keys=40,expires=40,avg_ttl=5000\r\n"; !strings.Contains(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
 // instantaneous_ops_per_sec is the mean of the last 16 samples' rates, as
 // Redis's: one sample of 100 commands in 100 ms is 1000/s among fifteen of
 // none; the rest of a second of them, and it is 1000/s; none since, and
