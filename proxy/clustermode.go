@@ -348,9 +348,19 @@ func nodeID(host string, port int, startNanos int64) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// cmdReadonly answers READONLY and READWRITE, which cluster clients send
-// to read from replicas: sluice decides on primaries either way.
-func cmdReadonly(_ *Server, _ *client, conn respConn, _ [][]byte) {
+// cmdReadonly answers READONLY, which cluster clients send to read from
+// replicas: with --read-from-replicas, it undoes a READWRITE; without,
+// sluice reads from primaries either way.
+func cmdReadonly(_ *Server, c *client, conn respConn, _ [][]byte) {
+	c.readWrite = false
+	conn.WriteString("OK")
+}
+
+// cmdReadwrite answers READWRITE, with which a cluster client reads its
+// own writes again: its reads go to the primaries, as they do for a
+// Redis Cluster connection.
+func cmdReadwrite(_ *Server, c *client, conn respConn, _ [][]byte) {
+	c.readWrite = true
 	conn.WriteString("OK")
 }
 

@@ -183,7 +183,7 @@ func init() {
 		{name: "info", arity: -1, flags: []string{"loading", "stale"}, local: cmdInfo, acl: []string{"slow", "dangerous"}},
 		{name: "cluster", arity: -2, flags: []string{"stale"}, local: cmdClusterMode, acl: []string{"slow"}},
 		{name: "readonly", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly, acl: []string{"fast", "connection"}},
-		{name: "readwrite", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadonly, acl: []string{"fast", "connection"}},
+		{name: "readwrite", arity: 1, flags: []string{"fast", "loading", "stale"}, local: cmdReadwrite, acl: []string{"fast", "connection"}},
 		{name: "reset", arity: 1, flags: []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"},
 			local: cmdReset, acl: []string{"fast", "connection"}},
 		{name: "auth", arity: -2, flags: []string{"fast", "noscript", "loading", "stale", "no_auth"}, local: cmdAuth,

@@ -226,7 +226,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	}
 	for k := it.first; k < len(r.fwd); k++ {
 		r.fwd[k].Pin = c.pin
-		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor(spec.Name)
+		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor(spec.Name) && !c.readWrite
 		r.fwd[k].ScriptsGen = scriptsGen
 	}
 	r.queueItem(c, it)

@@ -573,6 +573,9 @@ type client struct {
 	multi   *txn        // after MULTI: the commands queued for EXEC
 	pin     *router.Pin // after WATCH: its own connection, until EXEC, DISCARD or UNWATCH
 	resp3   bool        // after HELLO 3
+	// readWrite: after READWRITE, until READONLY or RESET, its reads go to
+	// the primaries even with --read-from-replicas (read-your-writes).
+	readWrite bool
 	// split is how many parts its forwarded commands in flight were split
 	// into past one each: what it has on the shards counts toward
 	// maxInFlight, not only its commands.
@@ -1098,6 +1101,7 @@ func (c *client) reset() {
 	// library is behind the connection.
 	c.name = ""
 	c.replyOff, c.skip = false, false
+	c.readWrite = false
 	c.published()
 }
 
