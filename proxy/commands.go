@@ -838,7 +838,9 @@ func writeFlags(conn respConn, flags []string) {
 func cmdGetKeys(s *Server, conn respConn, args [][]byte, withFlags bool) {
 	cmd, ok := commands[strings.ToLower(string(args[2]))]
 	switch {
-	case !ok:
+	// Redis looks the target up with its subcommand: a container's
+	// subcommand it lacks is no command at all.
+	case !ok || cmd.fullName(args[2:]) == nil:
 		s.writeError(conn, errors.New("Invalid command specified"))
 		return
 	case cmd.keyFlags == nil:
