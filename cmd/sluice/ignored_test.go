@@ -29,3 +29,19 @@ func TestClusterSettingsIgnoredWithoutCluster(t *testing.T) {
 		t.Errorf("embedded settings only: ignored %v, %v", o.ignored, err)
 	}
 }
+
+// A variable that looks like a setting but names none (misspelt, or in
+// another case than the one read) is named at start; the settings' own,
+// and variables of other programs, are not.
+func TestStrayEnvironmentVariablesAreNamed(t *testing.T) {
+	o, err := parseFlags(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ := []string{"SLUICE_LISTN=:6380", "SLUICE_LISTEN=127.0.0.1:6380", "SLUICE_log_level=debug",
+		"SLUICE_LOG-LEVEL=debug", "SLUICE_HOT_KEYS=a", "PATH=/bin", "SLUICE_REQUIRE_REDIS=1", "SLUICE_=x"}
+	want := []string{"SLUICE_", "SLUICE_LISTN", "SLUICE_LOG-LEVEL", "SLUICE_log_level"}
+	if got := strayEnv(environ, o.settings); !slices.Equal(got, want) {
+		t.Errorf("stray %v, want %v", got, want)
+	}
+}

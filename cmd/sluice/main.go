@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -526,6 +527,29 @@ func newLogger(o options, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(encoder, zapcore.AddSync(w), level)), nil
 }
 
+// notSettings are SLUICE_ variables that are not settings: the tests'.
+var notSettings = map[string]bool{"SLUICE_REQUIRE_REDIS": true}
+
+// strayEnv names the variables of environ that look like settings
+// (SLUICE_...) but name none of settings, sorted. Why: a misspelt
+// SLUICE_LISTN is otherwise ignored without a word, where a misspelt flag
+// or file key stops sluice.
+func strayEnv(environ []string, settings map[string]string) []string {
+	read := map[string]bool{}
+	for name := range settings {
+		read["SLUICE_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))] = true
+	}
+	var stray []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "SLUICE_") && !read[name] && !notSettings[name] {
+			stray = append(stray, name)
+		}
+	}
+	slices.Sort(stray)
+	return stray
+}
+
 func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer) int {
 	o, err := parseFlags(args, lookupenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -548,6 +572,9 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 	defer log.Sync()
 	if len(o.ignored) > 0 {
 		log.Warn("settings of the cluster backend are ignored without --cluster", zap.Strings("settings", o.ignored))
+	}
+	if names := strayEnv(os.Environ(), o.settings); len(names) > 0 {
+		log.Warn("SLUICE_ variables that name no setting are ignored: misspelt?", zap.Strings("variables", names))
 	}
 	if o.cluster == "" && users != nil {
 		// The embedded backend's commands are all sluice's and known now,
