@@ -23,6 +23,7 @@ type clientView struct {
 	id      int64
 	addr    string
 	laddr   string // the address it connected to
+	unix    bool   // it connected to a Unix socket
 	created time.Time
 
 	last    atomic.Int64           // unix ns of its last command, or of a write to it
@@ -117,7 +118,7 @@ func (v *clientView) line(now time.Time) string {
 	f := v.viewFields
 	v.mu.Unlock()
 	flags := ""
-	// In Redis's order: P, x, b, e.
+	// In Redis's order: P, x, b, U, e.
 	if f.pubsub {
 		flags += "P"
 	}
@@ -126,6 +127,9 @@ func (v *clientView) line(now time.Time) string {
 	}
 	if v.blocked.Load() {
 		flags += "b"
+	}
+	if v.unix {
+		flags += "U"
 	}
 	if f.noEvict {
 		flags += "e"

@@ -633,9 +633,18 @@ type client struct {
 // newClient names a connection from addr that has begun, counted once
 // admitted; local is the address it reached.
 func (s *Server) newClient(addr string, local net.Addr) client {
+	ux, unix := local.(*net.UnixAddr)
+	if unix {
+		// A Unix socket's peer has no name ("@"): Redis gives the
+		// socket's path with port 0 as both ends.
+		addr = ux.Name + ":0"
+	}
 	c := client{id: s.stats.connections.Add(1), addr: addr, local: local, user: s.cfg.Users.defaultUser()}
-	c.view = &clientView{id: c.id, addr: addr, created: time.Now()}
-	if local != nil {
+	c.view = &clientView{id: c.id, addr: addr, unix: unix, created: time.Now()}
+	switch {
+	case unix:
+		c.view.laddr = addr
+	case local != nil:
 		c.view.laddr = local.String()
 	}
 	c.published()
