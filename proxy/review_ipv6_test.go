@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -60,6 +61,37 @@ func TestReviewIPv6UnixClientInList(t *testing.T) {
 		}
 		if !strings.Contains(line, want) || !strings.Contains(line, " flags=U ") {
 			t.Errorf("CLIENT LIST: got %q, want it to hold %q and flags=U", line, want)
+		}
+	})
+}
+
+// A client that reached sluice over ::1 is told ::1, as a Redis 7.0 node
+// bound to ::1 answers: the bare IP in SLOTS and SHARDS, "::1:port@cport"
+// in NODES, and its own address bracketed in CLIENT INFO.
+func TestReviewIPv6ServedOnLoopback(t *testing.T) {
+	eachIOConfig(t, proxy.Config{Decider: router.NewMemory(0), Backend: "test"}, func(t *testing.T, cfg proxy.Config) {
+		ln, err := net.Listen("tcp", "[::1]:0")
+		if err != nil {
+			t.Skipf("no IPv6 loopback: %v", err)
+		}
+		serveOn(t, ln, cfg)
+		addr := ln.Addr().String()
+		port := int64(ln.Addr().(*net.TCPAddr).Port)
+
+		id := command(t, addr, "CLUSTER", "MYID").(string)
+		if got, want := fmt.Sprint(command(t, addr, "CLUSTER", "SLOTS")), fmt.Sprint([]any{[]any{int64(0), int64(16383), []any{"::1", port, id, []any{}}}}); got != want {
+			t.Errorf("CLUSTER SLOTS: got %v, want %v", got, want)
+		}
+		node := command(t, addr, "CLUSTER", "SHARDS").([]any)[0].([]any)[3].([]any)[0].([]any)
+		if got, want := fmt.Sprint(node[:8]), fmt.Sprint([]any{"id", id, "port", port, "ip", "::1", "endpoint", "::1"}); got != want {
+			t.Errorf("CLUSTER SHARDS node: got %v, want %v", got, want)
+		}
+		if got, want := command(t, addr, "CLUSTER", "NODES"), fmt.Sprintf("%s ::1:%d@0 myself,master - 0 0 1 connected 0-16383\n", id, port); got != want {
+			t.Errorf("CLUSTER NODES: got %q, want %q", got, want)
+		}
+		info := command(t, addr, "CLIENT", "INFO").(string)
+		if !strings.Contains(info, " addr=[::1]:") || !strings.Contains(info, " laddr="+addr+" ") {
+			t.Errorf("CLIENT INFO: got %q, want addr=[::1]:<port> laddr=%s", info, addr)
 		}
 	})
 }
