@@ -4,6 +4,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +44,19 @@ func TestStrayEnvironmentVariablesAreNamed(t *testing.T) {
 	want := []string{"SLUICE_", "SLUICE_LISTN", "SLUICE_LOG-LEVEL", "SLUICE_log_level"}
 	if got := strayEnv(environ, o.settings); !slices.Equal(got, want) {
 		t.Errorf("stray %v, want %v", got, want)
+	}
+}
+
+// An IPv6 address and port written as Redis writes them (::1:7000) is
+// refused with the bracketed form to give; other mistakes get no hint.
+func TestIPv6AddressWithoutBracketsIsToldTheBrackets(t *testing.T) {
+	for _, args := range [][]string{{"--cluster", "127.0.0.1:7000, ::1:7001"}, {"--listen", "::1:6380"}, {"--announce", "::1:6380"}} {
+		_, err := parseFlags(args, noEnv, io.Discard)
+		if err == nil || !strings.HasSuffix(err.Error(), "an IPv6 address goes in brackets, [::1]:"+args[1][len(args[1])-4:]) {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if _, err := parseFlags([]string{"--cluster", "localhost"}, noEnv, io.Discard); err == nil || strings.Contains(err.Error(), "brackets") {
+		t.Errorf("no port: %v", err)
 	}
 }

@@ -296,7 +296,7 @@ of the --config file, which the command line wins over.
 		// Said here, by its name: protected mode would take an address
 		// without a port for one reachable from other hosts.
 		if _, port, err := net.SplitHostPort(l.addr); l.addr != "" && (err != nil || !listenPort(port)) {
-			return o, fmt.Errorf("%s must be host:port (a port in 0-65535, 0 for any free one), not %q", l.flag, l.addr)
+			return o, fmt.Errorf("%s must be host:port (a port in 0-65535, 0 for any free one), not %q%s", l.flag, l.addr, bracketsHint(l.addr))
 		}
 	}
 	if o.cluster != "" {
@@ -306,7 +306,7 @@ of the --config file, which the command line wins over.
 		for i, seed := range seeds {
 			seeds[i] = strings.TrimSpace(seed) // "a:1, b:2", as lists are written
 			if _, port, err := net.SplitHostPort(seeds[i]); err != nil || !validPort(port) {
-				return o, fmt.Errorf("--cluster must be host:port[,host:port...], not %q", o.cluster)
+				return o, fmt.Errorf("--cluster must be host:port[,host:port...], not %q%s", o.cluster, bracketsHint(seeds[i]))
 			}
 		}
 		o.cluster = strings.Join(seeds, ",")
@@ -314,7 +314,7 @@ of the --config file, which the command line wins over.
 	}
 	if o.announce != "" {
 		if err := proxy.CheckAnnounce(o.announce); err != nil {
-			return o, fmt.Errorf("--announce must be host:port (a port in 1-65535, a host that is an IP address or a name of letters, digits, '-' and '.'), not %q", o.announce)
+			return o, fmt.Errorf("--announce must be host:port (a port in 1-65535, a host that is an IP address or a name of letters, digits, '-' and '.'), not %q%s", o.announce, bracketsHint(o.announce))
 		}
 	}
 	if o.fallbackShare != "auto" {
@@ -525,6 +525,20 @@ func newLogger(o options, w io.Writer) (*zap.Logger, error) {
 		encoder = zapcore.NewConsoleEncoder(enc)
 	}
 	return zap.New(zapcore.NewCore(encoder, zapcore.AddSync(w), level)), nil
+}
+
+// bracketsHint is what to say of addr when it is an IPv6 address and a
+// port without brackets, as Redis writes them (CLUSTER NODES, MOVED,
+// redis-cli --cluster create): "::1:7000" is no host:port to Go.
+func bracketsHint(addr string) string {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 || strings.HasPrefix(addr, "[") {
+		return ""
+	}
+	if ip := net.ParseIP(addr[:i]); ip == nil || ip.To4() != nil {
+		return ""
+	}
+	return fmt.Sprintf(": an IPv6 address goes in brackets, %s", net.JoinHostPort(addr[:i], addr[i+1:]))
 }
 
 // notSettings are SLUICE_ variables that are not settings: the tests'.
