@@ -94,7 +94,7 @@ func cut(p string) (seg, rest string, star bool) {
 
 // atoms is how many bytes seg, a segment with no '*', matches.
 func atoms(seg string) int {
-	if strings.IndexAny(seg, `[\`) < 0 {
+	if !strings.ContainsAny(seg, `[\`) {
 		return len(seg)
 	}
 	n := 0
@@ -184,7 +184,7 @@ func class(p string, i int, c byte) (match bool, end int) {
 // than 64 atoms and s is at least bitapMin long (shorter ones are quicker
 // tried at each byte), else in s's length times seg's.
 func index(s, seg string, n, bitapMin int) int {
-	if strings.IndexAny(seg, `?[\`) < 0 {
+	if !strings.ContainsAny(seg, `?[\`) {
 		return strings.Index(s, seg)
 	}
 	if n <= 64 && len(s) >= bitapMin {
