@@ -529,6 +529,14 @@ func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]ruei
 			ranges, err = nil, actx.Err()
 		}
 		cancel()
+		if err == nil && len(ranges) == 0 && i < len(order)-1 && ctx.Err() == nil {
+			// A node taken out of the cluster (del-node resets it, it
+			// runs on) owns no slot and knows no other node, yet stays
+			// among the cluster client's nodes: its empty map is not the
+			// cluster's. Only the last node asked is believed, the
+			// others having failed or answered the same.
+			continue
+		}
 		if err == nil || ctx.Err() != nil {
 			return ranges, addr, err
 		}
