@@ -254,5 +254,11 @@ func (c *Cluster) renew(ctx context.Context, hk *hotKey) {
 	case held:
 		c.log.Log(hk.logLevel(), "hot key split taken up after its parent's shard came back", zap.String("key", hk.key),
 			zap.Bool("same_split", sp.Gen == old.gen))
+	case sp.Gen != old.gen:
+		// The split closed (a resharding moved a tag, a call needed fewer
+		// sub-buckets) or lapsed and was replaced: the key is counted in
+		// other sub-buckets, which the first line no longer tells.
+		c.log.Log(hk.logLevel(), "hot key split anew", zap.String("key", hk.key), zap.Int("sub_buckets", len(sp.Tags)),
+			zap.Strings("tags", sp.Tags), zap.Strings("previous_tags", old.tags), zap.Float64("decisions_per_sec", hk.rateNow()))
 	}
 }
