@@ -511,6 +511,7 @@ func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]ruei
 			order = append(order, addr)
 		}
 	}
+	var failed error
 	for i, addr := range order {
 		n, actx, cancel := nodes[addr], ctx, context.CancelFunc(func() {})
 		if i < len(order)-1 {
@@ -529,19 +530,20 @@ func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]ruei
 			ranges, err = nil, actx.Err()
 		}
 		cancel()
-		if err == nil && len(ranges) == 0 && i < len(order)-1 && ctx.Err() == nil {
+		if err == nil && len(ranges) == 0 && (i < len(order)-1 || failed != nil) && ctx.Err() == nil {
 			// A node taken out of the cluster (del-node resets it, it
 			// runs on) owns no slot and knows no other node, yet stays
 			// among the cluster client's nodes: its empty map is not the
-			// cluster's. Only the last node asked is believed, the
-			// others having failed or answered the same.
+			// cluster's. An empty cluster's is believed only when every
+			// node asked answers it: one that failed may hold the map.
 			continue
 		}
 		if err == nil || ctx.Err() != nil {
 			return ranges, addr, err
 		}
+		failed = err
 	}
-	return nil, "", err
+	return nil, "", failed
 }
 
 // unhealthy reports whether any shard is unhealthy.
