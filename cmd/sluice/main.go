@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -535,7 +536,10 @@ func bracketsHint(addr string) string {
 	if i < 0 || strings.HasPrefix(addr, "[") {
 		return ""
 	}
-	if ip := net.ParseIP(addr[:i]); ip == nil || ip.To4() != nil {
+	// netip: a link-local address has a zone (fe80::1%eth0). A last part
+	// that is no port is an address without one: bracketed, it would be
+	// refused in turn.
+	if ip, err := netip.ParseAddr(addr[:i]); err != nil || ip.Is4() || addr[i+1:] == "" || !listenPort(addr[i+1:]) {
 		return ""
 	}
 	return fmt.Sprintf(": an IPv6 address goes in brackets, %s", net.JoinHostPort(addr[:i], addr[i+1:]))
