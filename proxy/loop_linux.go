@@ -292,6 +292,7 @@ type loop struct {
 	now        time.Time        // when this pass began
 	busy       busyClients      // whether to poll before sleeping
 	idleSwept  time.Time        // when closeIdle last looked
+	goneSwept  time.Time        // when dropGone last looked
 }
 
 // A loop keeps up to keepRounds idle rounds of at most keepRoundSize
@@ -447,6 +448,7 @@ func (l *loop) run() {
 		l.endRound()
 		l.closeLingering()
 		l.closeIdle()
+		l.dropGone()
 		if len(l.conns) == 0 && l.isDraining() {
 			return
 		}

@@ -270,6 +270,35 @@ func (l *loop) nextDeadline() (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
+// dropGone closes and forgets, once a second, the loop's idle connections
+// to the nodes that the slot map no longer names (removed from the
+// cluster, or moved to a new address, left running): kept, they and their
+// nodes would pile up as nodes are replaced. A node with commands in
+// flight is left to finish, and looked at again at the next sweep; a
+// later command for its address dials again.
+func (l *loop) dropGone() {
+	if len(l.nodes) == 0 || l.s.slots == nil || l.now.Sub(l.goneSwept) < time.Second {
+		return
+	}
+	l.goneSwept = l.now
+	m := l.s.slots.Map()
+	for k, n := range l.nodes {
+		if n.dialing || n.dirty || !n.p.Idle() || !m.Gone(k.addr) {
+			continue
+		}
+		if n.fd >= 0 {
+			syscall.Close(n.fd)
+			delete(l.nodeIDs, n.id)
+		}
+		delete(l.nodes, k)
+		for i := range l.recent {
+			if l.recent[i].n == n {
+				l.recent[i] = recentNode{}
+			}
+		}
+	}
+}
+
 // closeNodes closes the loop's connections to the nodes.
 func (l *loop) closeNodes() {
 	for _, n := range l.nodeIDs {

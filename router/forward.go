@@ -655,6 +655,42 @@ func (c *Cluster) backend(addr string, resp3, readonly bool) *backend {
 	return b
 }
 
+// dropGone forgets the forwarding connections, and the idle blocking
+// ones, to the nodes that t no longer names (removed from the cluster,
+// or moved to a new address, left running): kept, they would pile up as
+// nodes are replaced. A backend with commands queued or in flight is
+// left to finish, and looked at again at the next map. c.mu is held; the
+// connections returned are for the caller to close once it is let go.
+func (c *Cluster) dropGone(t *topology) []net.Conn {
+	var gone []net.Conn
+	for key, b := range c.backends {
+		if !t.gone(b.addr) {
+			continue
+		}
+		b.mu.Lock()
+		if idle := len(b.queue) == 0 && b.sent.len() == 0 && !b.writing; idle {
+			// A caller that took b from the map before this sends on the
+			// map's next one (send).
+			b.gone = true
+			if b.conn != nil {
+				gone = append(gone, b.conn)
+				b.conn = nil
+			}
+			delete(c.backends, key)
+		}
+		b.mu.Unlock()
+	}
+	for pool, conns := range c.idle {
+		if addr, _, _ := strings.Cut(pool, " "); t.gone(addr) {
+			for _, ic := range conns {
+				gone = append(gone, ic.conn)
+			}
+			delete(c.idle, pool)
+		}
+	}
+	return gone
+}
+
 // poolKey names a node's connections of one protocol, and whether they
 // read from a replica.
 func poolKey(addr string, resp3, readonly bool) string {
@@ -1111,6 +1147,9 @@ type backend struct {
 	buf     []byte
 	release bool // a pin let go: close the connection once nothing waits
 	pin     *Pin // the pin it serves, whose watches end with its connection
+	// gone: dropped from the cluster's backends, its node no longer in
+	// the slot map (dropGone); what is sent on it goes on a new one.
+	gone bool
 }
 
 // Pin is one client's own pipelined connection to a node, for WATCH:
@@ -1297,6 +1336,11 @@ var askingCmd = []byte("*1\r\n$6\r\nASKING\r\n")
 
 func (b *backend) send(f *forwarded) {
 	b.mu.Lock()
+	if b.gone {
+		b.mu.Unlock()
+		b.c.backend(b.addr, b.resp3, b.readonly).send(f)
+		return
+	}
 	b.queue = append(b.queue, f)
 	start := !b.writing
 	b.writing = true

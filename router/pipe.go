@@ -158,6 +158,10 @@ func (p *Pipe) Wrote(n int) {
 // Waiting reports whether commands wait for replies.
 func (p *Pipe) Waiting() bool { return p.sent.len() > 0 }
 
+// Idle reports whether nothing is to be written, waits for a reply, or is
+// queued on the pipe: the loop may close its connection and forget it.
+func (p *Pipe) Idle() bool { return len(p.out) == 0 && p.sent.len() == 0 && len(p.bq) == 0 }
+
 // Deadline is when the node is taken as hung if the oldest command
 // written is not answered (for a passthrough pipe, nor anything more
 // heard from the node); false when none waits.

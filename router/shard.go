@@ -346,6 +346,12 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		c.stale.Store(true)
 		return
 	}
+	var gone []net.Conn
+	defer func() { // after c.mu is let go
+		for _, conn := range gone {
+			conn.Close()
+		}
+	}()
 	// A node without an endpoint (a null one: the cluster's
 	// cluster-preferred-endpoint-type is unknown-endpoint) is reached at
 	// the host that answered, on its own port, as Redis's CLUSTER SLOTS
@@ -451,6 +457,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		}
 	}
 	c.topo.Store(t)
+	gone = c.dropGone(t)
 }
 
 // Route points each of cmds at its slot's primary now (Forward.Addr), by
@@ -483,6 +490,29 @@ func (m SlotMap) Gen() uint64 {
 		return 0
 	}
 	return m.t.gen
+}
+
+// Gone reports whether m, a map that names primaries, names the node at
+// addr neither as a primary nor as a replica: sluice's connections to it
+// are no longer needed. False before any map, and for one that names
+// nothing (a cluster forming).
+func (m SlotMap) Gone(addr string) bool { return m.t.gone(addr) }
+
+func (t *topology) gone(addr string) bool {
+	if t == nil || len(t.primaries) == 0 {
+		return false
+	}
+	for _, s := range t.primaries {
+		if s.addr == addr {
+			return false
+		}
+	}
+	for _, rs := range t.replicas {
+		if slices.Contains(rs, addr) {
+			return false
+		}
+	}
+	return true
 }
 
 // readSlots reads CLUSTER SLOTS from one of nodes (the cluster client's,
