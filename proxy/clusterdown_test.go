@@ -23,7 +23,10 @@ func TestClusterDownMarksTheShardOfEveryFallenBackKey(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	victim := c.Nodes[0]
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
-		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: 200 * time.Millisecond, HotThreshold: -1})
+		// Long enough that no call before the outage, nor one of its
+		// CLUSTERDOWN answers, is decided by the fallback for being slow
+		// on a loaded machine.
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), Timeout: time.Second, HotThreshold: -1})
 		cfg.Decider, cfg.Forwarder = r, r
 		cl := dialRaw(t, serveConfig(t, cfg))
 		// Keys whose buckets (under sluice's prefix) live on the live
@@ -37,6 +40,9 @@ func TestClusterDownMarksTheShardOfEveryFallenBackKey(t *testing.T) {
 				t.Fatalf("THROTTLE %s before the outage: %q", k, got)
 			}
 		}
+		// Counted from here: a decision the fallback made before (a slow
+		// call) would otherwise pass for one of the outage's.
+		local := r.Stats().Cluster.Decisions[router.SourceLocal]
 		if err := victim.Pause(); err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +54,7 @@ func TestClusterDownMarksTheShardOfEveryFallenBackKey(t *testing.T) {
 			}
 		}
 		st := r.Stats().Cluster
-		if st.Decisions[router.SourceLocal] == 0 {
+		if st.Decisions[router.SourceLocal] == local {
 			t.Fatalf("no decision by the fallback while the cluster is down: %+v", st)
 		}
 		for _, n := range c.Nodes[1:] {
