@@ -149,29 +149,10 @@ func TestPassthroughEvalshaAfterAFailoverRunsInOrder(t *testing.T) {
 // (EVAL_RO) after the reads behind it, on both serving paths.
 func TestPassthroughEvalshaROOnAReplicaIsNotReplayed(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{})
-	ctx := context.Background()
 	const k = "{evro}k"
 	primary := primaryOf(t, c, k)
-	_, port, _ := strings.Cut(primary.Addr, ":")
-	var replica *clustertest.Node
-	for _, n := range c.Nodes {
-		info, err := n.Do(ctx, "INFO", "replication").ToString()
-		if err == nil && strings.Contains(info, "master_port:"+port+"\r\n") {
-			replica = n
-		}
-	}
-	if replica == nil {
-		t.Fatalf("no replica of %s", primary.Addr)
-	}
-	calls := func(cmd string) int {
-		stats, _ := replica.Do(ctx, "INFO", "commandstats").ToString()
-		_, after, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls=")
-		if !ok {
-			return 0
-		}
-		n, _ := strconv.Atoi(after[:strings.IndexByte(after, ',')])
-		return n
-	}
+	replica := replicasOf(t, c, primary)[0]
+	calls := func(cmd string) int { return cmdCalls(replica, cmd) }
 	for _, loops := range []int{0, -1} {
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
 		waitRouter(t, r)

@@ -422,6 +422,35 @@ func primaryOf(t *testing.T, c *clustertest.Cluster, key string) *clustertest.No
 	return n
 }
 
+// replicasOf are the nodes that replicate primary; a cluster with none
+// fails the test.
+func replicasOf(t *testing.T, c *clustertest.Cluster, primary *clustertest.Node) []*clustertest.Node {
+	t.Helper()
+	_, port, _ := strings.Cut(primary.Addr, ":")
+	var replicas []*clustertest.Node
+	for _, n := range c.Nodes {
+		info, err := n.Do(context.Background(), "INFO", "replication").ToString()
+		if err == nil && strings.Contains(info, "master_port:"+port+"\r\n") {
+			replicas = append(replicas, n)
+		}
+	}
+	if len(replicas) == 0 {
+		t.Fatalf("no replica of %s", primary.Addr)
+	}
+	return replicas
+}
+
+// cmdCalls is how many calls of cmd n counts (INFO commandstats).
+func cmdCalls(n *clustertest.Node, cmd string) int {
+	stats, _ := n.Do(context.Background(), "INFO", "commandstats").ToString()
+	_, after, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls=")
+	if !ok {
+		return 0
+	}
+	calls, _ := strconv.Atoi(after[:strings.IndexByte(after, ',')])
+	return calls
+}
+
 // nameOn is the first of prefix0, prefix1, ... whose slot n owns.
 func nameOn(t *testing.T, c *clustertest.Cluster, n *clustertest.Node, prefix string) string {
 	t.Helper()

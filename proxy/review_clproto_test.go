@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
@@ -22,26 +21,8 @@ func TestReviewClprotoReadWriteReadsThePrimary(t *testing.T) {
 	ctx := context.Background()
 	const key = "{clproto}k"
 	primary := primaryOf(t, c, key)
-	_, port, _ := strings.Cut(primary.Addr, ":")
-	var replica *clustertest.Node
-	for _, n := range c.Nodes {
-		info, err := n.Do(ctx, "INFO", "replication").ToString()
-		if err == nil && strings.Contains(info, "master_port:"+port+"\r\n") {
-			replica = n
-		}
-	}
-	if replica == nil {
-		t.Fatalf("no replica of %s", primary.Addr)
-	}
-	gets := func() int {
-		stats, _ := replica.Do(ctx, "INFO", "commandstats").ToString()
-		_, after, ok := strings.Cut(stats, "cmdstat_get:calls=")
-		if !ok {
-			return 0
-		}
-		n, _ := strconv.Atoi(after[:strings.IndexByte(after, ',')])
-		return n
-	}
+	replica := replicasOf(t, c, primary)[0]
+	gets := func() int { return cmdCalls(replica, "get") }
 	conns := map[int]*rawConn{}
 	for _, loops := range []int{1, -1} {
 		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, HotThreshold: -1})

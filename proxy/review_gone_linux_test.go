@@ -20,17 +20,7 @@ func TestConnectionsToARemovedNodeAreClosed(t *testing.T) {
 	ctx := context.Background()
 	const key = "{gone}k"
 	primary := primaryOf(t, c, key)
-	_, port, _ := strings.Cut(primary.Addr, ":")
-	var replica *clustertest.Node
-	for _, n := range c.Nodes {
-		info, err := n.Do(ctx, "INFO", "replication").ToString()
-		if err == nil && strings.Contains(info, "master_port:"+port+"\r\n") {
-			replica = n
-		}
-	}
-	if replica == nil {
-		t.Fatalf("no replica of %s", primary.Addr)
-	}
+	replica := replicasOf(t, c, primary)[0]
 	// sluice's forwarding connections are those whose last command was a
 	// GET: the routers' cluster clients and clustertest's send none.
 	forwarding := func() int {

@@ -22,14 +22,7 @@ func TestReviewScanCursorCommandsStayOnOneNode(t *testing.T) {
 	const n = 1000 // past the listpack sizes: a real table, scanned by cursor
 	keys := map[string][]string{"HSCAN": {"{scanro}h", "HSET"}, "SSCAN": {"{scanro}s", "SADD"}, "ZSCAN": {"{scanro}z", "ZADD"}}
 	primary := primaryOf(t, c, "{scanro}")
-	_, port, _ := strings.Cut(primary.Addr, ":")
-	var replicas []*clustertest.Node
-	for _, nd := range c.Nodes {
-		info, err := nd.Do(ctx, "INFO", "replication").ToString()
-		if err == nil && strings.Contains(info, "master_port:"+port+"\r\n") {
-			replicas = append(replicas, nd)
-		}
-	}
+	replicas := replicasOf(t, c, primary)
 	if len(replicas) != 2 {
 		t.Fatalf("%d replicas of %s, want 2", len(replicas), primary.Addr)
 	}
