@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 	"github.com/sluice-rl/sluice/router/slot"
 )
@@ -438,6 +439,19 @@ func replicasOf(t *testing.T, c *clustertest.Cluster, primary *clustertest.Node)
 		t.Fatalf("no replica of %s", primary.Addr)
 	}
 	return replicas
+}
+
+// onEachPath serves a router of cfg on each serving path (one event loop,
+// and goroutines: Loops 1 and -1), each router its own, and dials each.
+func onEachPath(t *testing.T, cfg router.ClusterConfig) map[int]*rawConn {
+	t.Helper()
+	conns := map[int]*rawConn{}
+	for _, loops := range []int{1, -1} {
+		r := newRouterConfig(t, cfg)
+		waitRouter(t, r)
+		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+	}
+	return conns
 }
 
 // cmdCalls is how many calls of cmd n counts (INFO commandstats).

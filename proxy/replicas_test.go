@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"testing"
 
-	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
@@ -19,12 +18,7 @@ func TestReadsFromReplicasOutliveADeadReplica(t *testing.T) {
 	primary := primaryOf(t, c, key)
 	replica := replicasOf(t, c, primary)[0]
 	gets := func() int { return cmdCalls(replica, "get") }
-	conns := map[int]*rawConn{}
-	for _, loops := range []int{1, -1} {
-		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
-		waitRouter(t, r)
-		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
-	}
+	conns := onEachPath(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
 	if got := conns[1].do("SET", key, "v"); got != "+OK\r\n" {
 		t.Fatalf("SET: %q", got)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
@@ -23,12 +22,7 @@ func TestReadsFromReplicasPassOverAReplicaThatCannotServe(t *testing.T) {
 	ctx := context.Background()
 	const key = "{staleless}k"
 	primary, replica := c.Nodes[0], c.Nodes[1]
-	conns := map[int]*rawConn{}
-	for _, loops := range []int{1, -1} {
-		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, TopologyInterval: 20 * time.Millisecond})
-		waitRouter(t, r)
-		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
-	}
+	conns := onEachPath(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, TopologyInterval: 20 * time.Millisecond})
 	if got := conns[1].do("SET", key, "v"); got != "+OK\r\n" {
 		t.Fatalf("SET: %q", got)
 	}

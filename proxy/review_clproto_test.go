@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
@@ -23,12 +22,7 @@ func TestReviewClprotoReadWriteReadsThePrimary(t *testing.T) {
 	primary := primaryOf(t, c, key)
 	replica := replicasOf(t, c, primary)[0]
 	gets := func() int { return cmdCalls(replica, "get") }
-	conns := map[int]*rawConn{}
-	for _, loops := range []int{1, -1} {
-		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, HotThreshold: -1})
-		waitRouter(t, r)
-		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
-	}
+	conns := onEachPath(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, HotThreshold: -1})
 	if got := conns[1].do("SET", key, "old"); got != "+OK\r\n" {
 		t.Fatalf("SET: %q", got)
 	}

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
@@ -30,12 +29,7 @@ func TestConnectionsToARemovedNodeAreClosed(t *testing.T) {
 		}
 		return strings.Count(list, " cmd=get ")
 	}
-	conns := map[int]*rawConn{}
-	for _, loops := range []int{1, -1} {
-		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
-		waitRouter(t, r)
-		conns[loops] = dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
-	}
+	conns := onEachPath(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true})
 	if got := conns[1].do("SET", key, "v"); got != "+OK\r\n" {
 		t.Fatalf("SET: %q", got)
 	}
