@@ -160,8 +160,9 @@ func New(t testing.TB, cfg Config) *Cluster {
 	// A formed group of spares, when the shape is theirs, saves the
 	// nodes' start and the cluster's forming.
 	var group []*Node
-	if cfg.spares() {
-		group = spares.take()
+	shape, spare := cfg.spareShape()
+	if spare {
+		group = spares.take(shape)
 	}
 	for _, n := range group {
 		if err := c.adopt(ctx, n, cfg); err != nil {
@@ -182,8 +183,8 @@ func New(t testing.TB, cfg Config) *Cluster {
 		}
 		c.Nodes = append(c.Nodes, n)
 	}
-	if cfg.spares() {
-		spares.fill()
+	if spare {
+		spares.fill(shape)
 	}
 	if group == nil {
 		if err := c.begin(ctx, np); err != nil {

@@ -141,12 +141,13 @@ func TestClusterTLSAndUser(t *testing.T) {
 
 // Every cluster has the settings its Config asks for, whether its nodes
 // were started for it or were spares started ahead (the second and later
-// clusters of a test binary), and keeps them across a Restart; its
-// primaries know their replicas, whose CLUSTER FAILOVER then succeeds.
+// clusters of a shape in a test binary), and keeps them across a Restart;
+// its primaries know their replicas, whose CLUSTER FAILOVER then succeeds.
 func TestEveryClusterHasItsSettings(t *testing.T) {
 	for i, cfg := range []clustertest.Config{
 		{},
 		{Replicas: -1, NodeTimeout: 7 * time.Second, PartialCoverage: true},
+		{NodeTimeout: 2 * time.Second, PartialCoverage: true},
 		{Primaries: 2, NodeTimeout: 3 * time.Second},
 	} {
 		c := clustertest.New(t, cfg)

@@ -18,57 +18,62 @@ import (
 // first cluster cron), and nodes that have just met take their gossip's
 // time, half a second or more under -race, to know each other: a cluster
 // of fresh nodes costs every test both. So New keeps spares: groups of
-// sparePrimaries nodes, each started and begun as a cluster of its own
-// when the previous cluster was made, which have waited out the delay and
-// formed by the time the next one needs them. Their forming is the
-// redis-servers' gossip, not a goroutine of the test binary.
+// nodes of one shape, each started and begun as a cluster of its own
+// when the previous cluster of that shape was made, which have waited out
+// the delay and formed by the time the next one needs them. Their forming
+// is the redis-servers' gossip, not a goroutine of the test binary.
 //
-// Only clusters of that shape without replicas, TLS or a password use
-// them (the common shape); the settings that differ between the others
-// (node timeout, coverage) are set when a group is adopted, and written
-// to its nodes' redis.conf for a Restart. Not replicas: after its first
-// sync a primary holds its writes back until the replica's first REPLCONF
-// ACK, which comes with the replica's once-a-second cron, so a test that
-// killed a primary just after New lost what it wrote (fresh nodes are
-// still in their 2 s delay meanwhile). Spares that no test took die with
-// the test binary (DieWithParent, on Linux); their directories are removed by the next
-// test binary that makes spares.
+// Only the shapes most tests use have spares, and only clusters without
+// TLS or a password use them; the settings that differ between the
+// others (node timeout, coverage) are set when a group is adopted, and
+// written to its nodes' redis.conf for a Restart. A group's replicas are
+// begun as primaries without slots and made replicas when the group is
+// adopted (join): CLUSTER REPLICATE needs the nodes to know each other,
+// which fill does not wait for, and by then they do, so the replicas'
+// first sync (diskless, acknowledged at once) takes milliseconds. Spares that
+// no test took die with the test binary (DieWithParent, on Linux); their
+// directories are removed by the next test binary that makes spares.
 var spares sparePool
 
-const (
-	sparePrimaries = 3
-	spareGroups    = 3
-)
+// shape is a cluster's number of primaries and of replicas per primary.
+type shape struct{ primaries, replicas int }
+
+// spareGroups is how many groups of each shape are kept: three of the
+// shape most tests use, which they often ask for back to back, one of 3
+// primaries with a replica each, which fewer tests use, further apart.
+var spareGroups = map[shape]int{{3, 0}: 3, {3, 1}: 2}
 
 type sparePool struct {
 	mu     sync.Mutex
-	groups [][]*Node // oldest first
-	dir    string    // where their directories are, once made
-	seq    int       // names their directories
+	groups map[shape][][]*Node // oldest first
+	dir    string              // where their directories are, once made
+	seq    int                 // names their directories
 }
 
-// spares reports whether a cluster of cfg may be made of spares.
-func (cfg Config) spares() bool {
-	return cfg.primaries() == sparePrimaries && cfg.replicas() == 0 && !cfg.TLS && cfg.User == "" && cfg.Password == ""
+// spareShape is cfg's shape, and whether a cluster of cfg may be made of
+// spares.
+func (cfg Config) spareShape() (shape, bool) {
+	s := shape{cfg.primaries(), cfg.replicas()}
+	return s, spareGroups[s] > 0 && !cfg.TLS && cfg.User == "" && cfg.Password == ""
 }
 
-// take hands out the oldest group, or nil.
-func (p *sparePool) take() []*Node {
+// take hands out the oldest group of shape s, or nil.
+func (p *sparePool) take(s shape) []*Node {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.groups) == 0 {
+	if len(p.groups[s]) == 0 {
 		return nil
 	}
-	g := p.groups[0]
-	p.groups = append([][]*Node(nil), p.groups[1:]...)
+	g := p.groups[s][0]
+	p.groups[s] = append([][]*Node(nil), p.groups[s][1:]...)
 	return g
 }
 
-// fill starts and begins groups until there are spareGroups, and waits
-// until their nodes have been introduced: what runs after New sees no
-// goroutine of theirs but the one that waits for each process. A group
-// of which a node fails to start or to begin is left out.
-func (p *sparePool) fill() {
+// fill starts and begins groups of shape s until there are spareGroups,
+// and waits until their nodes have been introduced: what runs after New
+// sees no goroutine of theirs but the one that waits for each process. A
+// group of which a node fails to start or to begin is left out.
+func (p *sparePool) fill(s shape) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.dir == "" {
@@ -78,18 +83,21 @@ func (p *sparePool) fill() {
 		}
 		p.dir = dir
 	}
+	if p.groups == nil {
+		p.groups = map[shape][][]*Node{}
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for range spareGroups - len(p.groups) {
-		dirs := make([]string, sparePrimaries)
+	for range spareGroups[s] - len(p.groups[s]) {
+		dirs := make([]string, s.primaries*(1+s.replicas))
 		for i := range dirs {
 			p.seq++
 			dirs[i] = filepath.Join(p.dir, strconv.Itoa(p.seq))
 		}
 		wg.Go(func() {
-			if g := startGroup(dirs); g != nil {
+			if g := startGroup(dirs, s.primaries); g != nil {
 				mu.Lock()
-				p.groups = append(p.groups, g)
+				p.groups[s] = append(p.groups[s], g)
 				mu.Unlock()
 			}
 		})
@@ -97,8 +105,9 @@ func (p *sparePool) fill() {
 	wg.Wait()
 }
 
-// startGroup starts a node in each of dirs and begins them as a cluster.
-func startGroup(dirs []string) []*Node {
+// startGroup starts a node in each of dirs and begins them as a cluster
+// of which the first np are the primaries.
+func startGroup(dirs []string, np int) []*Node {
 	nodes := make([]*Node, len(dirs))
 	var wg sync.WaitGroup
 	for i, dir := range dirs {
@@ -118,7 +127,7 @@ func startGroup(dirs []string) []*Node {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	if slices.Contains(c.Nodes, nil) || c.begin(ctx, len(dirs)) != nil {
+	if slices.Contains(c.Nodes, nil) || c.begin(ctx, np) != nil {
 		for i, n := range c.Nodes {
 			if n != nil {
 				n.Kill()
@@ -154,7 +163,8 @@ func (p *sparePool) makeDir() (string, error) {
 // group began, and a primary that leaves one waits its node timeout
 // (500 ms to 5 s) before it takes writes (the rejoin delay): a group
 // taken young waits the smallest delay, then has the test's timeout
-// (settle).
+// (settle). Not with replicas: they would take over a primary that
+// missed half a second, which a loaded machine's can.
 const formingTimeout = "500"
 
 // adopt makes spare n a node of c, shaped by cfg.
@@ -165,7 +175,11 @@ func (c *Cluster) adopt(ctx context.Context, n *Node, cfg Config) error {
 	if err := os.WriteFile(filepath.Join(n.dir, "redis.conf"), c.conf(p, n.dir, cfg), 0o644); err != nil {
 		return err
 	}
-	return n.do(ctx, "CONFIG", "SET", "cluster-node-timeout", formingTimeout, "cluster-require-full-coverage", cfg.fullCoverage()).Error()
+	timeout := formingTimeout
+	if cfg.replicas() > 0 {
+		timeout = strconv.FormatInt(cfg.nodeTimeout().Milliseconds(), 10)
+	}
+	return n.do(ctx, "CONFIG", "SET", "cluster-node-timeout", timeout, "cluster-require-full-coverage", cfg.fullCoverage()).Error()
 }
 
 // settle gives c's spares the node timeout of cfg, once c has formed.
