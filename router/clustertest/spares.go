@@ -39,9 +39,10 @@ var spares sparePool
 type shape struct{ primaries, replicas int }
 
 // spareGroups is how many groups of each shape are kept: three of the
-// shape most tests use, which they often ask for back to back, one of 3
-// primaries with a replica each, which fewer tests use, further apart.
-var spareGroups = map[shape]int{{3, 0}: 3, {3, 1}: 2}
+// shape most tests use, which they often ask for back to back, two of 3
+// primaries with a replica each, which fewer tests use, and one of a
+// single primary, which a few tests of a package use, further apart.
+var spareGroups = map[shape]int{{3, 0}: 3, {3, 1}: 2, {1, 0}: 1}
 
 type sparePool struct {
 	mu     sync.Mutex
