@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/bucket/buckettest"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -198,7 +199,7 @@ func TestThrottleDifferential(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := bucket.ExpireAt(m.stored); at != want {
+			if want := buckettest.ExpireAt(m.stored); at != want {
 				t.Fatalf("step %d %+v: PXAT %d, want %d (TAT %d)", step, call, at, want, m.stored)
 			}
 		}

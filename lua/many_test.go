@@ -195,8 +195,8 @@ func TestManyOnCluster(t *testing.T) {
 			if d := time.Until(time.Unix(0, tat)); d < time.Duration(calls[i].Cost-1)*time.Second || d > time.Duration(calls[i].Cost)*time.Second {
 				t.Fatalf("%s: TAT %d is %v from now, want %ds", keys[i], tat, d, calls[i].Cost)
 			}
-			if at := s.expireAt(ctx, keys[i]); at != bucket.ExpireAt(tat) {
-				t.Fatalf("%s: expires at %d, want %d", keys[i], at, bucket.ExpireAt(tat))
+			if at := s.expireAt(ctx, keys[i]); at != buckettest.ExpireAt(tat) {
+				t.Fatalf("%s: expires at %d, want %d", keys[i], at, buckettest.ExpireAt(tat))
 			}
 		}
 	})

@@ -157,8 +157,8 @@ func TestThrottleOnCluster(t *testing.T) {
 		// The key expires at the full instant, rounded up to the ms: never
 		// before the bucket is full, and no later than that.
 		at, err := cl.Do(ctx, cl.B().Pexpiretime().Key("clock").Build()).AsInt64()
-		if err != nil || at != bucket.ExpireAt(tat) {
-			t.Fatalf("PEXPIRETIME %d (%v), want %d for a TAT of %d ns", at, err, bucket.ExpireAt(tat), tat)
+		if err != nil || at != buckettest.ExpireAt(tat) {
+			t.Fatalf("PEXPIRETIME %d (%v), want %d for a TAT of %d ns", at, err, buckettest.ExpireAt(tat), tat)
 		}
 		// The stored instant is the shard's time plus 4s; the shard runs on
 		// this machine, so its clock is ours within a second.

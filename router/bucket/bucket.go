@@ -165,14 +165,6 @@ func Take(tat, now int64, iv Interval, cost int64) (r Result, store int64) {
 	return r, now*1000 + nanos(nd, iv.V)
 }
 
-// ExpireAt is when a bucket stored by Take may go, in ms since the epoch:
-// the instant it is full again, rounded up, never earlier. (The Lua script
-// computes the same from the exact deficit; rounding a rounded-up ns value
-// up to ms gives the same ms.)
-func ExpireAt(store int64) int64 {
-	return ceilDiv(store, 1e6)
-}
-
 // deficit is how far the bucket is from full at now, in 1/v µs, capped at
 // tau (an empty bucket). It rounds down what nanos rounded up, so for
 // v < 1000 a stored deficit reads back exactly; for larger v one write can

@@ -115,7 +115,7 @@ func TestExpireAtIsTheFullInstant(t *testing.T) {
 	iv, _ := bucket.Limit{Capacity: 3, Refill: 3, Period: 1000000}.Interval()
 	now := int64(buckettest.Start) + 123
 	_, tat := bucket.Take(0, now, iv, 1)
-	at := bucket.ExpireAt(tat)
+	at := buckettest.ExpireAt(tat)
 	// Full again at now + 333333.33 µs: the key may go at the next ms, no
 	// sooner.
 	if at*1_000_000 < tat || at*1_000_000-tat >= 1_000_000 {

@@ -69,3 +69,12 @@ func Cases() []Case {
 	}
 	return v.Cases
 }
+
+// ExpireAt is when the Lua script lets a bucket stored by bucket.Take go,
+// in ms since the epoch: the instant it is full again, rounded up, never
+// earlier. (The script computes it from the exact deficit; rounding a
+// rounded-up ns value up to ms gives the same ms.) Only the script sets
+// an expiry, so only its tests need this.
+func ExpireAt(store int64) int64 {
+	return (store + 1e6 - 1) / 1e6
+}
