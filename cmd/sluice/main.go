@@ -403,6 +403,16 @@ func httpServer(h http.Handler) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 }
 
+// serveHTTP serves h on ln until ln is closed, as sluice stops (its
+// servers are never shut down, so that is the net.ErrClosed Serve
+// returns). Any other error has ended the server, and /metrics, /healthz
+// and /readyz with it for metrics: said, not left to a probe timing out.
+func serveHTTP(log *zap.Logger, what string, h http.Handler, ln net.Listener) {
+	if err := httpServer(h).Serve(ln); !errors.Is(err, net.ErrClosed) {
+		log.Error("stopped serving "+what, zap.String("addr", ln.Addr().String()), zap.Error(err))
+	}
+}
+
 // pprofMux serves net/http/pprof's profiles but not its
 // /debug/pprof/cmdline, which would give anyone who reaches --pprof the
 // command line: --requirepass and --cluster-password with it. (The
@@ -694,7 +704,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 			return 1
 		}
 		defer pln.Close()
-		go httpServer(pprofMux()).Serve(pln)
+		go serveHTTP(log, "pprof", pprofMux(), pln)
 		log.Info("pprof listening", zap.String("addr", pln.Addr().String()))
 	}
 
@@ -732,7 +742,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 
 	var ready atomic.Bool // serving: the cluster answered, or its keys go to the fallback
 	if mln != nil {
-		go httpServer(metricsMux(srv, &ready)).Serve(mln)
+		go serveHTTP(log, "metrics", metricsMux(srv, &ready), mln)
 		log.Info("metrics listening", zap.String("addr", mln.Addr().String()))
 	}
 	served := make(chan error, 1)
