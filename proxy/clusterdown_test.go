@@ -20,7 +20,11 @@ import (
 // has met. On the loops, the node's refusal of the whole script call takes
 // the calls to the goroutine path, which must still classify it.
 func TestClusterDownMarksTheShardOfEveryFallenBackKey(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	// The outage lasts from the pause to the FAIL, a node timeout or
+	// more, and from the resume to the FAIL undone, two node timeouts:
+	// half a second is still hundreds of times what a healthy node takes
+	// to answer a ping on a loaded machine.
+	c := clustertest.New(t, clustertest.Config{Replicas: -1, NodeTimeout: 500 * time.Millisecond})
 	victim := c.Nodes[0]
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
 		// Long enough that no call before the outage, nor one of its
