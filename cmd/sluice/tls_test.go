@@ -15,8 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -146,8 +148,19 @@ func TestClusterTLS(t *testing.T) {
 	}
 	stop(t, p)
 
+	// Each of these waits out sluice's 2 s wait for the cluster before it
+	// logs: run together, they take that once.
+	tlsArgs := []string{"--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ","), "--cluster-tls",
+		"--tls-ca-cert-file", c.Certs.CAFile, "--cluster-user", c.User, "--cluster-password", c.Password}
+	other := clustertest.NewCerts(t)
+	lines := logLines(t, bin, notReachable,
+		[]string{"--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ",")},
+		tlsArgs,
+		append(slices.Clone(tlsArgs), "--tls-client-cert-file", other.ClientCertFile, "--tls-client-key-file", other.ClientKeyFile),
+		append(append([]string{"--log-format", "json"}, args...), "--cluster-password", "bad-pass-7"))
+
 	// Without --cluster-tls, the warning says what may be missing.
-	if line := logLine(t, bin, notReachable, "--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ",")); !strings.Contains(line, "--cluster-tls") {
+	if line := lines[0]; !strings.Contains(line, "--cluster-tls") {
 		t.Errorf("plain connections to TLS-only nodes: %s; want a hint naming --cluster-tls", line)
 	}
 
@@ -156,20 +169,16 @@ func TestClusterTLS(t *testing.T) {
 	// the handshake is done: sluice sees their alert, or only a reset
 	// (whichever comes first), and then the warning says what may be
 	// missing.
-	tlsArgs := []string{"--log-format", "json", "--listen", "127.0.0.1:0", "--cluster", strings.Join(c.Addrs(), ","), "--cluster-tls",
-		"--tls-ca-cert-file", c.Certs.CAFile, "--cluster-user", c.User, "--cluster-password", c.Password}
-	if line := logLine(t, bin, notReachable, tlsArgs...); !strings.Contains(line, "tls: certificate required") &&
+	if line := lines[1]; !strings.Contains(line, "tls: certificate required") &&
 		!(strings.Contains(line, "reset by peer") && strings.Contains(line, "--tls-client-cert-file")) {
 		t.Errorf("no certificate presented to nodes that require one: %s; want the nodes' alert, or a reset with a hint naming --tls-client-cert-file", line)
 	}
-	other := clustertest.NewCerts(t)
-	if line := logLine(t, bin, notReachable, append(tlsArgs, "--tls-client-cert-file", other.ClientCertFile, "--tls-client-key-file", other.ClientKeyFile)...); !strings.Contains(line, "tls: unknown certificate authority") &&
+	if line := lines[2]; !strings.Contains(line, "tls: unknown certificate authority") &&
 		!(strings.Contains(line, "reset by peer") && strings.Contains(line, "trust the certificate of --tls-client-cert-file")) {
 		t.Errorf("a certificate the nodes' authority did not sign: %s; want the nodes' alert, or a reset with a hint that the nodes may not trust --tls-client-cert-file", line)
 	}
 
-	line := logLine(t, bin, notReachable, append(append([]string{"--log-format", "json"}, args...), "--cluster-password", "bad-pass-7")...)
-	if !strings.Contains(line, "WRONGPASS") || strings.Contains(line, "bad-pass-7") {
+	if line := lines[3]; !strings.Contains(line, "WRONGPASS") || strings.Contains(line, "bad-pass-7") {
 		t.Errorf("with a wrong password: %s; want WRONGPASS, without the password", line)
 	}
 }
@@ -179,30 +188,50 @@ func TestClusterTLS(t *testing.T) {
 // lines logged before it), or fails the test.
 func logLine(t *testing.T, bin string, match func(string) (found, end bool), args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	// Should the line never come, the process's end ends the scan.
-	kill := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-	defer kill.Stop()
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		found, end := match(sc.Text())
-		if found {
-			return sc.Text()
+	return logLines(t, bin, match, args)[0]
+}
+
+// logLines is logLine of a sluice started with each of argSets, all run
+// at once.
+func logLines(t *testing.T, bin string, match func(string) (found, end bool), argSets ...[]string) []string {
+	t.Helper()
+	lines := make([]string, len(argSets))
+	ended := make([]bool, len(argSets))
+	var wg sync.WaitGroup
+	for i, args := range argSets {
+		cmd := exec.Command(bin, args...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if end {
-			return ""
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
+		// Should the line never come, the process's end ends the scan.
+		kill := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+		defer kill.Stop()
+		wg.Go(func() {
+			sc := bufio.NewScanner(stderr)
+			for sc.Scan() {
+				found, end := match(sc.Text())
+				if found {
+					lines[i] = sc.Text()
+				}
+				if found || end {
+					ended[i] = true
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, args := range argSets {
+		if !ended[i] {
+			t.Fatalf("sluice %q logged no line awaited within 30 s", args)
 		}
 	}
-	t.Fatalf("sluice %q logged no line awaited within 30 s", args)
-	return ""
+	return lines
 }
 
 // notReachable matches the warning that the cluster is not reachable yet.
