@@ -226,7 +226,8 @@ func (c *Cluster) Commands() map[string]*command.Spec {
 	return nil
 }
 
-// readCommands reads the cluster's command table, once per connection.
+// readCommands reads the cluster's command table: at connect, then at
+// each tick of run until it has one.
 func (c *Cluster) readCommands(ctx context.Context) {
 	client := *c.client.Load()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -254,12 +255,13 @@ func (c *Cluster) readCommands(ctx context.Context) {
 // its reply, exactly as the primary sent it, in replies[i]. It reports
 // replies through done as Submit reports results: done(idx) means
 // replies[i] is set for every i in idx, from any goroutine, each exactly
-// once. A redirect (the slot moved) is followed and never answered. A
-// command the cluster cannot take now (no slot map, a lost connection) is
-// answered a Redis error; a command may then have run or not, as with any
-// Redis client whose connection breaks. Commands that share a connection
-// go on via's when via is not nil: the caller's event loop then writes
-// them, reads their replies and calls done on its own goroutine.
+// once. A redirect (the slot moved) is followed, up to maxRedirects
+// times, rather than answered. A command the cluster cannot take now (no
+// slot map, a lost connection) is answered a Redis error; a command may
+// then have run or not, as with any Redis client whose connection breaks.
+// Commands that share a connection go on via's when via is not nil: the
+// caller's event loop then writes them, reads their replies and calls
+// done on its own goroutine.
 func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replies [][]byte, done func(idx []int)) {
 	via = c.pipes(via)
 	topo := c.topo.Load()
@@ -1321,9 +1323,10 @@ func (p *Pin) Release() {
 // A node that holds a forwarded command longer than forwardTimeout
 // (ClusterConfig.ForwardTimeout) is taken as hung: its connection is
 // closed and every command on it answered an error, rather than leaving
-// callers waiting for ever. No forwarded command waits at a node by
-// design (blocking commands are not forwarded), so only a hung node or a
-// very slow command reaches it.
+// callers waiting for ever. No command on a shared connection waits at a
+// node by design (a blocking one goes on a connection of its own, which
+// this bounds only once its client is gone: Blocked), so only a hung node
+// or a very slow command reaches it.
 func (c *Cluster) forwardTimeout() time.Duration {
 	if c.cfg.ForwardTimeout > 0 {
 		return c.cfg.ForwardTimeout
@@ -1551,8 +1554,8 @@ func Unsent(r []byte) bool {
 var ErrNoReply = errors.New("no reply within the timeout")
 
 // notSent is a failure to connect met after the TCP connection was made:
-// its handshake (AUTH, HELLO, SCRIPT LOAD) got no answer, so none of the
-// commands waiting for the connection was written.
+// its handshake (TLS, AUTH, HELLO, READONLY, SCRIPT LOAD) got no answer,
+// so none of the commands waiting for the connection was written.
 type notSent struct{ error }
 
 func (e notSent) Unwrap() error { return e.error }

@@ -108,7 +108,7 @@ func (p *Pipe) Dial() (net.Conn, error) {
 			r, err = reply.Read(br, nil)
 		}
 		// A refusal (an ACL user allowed EVALSHA but not SCRIPT, say)
-		// leaves the calls to load it by NOSCRIPT, as before.
+		// leaves the calls to load it on their NOSCRIPT.
 		if err == nil && (len(r) == 0 || (r[0] != '$' && r[0] != '-')) {
 			err = fmt.Errorf("router: SCRIPT LOAD to %s answered %q", p.addr, bytes.TrimRight(r[:min(len(r), 128)], "\r\n"))
 		}
