@@ -22,9 +22,10 @@ import (
 // subscriber's messages come when they are published, not in answer to a
 // command, so they cannot share the pipelined connections.
 //
-// Channels and patterns go to one node, any primary (PUBLISH reaches every
-// node of a cluster). A shard channel is served only by the primary of its
-// slot, so the client gets a connection to each primary its shard
+// Channels and patterns go to one node, a primary (PUBLISH reaches every
+// node of a cluster): the one a first SUBSCRIBE's channel hashes to
+// (homeConn), else any. A shard channel is served only by the primary of
+// its slot, so the client gets a connection to each primary its shard
 // channels live on, as a cluster client holds one per shard. The client
 // sees sluice as one node, and so one connection: the count in a shard
 // channel's confirmation, which each node gives for its own connection,
@@ -194,11 +195,12 @@ var errTunnelHeld = errors.New("router: tunnel: replies held behind a slow node 
 // reply or message, and whether the client still has a subscription
 // afterwards; onEnd gets the error that ended a connection of the tunnel,
 // which ends them all, once every command sent is answered (an error
-// reply for each whose replies did not all come). Both are called one at a time, from the tunnel's
-// goroutines (onEnd from Send too), never after Close has returned; they
-// must not call the tunnel. answered is set (data may then be nil) once
-// all the replies to the oldest command sent and not yet answered are
-// delivered: one such call for each command sent, in order.
+// reply for each whose replies did not all come). Both are called one at
+// a time, from the tunnel's goroutines (onEnd from Send too), never after
+// Close has returned; they must not call the tunnel. answered is set
+// (data may then be nil) once all the replies to the oldest command sent
+// and not yet answered are delivered: one such call for each command
+// sent, in order.
 func (c *Cluster) Tunnel(resp3 bool, onData func(data []byte, subscribed, answered bool), onEnd func(error)) *Tunnel {
 	return &Tunnel{c: c, conns: &tunnelConns{resp3: resp3}, onData: onData, onEnd: onEnd}
 }
@@ -492,7 +494,7 @@ func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
 // subscriptions elsewhere, as a cluster client keeps its connections to
 // the other nodes. Only when each of those commands went to tc alone: a
 // PING, or an SUNSUBSCRIBE of all, is answered from every connection it
-// went to, and ends the tunnel as before. t.mu is held.
+// went to, and so ends the tunnel (fail). t.mu is held.
 func (t *Tunnel) unreached(tc *tunnelConn, err error) bool {
 	if tc.set != t.conns || len(tc.pings) > 0 || tc.hellos > 0 {
 		return false
