@@ -123,7 +123,7 @@ type Cluster struct {
 
 	commandsRefused atomic.Bool // COMMAND was refused (logged once)
 
-	mu     sync.Mutex        // guards shards, backends and idle
+	mu     sync.Mutex        // guards shards, forgotten, backends and idle
 	shards map[string]*shard // by primary address, kept across topologies
 	// forgotten are the faults of primaries that lost their slots, by
 	// address: one that is a primary again goes on counting its faults

@@ -608,9 +608,11 @@ func (c *Cluster) ownersHealthy() bool {
 	return true
 }
 
-// probe sends one cheap keyed command to each unhealthy shard whose probe
-// is due, through the slot map, so that a promoted replica is what answers
-// once it owns the slots.
+// probe sends one cheap keyed command (EXISTS of a key in one of its
+// slots) to each unhealthy shard whose probe is due: to its node itself,
+// as sluice's slot map names it, else through the cluster client by the
+// key's slot. A promoted replica needs none: the slot map that shows it
+// makes it a shard of its own, healthy, and forgets the one it replaced.
 func (c *Cluster) probe(ctx context.Context, now time.Time) {
 	c.mu.Lock()
 	var due []*shard
