@@ -170,6 +170,11 @@ func TestEveryClusterHasItsSettings(t *testing.T) {
 			if err != nil || got["cluster-require-full-coverage"] != full {
 				t.Fatalf("cluster %d %s: %s has cluster-require-full-coverage %v (%v), want %s", i, when, n.Addr, got, err, full)
 			}
+			// Spares idle at hz 10; a test's timeouts count on 100.
+			got, err = n.Do(ctx, "CONFIG", "GET", "hz").AsStrMap()
+			if err != nil || got["hz"] != "100" {
+				t.Fatalf("cluster %d %s: %s has hz %v (%v), want 100", i, when, n.Addr, got, err)
+			}
 		}
 		for _, n := range c.Nodes {
 			check(n, "once made")

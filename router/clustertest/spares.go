@@ -113,7 +113,7 @@ func startGroup(dirs []string, np int) []*Node {
 	var wg sync.WaitGroup
 	for i, dir := range dirs {
 		wg.Go(func() {
-			if n, err := (&Cluster{}).startNode(dir, Config{}); err == nil {
+			if n, err := (&Cluster{}).startNode(dir, Config{spare: true}); err == nil {
 				n.spare = true
 				nodes[i] = n
 			}
@@ -180,7 +180,7 @@ func (c *Cluster) adopt(ctx context.Context, n *Node, cfg Config) error {
 	if cfg.replicas() > 0 {
 		timeout = strconv.FormatInt(cfg.nodeTimeout().Milliseconds(), 10)
 	}
-	return n.do(ctx, "CONFIG", "SET", "cluster-node-timeout", timeout, "cluster-require-full-coverage", cfg.fullCoverage()).Error()
+	return n.do(ctx, "CONFIG", "SET", "cluster-node-timeout", timeout, "cluster-require-full-coverage", cfg.fullCoverage(), "hz", hz).Error()
 }
 
 // settle gives c's spares the node timeout of cfg, once c has formed.
