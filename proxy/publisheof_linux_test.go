@@ -94,10 +94,13 @@ func TestPassthroughPublishBeforeEOFIsDelivered(t *testing.T) {
 			sport, _ := strconv.Atoi(sp)
 			cport := conn.c.LocalAddr().(*net.TCPAddr).Port
 			// Read by sluice: its side of the client's connection gone
-			// (closed), or the fence waiting in P's socket.
+			// (closed), or the fence waiting in P's socket: the PING,
+			// and the tunnel's own after it, PING sluice-fence-<24 hex
+			// digits>. (Waiting for the PING alone waited for another
+			// connection to P to be sent as many bytes, a second on.)
 			waitUntil(t, "sluice reads the client's EOF", func() bool {
 				return !hasSocket(t, sport, cport) ||
-					nodeHolds(t, pport, "01", len("*1\r\n$4\r\nPING\r\n"))
+					nodeHolds(t, pport, "01", len("*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nPING\r\n$37\r\n\r\n")+37)
 			})
 			if err := p.Resume(); err != nil {
 				t.Fatal(err)
