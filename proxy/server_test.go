@@ -444,7 +444,7 @@ func testExactAdmission(t *testing.T, addrs ...string) {
 		// time is precise to a fraction of a token.
 		refill  = 50
 		workers = 50
-		run     = 2 * time.Second
+		run     = time.Second
 	)
 	clients := make([]*goredis.Client, len(addrs))
 	for i, a := range addrs {
