@@ -1207,20 +1207,20 @@ func TestThrottleMaxKeyLen(t *testing.T) {
 func TestIdleTimeoutCountsFromTheReply(t *testing.T) {
 	t.Parallel() // it waits on the clock, not the CPU: alongside the others that do
 	eachClockLoops(t, func(t *testing.T, loops int) {
-		// Idle 2 s since the reply, 1 s under --timeout for a loaded
-		// machine; 5.5 s since the command, so that counted from it the
+		// Idle 1.5 s since the reply, 1 s under --timeout for a loaded
+		// machine; 4.3 s since the command, so that counted from it the
 		// client is closed by the sweep (once a second) after the reply,
-		// a second before the PING.
-		d := &slowShards{m: router.NewMemory(0), d: 3500 * time.Millisecond}
-		c := dialRaw(t, serveConfig(t, proxy.Config{Decider: d, Loops: loops, IdleTimeout: 3 * time.Second}))
+		// half a second before the PING.
+		d := &slowShards{m: router.NewMemory(0), d: 2800 * time.Millisecond}
+		c := dialRaw(t, serveConfig(t, proxy.Config{Decider: d, Loops: loops, IdleTimeout: 2500 * time.Millisecond}))
 		if got := c.do("THROTTLE", "it", "5", "1", "1s"); !strings.HasPrefix(got, "*5\r\n:0\r\n") {
 			t.Fatalf("loops %d: THROTTLE: %q", loops, got)
 		}
-		// Idle 2 s, under --timeout since the reply: time must pass, the
-		// point is that nothing closes the client meanwhile.
-		time.Sleep(2 * time.Second)
+		// Idle 1.5 s, under --timeout since the reply: time must pass,
+		// the point is that nothing closes the client meanwhile.
+		time.Sleep(1500 * time.Millisecond)
 		if got := c.do("PING"); got != "+PONG\r\n" {
-			t.Errorf("loops %d: PING 2 s after a reply, with --timeout 3 s: %q", loops, got)
+			t.Errorf("loops %d: PING 1.5 s after a reply, with --timeout 2.5 s: %q", loops, got)
 		}
 	})
 }
