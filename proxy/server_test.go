@@ -1013,15 +1013,23 @@ func TestIdleTimeout(t *testing.T) {
 			idle.br.ReadByte() // EOF when closed, or the deadline
 			closed <- time.Since(start)
 		}()
-		// 4 s of a command every 200 ms: past the latest the idle client
-		// may be closed, so that a busy client keeping it open shows.
-		for i := 0; i < 20; i++ {
+		// A command every 200 ms until a second past the idle client's
+		// close: a sweep at least, which would have closed the busy one
+		// too were its commands not counted. (closed comes by the read
+		// deadline at the latest.)
+		var took time.Duration
+		for i := 0; took == 0 || time.Since(start) < took+time.Second; i++ {
 			if got := busy.do("PING"); got != "+PONG\r\n" {
 				t.Fatalf("loops %d: the busy client's PING %d after %v: %q", loops, i, time.Since(start), got)
 			}
 			time.Sleep(200 * time.Millisecond) // the client's pace, not a wait for the server
+			if took == 0 {
+				select {
+				case took = <-closed:
+				default:
+				}
+			}
 		}
-		took := <-closed
 		// Idle past 0.7 s, found by a sweep at most a second later (1.9 s
 		// at the busy client's pace); up to 3.5 s for a loaded machine.
 		// The server's idle time starts once it wrote PONG, before this
