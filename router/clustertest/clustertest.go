@@ -527,7 +527,37 @@ func (c *Cluster) join(ctx context.Context, np, nr int) error {
 			return err
 		}
 	}
-	return poll(ctx, func() error { return c.ready(ctx, np) })
+	if err := poll(ctx, func() error { return c.ready(ctx, np) }); err != nil {
+		return err
+	}
+	if nr == 0 {
+		return nil
+	}
+	return c.streaming(ctx, np, nr)
+}
+
+// streaming waits until every primary's replicas have acknowledged a
+// write. After a replica's first sync its primary holds the writes for it
+// back until its first REPLCONF ACK, which may come with the replica's
+// once-a-second cron: a test that wrote to a primary and killed it
+// meanwhile lost the write, though the replica's link was up. FUNCTION
+// FLUSH, of no functions, is a write that leaves no key behind.
+func (c *Cluster) streaming(ctx context.Context, np, nr int) error {
+	for _, p := range c.Nodes[:np] {
+		if err := p.do(ctx, "FUNCTION", "FLUSH").Error(); err != nil {
+			return err
+		}
+		if err := poll(ctx, func() error {
+			acked, err := p.do(ctx, "WAIT", strconv.Itoa(nr), "1000").AsInt64()
+			if err == nil && acked < int64(nr) {
+				err = fmt.Errorf("%s: %d of %d replicas acknowledge its writes", p.Addr, acked, nr)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // allKnown holds when every node knows every other one as connected.

@@ -30,7 +30,8 @@ import (
 // begun as primaries without slots and made replicas when the group is
 // adopted (join): CLUSTER REPLICATE needs the nodes to know each other,
 // which fill does not wait for, and by then they do, so the replicas'
-// first sync (diskless, acknowledged at once) takes milliseconds. Spares that
+// first sync (diskless) takes milliseconds, and their first
+// acknowledgement (streaming) a second at most. Spares that
 // no test took die with the test binary (DieWithParent, on Linux); their
 // directories are removed by the next test binary that makes spares.
 var spares sparePool
