@@ -1005,8 +1005,10 @@ func compatGoRedis(proto int) func(context.Context, *compatEnv, compatPlan) (*co
 			}
 		})
 		rec.step(p, "blpop", func() any {
-			// go-redis sends a BLPOP timeout in whole seconds, at least 1.
-			out := []any{res(c.BLPop(ctx, time.Second, k("bl", "empty")))}
+			// go-redis's BLPop sends its timeout in whole seconds, at
+			// least 1: the pop that times out is sent as a command of
+			// its own, with the other clients' 0.1 s.
+			out := []any{res(c.Do(ctx, "BLPOP", k("bl", "empty"), "0.1"))}
 			blocker := connect()
 			defer blocker.Close()
 			popped := make(chan any, 1)
