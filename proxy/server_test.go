@@ -435,8 +435,8 @@ func testPlacement(t *testing.T, cb clusterBackend) {
 }
 
 // testExactAdmission hammers one key from 50 goroutines spread over the
-// given proxies for 2 s and checks that exactly capacity + refill x elapsed
-// tokens were admitted, within one: no token is spent twice.
+// given proxies for a second and checks that exactly capacity + refill x
+// elapsed tokens were admitted, within one: no token is spent twice.
 func testExactAdmission(t *testing.T, addrs ...string) {
 	const (
 		capacity = 20

@@ -229,12 +229,26 @@ func TestWritesReachTheReplicasAtOnce(t *testing.T) {
 					key = "k" + strconv.Itoa(j)
 				}
 			}
-			if err := p.Do(ctx, "SET", key, "v").Error(); err != nil {
+			// One connection for both: WAIT waits for the offset of its
+			// connection's last write, none on another (0, which a
+			// replica whose stream is held back has acknowledged).
+			cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr}, ForceSingleClient: true, DisableCache: true})
+			if err != nil {
 				t.Fatal(err)
 			}
-			// A replica acknowledges what it is sent within milliseconds;
-			// what is held back waits for its cron, up to a second.
-			if n, err := p.Do(ctx, "WAIT", "1", "200").AsInt64(); err != nil || n != 1 {
+			var n int64
+			err = cl.Dedicated(func(d rueidis.DedicatedClient) error {
+				if err := d.Do(ctx, d.B().Set().Key(key).Value("v").Build()).Error(); err != nil {
+					return err
+				}
+				// A replica acknowledges what it is sent within
+				// milliseconds; what is held back waits for its cron, up
+				// to a second.
+				n, err = d.Do(ctx, d.B().Wait().Numreplicas(1).Timeout(200).Build()).AsInt64()
+				return err
+			})
+			cl.Close()
+			if err != nil || n != 1 {
 				t.Fatalf("cluster %d: %s's replica acknowledged a write in 200 ms: %d (%v), want 1", i, p.Addr, n, err)
 			}
 		}
