@@ -2127,7 +2127,7 @@ func TestPassthroughInfoWithAPrimaryDown(t *testing.T) {
 func TestPassthroughUnreadRepliesPastTheHardLimit(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 32 << 20}}, func(t *testing.T, cfg proxy.Config) {
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: 8 << 20}}, func(t *testing.T, cfg proxy.Config) {
 		addr := serveConfig(t, cfg)
 		other := dialRaw(t, addr)
 		if got := other.do("SET", "unread:big", strings.Repeat("v", 1<<20)); got != "+OK\r\n" {
@@ -2138,13 +2138,15 @@ func TestPassthroughUnreadRepliesPastTheHardLimit(t *testing.T) {
 		if got := flood.do("PING"); got != "+PONG\r\n" { // connected
 			t.Fatalf("PING: %q", got)
 		}
-		cmds := make([][]string, 96) // 96 MiB of replies, in one read: past the limit after the early writes
+		// 24 MiB of replies, in one read: past the limit after the early
+		// writes, and after what the sockets take (a few MiB).
+		cmds := make([][]string, 24)
 		for i := range cmds {
 			cmds[i] = []string{"GET", "unread:big"}
 		}
 		flood.send(cmds...)
 		// Not waitUntil's 5 s: once closed, the client's goroutine still
-		// waits for the replies under way, 96 MiB, slow under -race.
+		// waits for the replies under way, 24 MiB, slow under -race.
 		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(other.do("INFO", "clients"), "connected_clients:1\r\n"); time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the client past the hard limit was not closed")
