@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -1647,15 +1648,30 @@ func TestPassthroughSubscriberThatDoesNotRead(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
-		testSubscriberThatDoesNotRead(t, serveConfig(t, cfg))
+		testSubscriberThatDoesNotRead(t, c, serveConfig(t, cfg))
 	})
 }
 
-func testSubscriberThatDoesNotRead(t *testing.T, addr string) {
+func testSubscriberThatDoesNotRead(t *testing.T, c *clustertest.Cluster, addr string) {
 	sub, pub := dialRaw(t, addr), dialRaw(t, addr)
 	sub.send([]string{"SUBSCRIBE", "flood"})
 	if got := sub.read(); !strings.HasPrefix(got, "*3\r\n$9\r\nsubscribe\r\n") {
 		t.Fatalf("SUBSCRIBE: %q", got)
+	}
+	// Published straight to the channel's node, which sluice's
+	// subscription is on: through sluice, forwarding the PUBLISHes took
+	// most of the test's time. Each waits until the node has passed the
+	// last one on to sluice, so that the node never holds enough for its
+	// own pubsub output limit to close sluice's subscription.
+	node := dialRaw(t, primaryOf(t, c, "flood").Addr)
+	omem := regexp.MustCompile(` omem=(\d+) `)
+	passedOn := func() bool {
+		for _, m := range omem.FindAllStringSubmatch(node.do("CLIENT", "LIST", "TYPE", "pubsub"), -1) {
+			if m[1] != "0" {
+				return false
+			}
+		}
+		return true
 	}
 	payload := strings.Repeat("x", 1<<20)
 	unsubscribed := func() bool { return pub.do("PUBSUB", "NUMSUB", "flood") == "*2\r\n$5\r\nflood\r\n:0\r\n" }
@@ -1668,7 +1684,8 @@ func testSubscriberThatDoesNotRead(t *testing.T, addr string) {
 			waitUntil(t, "a subscriber that reads nothing unsubscribed after 64 MiB of messages", unsubscribed)
 			break
 		}
-		pub.do("PUBLISH", "flood", payload)
+		waitUntil(t, "the node passes the messages on to sluice", passedOn)
+		node.do("PUBLISH", "flood", payload)
 	}
 }
 
