@@ -1522,8 +1522,9 @@ func compatRueidisValue(m rueidis.RedisMessage) any {
 }
 
 // compatRedisCLI runs the script on redis-cli, one process per command
-// (one per transaction), with -c in cluster mode. Its results are what it
-// prints (--no-raw: with the reply's type).
+// (one per transaction, and one per step of plain commands: batch), with
+// -c in cluster mode. Its results are what it prints (--no-raw: with the
+// reply's type).
 func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOutput, error) {
 	host, port, err := net.SplitHostPort(p.Addr)
 	if err != nil {
@@ -1555,6 +1556,40 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
 		return run(cmd)
 	}
+	// batch runs cmds on one redis-cli, over one connection, and answers
+	// what it printed for each, as if each had a process of its own: a
+	// process per command was most of the run's time. An ECHO of a marker
+	// follows each, to split the output; the redirections that -c follows
+	// it reports only here (reading commands from its input), and they
+	// are dropped.
+	batch := func(cmds ...[]string) []string {
+		const sep = "compat-batch-end"
+		var lines []string
+		for _, args := range cmds {
+			quoted := make([]string, len(args))
+			for i, a := range args {
+				quoted[i] = strconv.Quote(a)
+			}
+			lines = append(lines, strings.Join(quoted, " "), "ECHO "+sep)
+		}
+		var outs []string
+		var cur []string
+		for _, line := range strings.Split(stdin(lines...), "\n") {
+			switch {
+			case line == strconv.Quote(sep):
+				outs = append(outs, strings.Join(cur, "\n"))
+				cur = nil
+			case p.Cluster && strings.HasPrefix(line, "-> Redirected to slot ["):
+			default:
+				cur = append(cur, line)
+			}
+		}
+		if len(outs) != len(cmds) {
+			rec.errs = append(rec.errs, fmt.Errorf("redis-cli answered %d of %d commands: %q", len(outs), len(cmds), outs))
+			outs = append(outs, make([]string, len(cmds))...)[:len(cmds)]
+		}
+		return outs
+	}
 	// masters are the primaries of CLUSTER NODES in cluster mode (sluice,
 	// through sluice): the nodes that see the whole key space.
 	masters := func() [][2]string {
@@ -1575,42 +1610,42 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 	}
 	k := p.key
 	rec.step(p, "strings", func() any {
-		return []string{
-			cli("SET", k("", "s"), "hello"),
-			cli("GET", k("", "s")),
-			cli("APPEND", k("", "s"), " world"),
-			cli("GET", k("", "s")),
-			cli("SET", k("", "n"), "10"),
-			cli("INCR", k("", "n")),
-			cli("INCRBY", k("", "n"), "5"),
-			cli("INCR", k("", "s")),
-			cli("SETEX", k("", "sx"), "100000", "v"),
-			cli("GET", k("", "sx")),
-			cli("GET", k("", "missing")),
-		}
+		return batch(
+			[]string{"SET", k("", "s"), "hello"},
+			[]string{"GET", k("", "s")},
+			[]string{"APPEND", k("", "s"), " world"},
+			[]string{"GET", k("", "s")},
+			[]string{"SET", k("", "n"), "10"},
+			[]string{"INCR", k("", "n")},
+			[]string{"INCRBY", k("", "n"), "5"},
+			[]string{"INCR", k("", "s")},
+			[]string{"SETEX", k("", "sx"), "100000", "v"},
+			[]string{"GET", k("", "sx")},
+			[]string{"GET", k("", "missing")},
+		)
 	})
 	rec.step(p, "hashes", func() any {
-		return []string{
-			cli("HSET", k("", "h"), "f1", "v1", "f2", "v2"),
-			cli("HGET", k("", "h"), "f1"),
-			cli("HGETALL", k("", "h")),
-			cli("HINCRBY", k("", "h"), "n", "3"),
-			cli("HDEL", k("", "h"), "f2"),
-			cli("HEXISTS", k("", "h"), "f2"),
-			cli("HLEN", k("", "h")),
-			cli("HGETALL", k("", "h")),
-		}
+		return batch(
+			[]string{"HSET", k("", "h"), "f1", "v1", "f2", "v2"},
+			[]string{"HGET", k("", "h"), "f1"},
+			[]string{"HGETALL", k("", "h")},
+			[]string{"HINCRBY", k("", "h"), "n", "3"},
+			[]string{"HDEL", k("", "h"), "f2"},
+			[]string{"HEXISTS", k("", "h"), "f2"},
+			[]string{"HLEN", k("", "h")},
+			[]string{"HGETALL", k("", "h")},
+		)
 	})
 	rec.step(p, "lists", func() any {
-		return []string{
-			cli("RPUSH", k("", "l"), "a", "b", "c"),
-			cli("LPUSH", k("", "l"), "z"),
-			cli("LRANGE", k("", "l"), "0", "-1"),
-			cli("LPOP", k("", "l")),
-			cli("RPOP", k("", "l")),
-			cli("LLEN", k("", "l")),
-			cli("GET", k("", "l")),
-		}
+		return batch(
+			[]string{"RPUSH", k("", "l"), "a", "b", "c"},
+			[]string{"LPUSH", k("", "l"), "z"},
+			[]string{"LRANGE", k("", "l"), "0", "-1"},
+			[]string{"LPOP", k("", "l")},
+			[]string{"RPOP", k("", "l")},
+			[]string{"LLEN", k("", "l")},
+			[]string{"GET", k("", "l")},
+		)
 	})
 	rec.step(p, "sets", func() any {
 		// A set's order is its node's hash table's: sorted.
@@ -1622,35 +1657,36 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 			slices.SortFunc(v, func(a, b any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
 			return v
 		}
-		return []any{
-			cli("SADD", k("", "set"), "x", "y", "z"),
-			cli("SADD", k("", "set"), "x"),
-			cli("SISMEMBER", k("", "set"), "y"),
-			cli("SCARD", k("", "set")),
-			sorted(cli("SMEMBERS", k("", "set"))),
-			cli("SREM", k("", "set"), "y"),
-			sorted(cli("SMEMBERS", k("", "set"))),
-		}
+		out := batch(
+			[]string{"SADD", k("", "set"), "x", "y", "z"},
+			[]string{"SADD", k("", "set"), "x"},
+			[]string{"SISMEMBER", k("", "set"), "y"},
+			[]string{"SCARD", k("", "set")},
+			[]string{"SMEMBERS", k("", "set")},
+			[]string{"SREM", k("", "set"), "y"},
+			[]string{"SMEMBERS", k("", "set")},
+		)
+		return []any{out[0], out[1], out[2], out[3], sorted(out[4]), out[5], sorted(out[6])}
 	})
 	rec.step(p, "zsets", func() any {
-		return []string{
-			cli("ZADD", k("", "z"), "1.5", "one", "2", "two", "3", "three"),
-			cli("ZRANGE", k("", "z"), "0", "-1", "WITHSCORES"),
-			cli("ZSCORE", k("", "z"), "one"),
-			cli("ZINCRBY", k("", "z"), "2.5", "one"),
-			cli("ZRANK", k("", "z"), "one"),
-			cli("ZREVRANGE", k("", "z"), "0", "1", "WITHSCORES"),
-		}
+		return batch(
+			[]string{"ZADD", k("", "z"), "1.5", "one", "2", "two", "3", "three"},
+			[]string{"ZRANGE", k("", "z"), "0", "-1", "WITHSCORES"},
+			[]string{"ZSCORE", k("", "z"), "one"},
+			[]string{"ZINCRBY", k("", "z"), "2.5", "one"},
+			[]string{"ZRANK", k("", "z"), "one"},
+			[]string{"ZREVRANGE", k("", "z"), "0", "1", "WITHSCORES"},
+		)
 	})
 	rec.step(p, "streams", func() any {
-		return []string{
-			cli("XADD", k("", "x"), "1-1", "f", "v"),
-			cli("XADD", k("", "x"), "2-1", "f", "w", "a", "b"),
-			cli("XADD", k("", "x"), "1-0", "f", "x"),
-			cli("XRANGE", k("", "x"), "-", "+"),
-			cli("XRANGE", k("", "x"), "-", "+", "COUNT", "1"),
-			cli("XLEN", k("", "x")),
-		}
+		return batch(
+			[]string{"XADD", k("", "x"), "1-1", "f", "v"},
+			[]string{"XADD", k("", "x"), "2-1", "f", "w", "a", "b"},
+			[]string{"XADD", k("", "x"), "1-0", "f", "x"},
+			[]string{"XRANGE", k("", "x"), "-", "+"},
+			[]string{"XRANGE", k("", "x"), "-", "+", "COUNT", "1"},
+			[]string{"XLEN", k("", "x")},
+		)
 	})
 	rec.step(p, "expiry", func() any {
 		ttl := func(out string) any {
@@ -1659,17 +1695,18 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 			}
 			return out
 		}
-		return []any{
-			cli("SET", k("", "e"), "v"),
-			cli("TTL", k("", "e")),
-			cli("EXPIRE", k("", "e"), "100000"),
-			ttl(cli("TTL", k("", "e"))),
-			cli("PERSIST", k("", "e")),
-			cli("TTL", k("", "e")),
-			cli("TTL", k("", "missing")),
-			ttl(cli("TTL", k("", "sx"))),
-			cli("EXPIRE", k("", "missing"), "10"),
-		}
+		out := batch(
+			[]string{"SET", k("", "e"), "v"},
+			[]string{"TTL", k("", "e")},
+			[]string{"EXPIRE", k("", "e"), "100000"},
+			[]string{"TTL", k("", "e")},
+			[]string{"PERSIST", k("", "e")},
+			[]string{"TTL", k("", "e")},
+			[]string{"TTL", k("", "missing")},
+			[]string{"TTL", k("", "sx")},
+			[]string{"EXPIRE", k("", "missing"), "10"},
+		)
+		return []any{out[0], out[1], out[2], ttl(out[3]), out[4], out[5], out[6], ttl(out[7]), out[8]}
 	})
 	rec.step(p, "multikey", func() any {
 		sp := compatTags.Spread
@@ -1870,9 +1907,13 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 	if p.Sluice {
 		for _, step := range []string{"throttle", "gcra"} {
 			rec.step(p, step, func() any {
-				var out []any
+				var cmds [][]string
 				for i := range compatOwnCommands[step] {
-					out = append(out, compatCLIValue(cli(p.ownCommand(step, i)...)))
+					cmds = append(cmds, p.ownCommand(step, i))
+				}
+				var out []any
+				for _, o := range batch(cmds...) {
+					out = append(out, compatCLIValue(o))
 				}
 				return out
 			})
