@@ -25,7 +25,7 @@ func TestRedisBenchmarkSuite(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		host, port, _ := net.SplitHostPort(addr)
-		out, err := exec.Command("redis-benchmark", "-h", host, "-p", port, "-q", "-n", "2000", "-c", "10",
+		out, err := exec.Command("redis-benchmark", "-h", host, "-p", port, "-q", "-n", "500", "-c", "10",
 			"-t", "set,get,incr,lpush,rpush,lpop,rpop,sadd,hset,spop,zadd,lrange_100,mset").CombinedOutput()
 		text := string(out)
 		if err != nil {
