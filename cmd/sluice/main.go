@@ -119,8 +119,10 @@ var clusterOnly = []string{
 	"read-from-replicas", "allow-admin",
 }
 
-func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.Writer) (options, error) {
-	var o options
+// newFlagSet defines every setting of sluice on o: its flag, and so its
+// SLUICE_ variable and its key in the --config file, which are derived
+// from the flag's name.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
 	// A bad value is said once, by run, not buried under the usage.
 	fs.SetOutput(io.Discard)
@@ -169,6 +171,12 @@ func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.tls.clusterPassword, "cluster-password", "", "`password` sluice authenticates with to the cluster's nodes (AUTH)")
 	fs.StringVar(&o.config, "config", "", "YAML `file` of named policies, the key patterns that select them, and any flag by its name; SIGHUP reloads its policies")
 	fs.VisitAll(func(f *flag.Flag) { f.Value = &explained{f.Value} })
+	return fs
+}
+
+func parseFlags(args []string, lookupenv func(string) (string, bool), stderr io.Writer) (options, error) {
+	var o options
+	fs := newFlagSet(&o)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			// The values' own types name what each flag takes.
