@@ -165,7 +165,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	table := s.policies.Load()
 	m.mu.RLock()
 	for _, name := range sortedKeys(m.policies) {
 		pc := m.policies[name]
@@ -178,8 +177,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		// A shadow policy's series is there from the start, so that a
 		// roll-out's dashboard shows 0 rather than nothing.
-		if n := pc.shadowed.Load(); n > 0 || table.shadow(name) {
-			ch <- prometheus.MustNewConstMetric(descShadowed, prometheus.CounterValue, float64(n), name)
+		if pc.wasShadow.Load() {
+			ch <- prometheus.MustNewConstMetric(descShadowed, prometheus.CounterValue, float64(pc.shadowed.Load()), name)
 		}
 	}
 	m.mu.RUnlock()

@@ -62,6 +62,11 @@ type rule struct {
 type policyCounts struct {
 	decisions [router.NumSources][2]atomic.Int64
 	shadowed  atomic.Int64
+	// wasShadow: the name has been a shadow policy, so its shadowed
+	// series is exported, at 0 too, until a restart, as its other
+	// counters are: a reload that enforces or removes it must not make
+	// the series vanish.
+	wasShadow atomic.Bool
 }
 
 // maxPolicyName bounds a name that becomes a metric label and an INFO
@@ -144,15 +149,6 @@ func (p *Policies) Len() (policies, rules int) {
 	return len(p.byName), len(p.rules)
 }
 
-// shadow reports whether p has a shadow policy named name.
-func (p *Policies) shadow(name string) bool {
-	if p == nil {
-		return false
-	}
-	pol := p.byName[name]
-	return pol != nil && pol.shadow
-}
-
 // match is the policy of the first rule key matches, or nil.
 func (p *Policies) match(key string) *policy {
 	for _, r := range p.rules {
@@ -223,6 +219,9 @@ func (p *Policies) bind(counts func(name string) *policyCounts) *Policies {
 	for name, pol := range p.byName {
 		c := *pol
 		c.counts = counts(name)
+		if c.shadow {
+			c.counts.wasShadow.Store(true)
+		}
 		b.byName[name] = &c
 	}
 	for i, r := range p.rules {
