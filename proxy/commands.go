@@ -634,8 +634,6 @@ func (s *Server) trackingOptions(opts [][]byte) error {
 	return nil
 }
 
-// info is the client's line of CLIENT INFO / CLIENT LIST.
-
 // commandHelp is Redis 7.0's COMMAND HELP, word for word: a cluster
 // behind sluice answers it so.
 var commandHelp = []string{
