@@ -376,15 +376,18 @@ func (s *Server) answer(conn redcon.Conn, c *goClient) {
 
 // pastHardLimit closes c, dropping its replies, if they are past the hard
 // output limit. Writes block here, so replies never wait long: only the
-// hard limit applies (a batch of replies past it), and not to a
-// subscriber, as on a loop (maxPushBacklog bounds it).
+// hard limit applies (a batch of replies past it). A subscriber's is
+// Redis's pubsub class's, maxPushBacklog, as on a loop: Redis counts a
+// RESP3 subscriber's replies with its messages. One subscribed to nothing
+// is of the normal class again, as in Redis.
 func (s *Server) pastHardLimit(conn redcon.Conn, c *goClient) bool {
 	hard := s.cfg.OutputLimit.Hard
+	if c.tunnel != nil && c.subs {
+		hard = maxPushBacklog
+	}
 	if c.over.Load() {
 		// Closed while its round waited (accept's done).
-	} else if hard <= 0 || (c.tunnel != nil && c.subs) || int64(len(c.out.b)) <= hard {
-		// A subscriber is of the pubsub class (maxPushBacklog); one
-		// subscribed to nothing is of the normal class again, as in Redis.
+	} else if hard <= 0 || int64(len(c.out.b)) <= hard {
 		return false
 	} else {
 		logOutputLimit(s.log, c.addr, int64(len(c.out.b)))

@@ -1229,12 +1229,15 @@ func (l *loop) send(c *fdConn, mayDelay bool) {
 // pastLimit closes c if its replies are past the output limit, or past
 // unauthOutputLimit while it is yet to authenticate. As Redis:
 // what waits for the client, before the write, so a single reply past the
-// hard limit closes it. A subscriber is not of the normal class: its
-// messages have their own bound (maxPushBacklog), as on a goroutine. One
-// subscribed to nothing is, as in Redis, though it keeps its tunnel.
+// hard limit closes it. A subscriber is not of the normal class but of
+// Redis's pubsub one (maxPushBacklog), which counts a RESP3 subscriber's
+// replies with its messages, as on a goroutine. One subscribed to nothing
+// is of the normal class, as in Redis, though it keeps its tunnel.
 func (l *loop) pastLimit(c *fdConn) bool {
 	lim := l.s.cfg.OutputLimit
-	if (lim == (OutputLimit{}) && c.user != nil) || (c.tunnel != nil && c.subs) {
+	if c.tunnel != nil && c.subs {
+		lim = OutputLimit{Hard: maxPushBacklog}
+	} else if lim == (OutputLimit{}) && c.user != nil {
 		return false
 	}
 	pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)

@@ -283,7 +283,7 @@ func TestPassthroughRESP3PublishAfterSubscribe(t *testing.T) {
 }
 
 // --client-output-buffer-limit is the normal class's: a subscriber, which
-// Redis counts in the pubsub class, is bound by the 32 MiB of messages
+// Redis counts in the pubsub class, is bound by that class's 32 MiB
 // only, so a message or a reply past the normal hard limit reaches one
 // that reads. Both serving paths.
 func TestPassthroughSubscriberPastTheNormalOutputLimit(t *testing.T) {
