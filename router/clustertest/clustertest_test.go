@@ -149,6 +149,8 @@ func TestEveryClusterHasItsSettings(t *testing.T) {
 		{Replicas: -1, NodeTimeout: 7 * time.Second, PartialCoverage: true},
 		{NodeTimeout: 2 * time.Second, PartialCoverage: true},
 		{Primaries: 2, NodeTimeout: 3 * time.Second},
+		{Replicas: -1, Password: "s3cret"},
+		{Password: "s3cret", PartialCoverage: true},
 	} {
 		c := clustertest.New(t, cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -174,6 +176,12 @@ func TestEveryClusterHasItsSettings(t *testing.T) {
 			got, err = n.Do(ctx, "CONFIG", "GET", "hz").AsStrMap()
 			if err != nil || got["hz"] != "100" {
 				t.Fatalf("cluster %d %s: %s has hz %v (%v), want 100", i, when, n.Addr, got, err)
+			}
+			for _, name := range []string{"requirepass", "masterauth"} {
+				got, err = n.Do(ctx, "CONFIG", "GET", name).AsStrMap()
+				if err != nil || got[name] != cfg.Password {
+					t.Fatalf("cluster %d %s: %s has %s %v (%v), want %q", i, when, n.Addr, name, got, err, cfg.Password)
+				}
 			}
 		}
 		for _, n := range c.Nodes {

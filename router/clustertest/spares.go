@@ -24,9 +24,10 @@ import (
 // is the redis-servers' gossip, not a goroutine of the test binary.
 //
 // Only the shapes most tests use have spares, and only clusters without
-// TLS or a password use them; the settings that differ between the
-// others (node timeout, coverage) are set when a group is adopted, and
-// written to its nodes' redis.conf for a Restart. A group's replicas are
+// TLS or an ACL user use them (a node cannot move its ports to TLS once
+// started); the settings that differ between the others (node timeout,
+// coverage, password) are set when a group is adopted, and written to its
+// nodes' redis.conf for a Restart. A group's replicas are
 // begun as primaries without slots and made replicas when the group is
 // adopted (join): CLUSTER REPLICATE needs the nodes to know each other,
 // which fill does not wait for, and by then they do, so the replicas'
@@ -56,7 +57,7 @@ type sparePool struct {
 // spares.
 func (cfg Config) spareShape() (shape, bool) {
 	s := shape{cfg.primaries(), cfg.replicas()}
-	return s, spareGroups[s] > 0 && !cfg.TLS && cfg.User == "" && cfg.Password == ""
+	return s, spareGroups[s] > 0 && !cfg.TLS && cfg.User == ""
 }
 
 // take hands out the oldest group of shape s, or nil.
@@ -171,7 +172,6 @@ const formingTimeout = "500"
 
 // adopt makes spare n a node of c, shaped by cfg.
 func (c *Cluster) adopt(ctx context.Context, n *Node, cfg Config) error {
-	n.c = c
 	_, port, _ := net.SplitHostPort(n.Addr)
 	p, _ := strconv.Atoi(port)
 	if err := os.WriteFile(filepath.Join(n.dir, "redis.conf"), c.conf(p, n.dir, cfg), 0o644); err != nil {
@@ -181,7 +181,19 @@ func (c *Cluster) adopt(ctx context.Context, n *Node, cfg Config) error {
 	if cfg.replicas() > 0 {
 		timeout = strconv.FormatInt(cfg.nodeTimeout().Milliseconds(), 10)
 	}
-	return n.do(ctx, "CONFIG", "SET", "cluster-node-timeout", timeout, "cluster-require-full-coverage", cfg.fullCoverage(), "hz", hz).Error()
+	args := []string{"CONFIG", "SET", "cluster-node-timeout", timeout, "cluster-require-full-coverage", cfg.fullCoverage(), "hz", hz}
+	if cfg.Password != "" {
+		args = append(args, "requirepass", cfg.Password, "masterauth", cfg.Password)
+	}
+	// Sent as the spare's, without a password: c's client would
+	// authenticate with one the node does not have yet.
+	err := n.do(ctx, args...).Error()
+	if cfg.Password != "" {
+		// Its kept client would reconnect without one.
+		n.dropView(nil)
+	}
+	n.c = c
+	return err
 }
 
 // settle gives c's spares the node timeout of cfg, once c has formed.
