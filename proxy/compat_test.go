@@ -1550,11 +1550,26 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 		return run(exec.CommandContext(ctx, "redis-cli", append(base(host, port), args...)...))
 	}
 	cli := func(args ...string) string { return on(host, port, args...) }
-	// stdin sends lines to one redis-cli, over one connection.
+	// stdin sends lines to one redis-cli, over one connection. Reading
+	// its commands from its input, redis-cli prints "(0.87s)" on a line
+	// of its own after a reply that took half a second or more, as one
+	// may on a loaded machine (seen under a CPU hog): no reply prints so
+	// (--no-raw), and those lines are dropped.
 	stdin := func(lines ...string) string {
 		cmd := exec.CommandContext(ctx, "redis-cli", base(host, port)...)
 		cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
-		return run(cmd)
+		var kept []string
+		for _, line := range strings.Split(run(cmd), "\n") {
+			if took, ok := strings.CutPrefix(line, "("); ok {
+				if took, ok = strings.CutSuffix(took, "s)"); ok {
+					if _, err := strconv.ParseFloat(took, 64); err == nil {
+						continue
+					}
+				}
+			}
+			kept = append(kept, line)
+		}
+		return strings.Join(kept, "\n")
 	}
 	// batch runs cmds on one redis-cli, over one connection, and answers
 	// what it printed for each, as if each had a process of its own: a
