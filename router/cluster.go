@@ -123,7 +123,7 @@ type Cluster struct {
 
 	commandsRefused atomic.Bool // COMMAND was refused (logged once)
 
-	mu     sync.Mutex        // guards shards, forgotten, backends, idle and tunnels
+	mu     sync.Mutex        // guards shards, forgotten, backends and idle
 	shards map[string]*shard // by primary address, kept across topologies
 	// forgotten are the faults of primaries that lost their slots, by
 	// address: one that is a primary again goes on counting its faults
@@ -133,7 +133,6 @@ type Cluster struct {
 	forgotten   map[string]faults
 	backends    map[string]*backend   // forwarding connections, by node address
 	idle        map[string][]idleConn // connections for blocking commands, between uses
-	tunnels     map[*Tunnel]struct{}  // subscribers' tunnels not yet closed
 	scripts     scripts               // loaded or run through sluice, for NOSCRIPT replay
 	blocking    atomic.Int64          // blocking commands in flight
 	nextReplica atomic.Uint64         // turns reads over a primary's replicas
@@ -190,7 +189,6 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		forgotten: map[string]faults{},
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
-		tunnels:   map[*Tunnel]struct{}{},
 		scripts:   scripts{known: map[string]struct{}{}},
 		done:      make(chan struct{}),
 	}

@@ -347,14 +347,9 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		return
 	}
 	var gone []net.Conn
-	var tunnels []*Tunnel
-	var t *topology
 	defer func() { // after c.mu is let go
 		for _, conn := range gone {
 			conn.Close()
-		}
-		for _, tun := range tunnels {
-			tun.leaveGone(t)
 		}
 	}()
 	// A node without an endpoint (a null one: the cluster's
@@ -362,7 +357,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	// the host that answered, on its own port, as Redis's CLUSTER SLOTS
 	// documents and cluster clients do: ":port" would dial this host.
 	fromHost, _, _ := net.SplitHostPort(from)
-	t = &topology{replicas: map[string][]string{}, lowest: map[*shard]int{}}
+	t := &topology{replicas: map[string][]string{}, lowest: map[*shard]int{}}
 	owning := map[*shard]bool{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -463,7 +458,6 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	}
 	c.topo.Store(t)
 	gone = c.dropGone(t)
-	tunnels = slices.Collect(maps.Keys(c.tunnels))
 }
 
 // Route points each of cmds at its slot's primary now (Forward.Addr), by

@@ -127,7 +127,6 @@ type tunnelConn struct {
 	set   *tunnelConns // it is of
 	conn  net.Conn     // nil until dialled
 	done  bool         // closed after a Reset: what it still sends is dropped
-	left  bool         // closed as its node left the cluster (leaveGone)
 	queue [][]byte     // sent before the connection was up
 	// count is the client's shard channels on this node, as it last said;
 	// shown, as its last confirmation handed on to the client said.
@@ -203,34 +202,7 @@ var errTunnelHeld = errors.New("router: tunnel: replies held behind a slow node 
 // and not yet answered are delivered: one such call for each command
 // sent, in order.
 func (c *Cluster) Tunnel(resp3 bool, onData func(data []byte, subscribed, answered bool), onEnd func(error)) *Tunnel {
-	t := &Tunnel{c: c, conns: &tunnelConns{resp3: resp3}, onData: onData, onEnd: onEnd}
-	c.mu.Lock()
-	c.tunnels[t] = struct{}{}
-	c.mu.Unlock()
-	return t
-}
-
-// errNodeLeft ends a tunnel connection to a node that left the cluster.
-var errNodeLeft = errors.New("the node left the cluster")
-
-// leaveGone closes t's connections to the nodes that m no longer names.
-// Such a node, left running, no longer gets the cluster's messages over
-// its bus, nor owns a slot: a subscriber kept on it would wait for
-// messages for ever. Closed, the connection ends the tunnel (or is
-// dropped, if it held nothing of the client's) as if its node had gone
-// away, and the client, ended as a node's client is, subscribes again.
-func (t *Tunnel) leaveGone(m *topology) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return
-	}
-	for _, tc := range append([]*tunnelConn{t.conns.home}, t.conns.shards...) {
-		if tc != nil && tc.conn != nil && !tc.left && m.gone(tc.addr) {
-			tc.left = true
-			tc.conn.Close()
-		}
-	}
+	return &Tunnel{c: c, conns: &tunnelConns{resp3: resp3}, onData: onData, onEnd: onEnd}
 }
 
 // Send sends one subscription command, or PING, to the node it is for.
@@ -500,9 +472,6 @@ func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
 			return
 		}
 		if err != nil {
-			if tc.left {
-				err = errNodeLeft
-			}
 			if tc.set == t.conns && tc.set.spare(tc) {
 				// A node's timeout spares only its subscribers: once the
 				// client has unsubscribed, the node may close this
@@ -838,9 +807,6 @@ func (t *Tunnel) retire(tc *tunnelConn) {
 // closeConns closes every connection of t; t.mu is held.
 func (t *Tunnel) closeConns() {
 	t.closed = true
-	t.c.mu.Lock()
-	delete(t.c.tunnels, t)
-	t.c.mu.Unlock()
 	for _, tc := range append(append([]*tunnelConn{t.conns.home}, t.conns.shards...), t.reset...) {
 		if tc != nil && tc.conn != nil {
 			tc.conn.Close()
