@@ -123,7 +123,7 @@ type Cluster struct {
 
 	commandsRefused atomic.Bool // COMMAND was refused (logged once)
 
-	mu     sync.Mutex        // guards shards, forgotten, backends and idle
+	mu     sync.Mutex        // guards shards, forgotten, backends, idle and tunnels
 	shards map[string]*shard // by primary address, kept across topologies
 	// forgotten are the faults of primaries that lost their slots, by
 	// address: one that is a primary again goes on counting its faults
@@ -133,6 +133,7 @@ type Cluster struct {
 	forgotten   map[string]faults
 	backends    map[string]*backend   // forwarding connections, by node address
 	idle        map[string][]idleConn // connections for blocking commands, between uses
+	tunnels     map[*Tunnel]struct{}  // subscribers' tunnels not yet closed
 	scripts     scripts               // loaded or run through sluice, for NOSCRIPT replay
 	blocking    atomic.Int64          // blocking commands in flight
 	nextReplica atomic.Uint64         // turns reads over a primary's replicas
@@ -189,6 +190,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		forgotten: map[string]faults{},
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
+		tunnels:   map[*Tunnel]struct{}{},
 		scripts:   scripts{known: map[string]struct{}{}},
 		done:      make(chan struct{}),
 	}
@@ -657,6 +659,13 @@ func (c *Cluster) run(ctx context.Context) {
 	defer beating.Wait()
 	var beatDone atomic.Bool
 	beatDone.Store(true)
+	// Whether subscribers' nodes absent from the slot map left the
+	// cluster is asked of those nodes beside the loop too: one paused
+	// would hold it up to a dial's time.
+	var sweeping sync.WaitGroup
+	defer sweeping.Wait()
+	var sweepDone atomic.Bool
+	sweepDone.Store(true)
 	var nextConnect, nextTopo, nextBeat time.Time
 	connectBackoff := c.cfg.ProbeInterval
 	for {
@@ -680,6 +689,13 @@ func (c *Cluster) run(ctx context.Context) {
 			if c.stale.Swap(false) || c.unhealthy() || !now.Before(nextTopo) {
 				c.refreshTopology(ctx)
 				nextTopo = now.Add(c.topologyEvery())
+				if addrs := c.absentTunnelNodes(); len(addrs) > 0 && sweepDone.Load() {
+					sweepDone.Store(false)
+					sweeping.Go(func() {
+						defer sweepDone.Store(true)
+						c.closeLeft(addrs)
+					})
+				}
 			}
 			if c.commands.Load() == nil {
 				c.readCommands(ctx)

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -127,6 +128,7 @@ type tunnelConn struct {
 	set   *tunnelConns // it is of
 	conn  net.Conn     // nil until dialled
 	done  bool         // closed after a Reset: what it still sends is dropped
+	left  bool         // closed as its node left the cluster (leave)
 	queue [][]byte     // sent before the connection was up
 	// count is the client's shard channels on this node, as it last said;
 	// shown, as its last confirmation handed on to the client said.
@@ -202,7 +204,106 @@ var errTunnelHeld = errors.New("router: tunnel: replies held behind a slow node 
 // and not yet answered are delivered: one such call for each command
 // sent, in order.
 func (c *Cluster) Tunnel(resp3 bool, onData func(data []byte, subscribed, answered bool), onEnd func(error)) *Tunnel {
-	return &Tunnel{c: c, conns: &tunnelConns{resp3: resp3}, onData: onData, onEnd: onEnd}
+	t := &Tunnel{c: c, conns: &tunnelConns{resp3: resp3}, onData: onData, onEnd: onEnd}
+	c.mu.Lock()
+	c.tunnels[t] = struct{}{}
+	c.mu.Unlock()
+	return t
+}
+
+// errNodeLeft ends a tunnel connection to a node that left the cluster.
+var errNodeLeft = errors.New("the node left the cluster")
+
+// absent appends to addrs the nodes t is connected to that m does not
+// name.
+func (t *Tunnel) absent(m *topology, addrs []string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tc := range append([]*tunnelConn{t.conns.home}, t.conns.shards...) {
+		if tc != nil && tc.conn != nil && !tc.left && m.gone(tc.addr) {
+			addrs = append(addrs, tc.addr)
+		}
+	}
+	return addrs
+}
+
+// leave closes t's connections to the nodes in left. Closed, such a
+// connection ends the tunnel (or is dropped, if it held nothing of the
+// client's) as if its node had gone away, and the client, ended as a
+// node's client is, subscribes again.
+func (t *Tunnel) leave(left map[string]bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	for _, tc := range append([]*tunnelConn{t.conns.home}, t.conns.shards...) {
+		if tc != nil && tc.conn != nil && !tc.left && left[tc.addr] {
+			tc.left = true
+			tc.conn.Close()
+		}
+	}
+}
+
+// absentTunnelNodes are the nodes subscribers' tunnels are connected to
+// that the slot map does not name.
+func (c *Cluster) absentTunnelNodes() []string {
+	m := c.topo.Load()
+	c.mu.Lock()
+	tunnels := slices.Collect(maps.Keys(c.tunnels))
+	c.mu.Unlock()
+	var addrs []string
+	for _, tun := range tunnels {
+		addrs = tun.absent(m, addrs)
+	}
+	slices.Sort(addrs)
+	return slices.Compact(addrs)
+}
+
+// closeLeft closes subscribers' tunnel connections to those of addrs
+// that left the cluster. A node the slot map does not name may still be
+// in it: a primary just demoted, which the other nodes learn of at its
+// next ping only, up to half a node timeout later, or one emptied of its
+// slots. PUBLISH still reaches such a node over the cluster's bus, and
+// Redis keeps its subscribers. One that left (redis-cli --cluster
+// del-node resets it: it knows no other node) gets no message again, and
+// a subscriber kept on it would wait for ever.
+func (c *Cluster) closeLeft(addrs []string) {
+	left := map[string]bool{}
+	for _, addr := range addrs {
+		if c.leftCluster(addr) {
+			left[addr] = true
+		}
+	}
+	if len(left) == 0 {
+		return
+	}
+	c.mu.Lock()
+	tunnels := slices.Collect(maps.Keys(c.tunnels))
+	c.mu.Unlock()
+	for _, tun := range tunnels {
+		tun.leave(left)
+	}
+}
+
+var clusterInfoCmd = []byte("*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n")
+
+// leftCluster tells whether the node at addr knows no node but itself:
+// reset out of the cluster. One that cannot be asked (down, hung, or its
+// ACL user refused CLUSTER INFO) has not, as far as this knows: a node
+// that went away is seen by the subscribers' own connections.
+func (c *Cluster) leftCluster(addr string) bool {
+	conn, br, err := c.dial(addr, false, false, 4<<10, dialTimeout)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(dialTimeout))
+	if _, err := conn.Write(clusterInfoCmd); err != nil {
+		return false
+	}
+	r, err := reply.Read(br, nil)
+	return err == nil && bytes.Contains(r, []byte("\r\ncluster_known_nodes:1\r\n"))
 }
 
 // Send sends one subscription command, or PING, to the node it is for.
@@ -472,6 +573,9 @@ func (t *Tunnel) run(tc *tunnelConn, resp3 bool) {
 			return
 		}
 		if err != nil {
+			if tc.left {
+				err = errNodeLeft
+			}
 			if tc.set == t.conns && tc.set.spare(tc) {
 				// A node's timeout spares only its subscribers: once the
 				// client has unsubscribed, the node may close this
@@ -807,6 +911,9 @@ func (t *Tunnel) retire(tc *tunnelConn) {
 // closeConns closes every connection of t; t.mu is held.
 func (t *Tunnel) closeConns() {
 	t.closed = true
+	t.c.mu.Lock()
+	delete(t.c.tunnels, t)
+	t.c.mu.Unlock()
 	for _, tc := range append(append([]*tunnelConn{t.conns.home}, t.conns.shards...), t.reset...) {
 		if tc != nil && tc.conn != nil {
 			tc.conn.Close()
