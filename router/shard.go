@@ -523,8 +523,8 @@ func (t *topology) gone(addr string) bool {
 // node (its socket open, never answering) would otherwise hold the whole
 // of ctx, and the loop that probes and renews hot keys with it.
 // The last keeps what is left of ctx, so a cluster slow to answer every
-// node is still read. Without nodes the cluster client asks, and from is
-// empty.
+// node is still read, unless a map was read already. Without nodes the
+// cluster client asks, and from is empty.
 func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]rueidis.Client, down map[string]bool, each time.Duration) (ranges []rueidis.RedisMessage, from string, err error) {
 	if len(nodes) == 0 {
 		ranges, err = client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
@@ -542,9 +542,16 @@ func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]ruei
 		}
 	}
 	var failed error
+	var best []rueidis.RedisMessage
+	bestFrom, bestCovered := "", -1
 	for i, addr := range order {
+		if bestCovered > 0 && down[addr] {
+			// A map is read: an unhealthy node (a hung one) is not waited
+			// for in the hope of a more whole one.
+			break
+		}
 		n, actx, cancel := nodes[addr], ctx, context.CancelFunc(func() {})
-		if i < len(order)-1 {
+		if i < len(order)-1 || bestCovered >= 0 {
 			actx, cancel = context.WithTimeout(ctx, each)
 		}
 		// rueidis holds a call to a node another call is redialing until
@@ -560,20 +567,54 @@ func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]ruei
 			ranges, err = nil, actx.Err()
 		}
 		cancel()
-		if err == nil && len(ranges) == 0 && (i < len(order)-1 || failed != nil) && ctx.Err() == nil {
-			// A node taken out of the cluster (del-node resets it, it
-			// runs on) owns no slot and knows no other node, yet stays
-			// among the cluster client's nodes: its empty map is not the
-			// cluster's. An empty cluster's is believed only when every
-			// node asked answers it: one that failed may hold the map.
+		if err == nil {
+			// A map that leaves slots out may be one node's view of a
+			// moment, not the cluster's: one that hears a primary call
+			// itself a replica (a failover) drops its slots until the new
+			// primary's claim comes, and a node taken out of the cluster
+			// (del-node resets it, it runs on) owns no slot and knows no
+			// other node, yet stays among the cluster client's nodes. The
+			// others are asked; the most whole map is believed, an empty
+			// one only when no node failed (one that failed may hold the
+			// map).
+			covered := slotsCovered(ranges)
+			if covered > bestCovered {
+				best, bestFrom, bestCovered = ranges, addr, covered
+			}
+			if covered == slot.Count || ctx.Err() != nil {
+				break
+			}
 			continue
 		}
-		if err == nil || ctx.Err() != nil {
-			return ranges, addr, err
+		if ctx.Err() != nil {
+			if bestCovered < 0 {
+				return nil, addr, err
+			}
+			break
 		}
 		failed = err
 	}
+	if bestCovered > 0 || (bestCovered == 0 && failed == nil) {
+		return best, bestFrom, nil
+	}
 	return nil, "", failed
+}
+
+// slotsCovered is how many slots a CLUSTER SLOTS reply gives an owner.
+func slotsCovered(ranges []rueidis.RedisMessage) int {
+	n := 0
+	for _, rg := range ranges {
+		v, err := rg.ToArray()
+		if err != nil || len(v) < 3 {
+			continue
+		}
+		lo, err1 := v[0].AsInt64()
+		hi, err2 := v[1].AsInt64()
+		if err1 == nil && err2 == nil && 0 <= lo && lo <= hi && hi < slot.Count {
+			n += int(hi - lo + 1)
+		}
+	}
+	return n
 }
 
 // unhealthy reports whether any shard is unhealthy.
