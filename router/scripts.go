@@ -27,7 +27,9 @@ import (
 const maxScripts = 10_000
 
 // maxLoadBytes bounds the texts of the scripts an instance loads on each
-// new connection: a connection is not made to wait for more.
+// new connection (a connection is not made to wait for more), and of
+// those run by EVAL it stores (distinct large scripts would otherwise
+// hold up to maxScripts times their size).
 const maxLoadBytes = 16 << 20
 
 // scripts are the scripts loaded or run through sluice, for NOSCRIPT
@@ -46,9 +48,10 @@ type scripts struct {
 	// may EVAL the same script at every call (the article's client does):
 	// one already known costs a read-locked map lookup, not a SHA1 and a
 	// write.
-	known map[string]struct{}
-	ops   []scriptOp // for the cluster, in order
-	busy  bool       // a goroutine is sending ops
+	known      map[string]struct{}
+	knownBytes int
+	ops        []scriptOp // for the cluster, in order
+	busy       bool       // a goroutine is sending ops
 	// loads are the texts of the scripts this instance knows (loaded, run
 	// by EVAL, or replayed through it), by SHA1, which every new
 	// connection to a node gets by SCRIPT LOAD before any client's
@@ -194,11 +197,12 @@ func (c *Cluster) rememberRan(body []byte, gen uint64) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.known[string(body)]; ok || len(s.known) >= maxScripts || gen != s.gen {
+	if _, ok := s.known[string(body)]; ok || len(s.known) >= maxScripts || s.knownBytes+len(body) > maxLoadBytes || gen != s.gen {
 		return
 	}
 	text, sha := string(body), shaOf(body)
 	s.known[text] = struct{}{}
+	s.knownBytes += len(text)
 	s.load(sha, text)
 	c.queueScript(scriptOp{sha: sha, body: text})
 }
@@ -209,6 +213,7 @@ func (c *Cluster) ForgetScripts() {
 	c.scripts.mu.Lock()
 	defer c.scripts.mu.Unlock()
 	clear(c.scripts.known)
+	c.scripts.knownBytes = 0
 	c.scripts.gen++
 	c.scripts.loads, c.scripts.loadBytes, c.scripts.loadCmds = nil, 0, nil
 	c.queueScript(scriptOp{flush: true})
@@ -379,7 +384,10 @@ func (c *Cluster) scriptsSent(ops []scriptOp, bodies []rueidis.RedisMessage, err
 	case op.found == nil:
 		if err != nil {
 			c.scripts.mu.Lock()
-			delete(c.scripts.known, op.body) // the next EVAL stores it again
+			if _, ok := c.scripts.known[op.body]; ok { // the next EVAL stores it again
+				delete(c.scripts.known, op.body)
+				c.scripts.knownBytes -= len(op.body)
+			}
 			c.scripts.mu.Unlock()
 		}
 	default:
