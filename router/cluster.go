@@ -693,7 +693,7 @@ func (c *Cluster) run(ctx context.Context) {
 					sweepDone.Store(false)
 					sweeping.Go(func() {
 						defer sweepDone.Store(true)
-						c.closeLeft(addrs)
+						c.closeLeft(ctx, addrs)
 					})
 				}
 			}

@@ -3,6 +3,7 @@ package router
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -268,10 +269,16 @@ func (c *Cluster) absentTunnelNodes() []string {
 // Redis keeps its subscribers. One that left (redis-cli --cluster
 // del-node resets it: it knows no other node) gets no message again, and
 // a subscriber kept on it would wait for ever.
-func (c *Cluster) closeLeft(addrs []string) {
+//
+// Close waits for it: ended by ctx, it asks no further node, and stops
+// waiting for the one it is asking, which may never answer.
+func (c *Cluster) closeLeft(ctx context.Context, addrs []string) {
 	left := map[string]bool{}
 	for _, addr := range addrs {
-		if c.leftCluster(addr) {
+		if ctx.Err() != nil {
+			return
+		}
+		if c.leftCluster(ctx, addr) {
 			left[addr] = true
 		}
 	}
@@ -292,12 +299,14 @@ var clusterInfoCmd = []byte("*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n")
 // reset out of the cluster. One that cannot be asked (down, hung, or its
 // ACL user refused CLUSTER INFO) has not, as far as this knows: a node
 // that went away is seen by the subscribers' own connections.
-func (c *Cluster) leftCluster(addr string) bool {
+func (c *Cluster) leftCluster(ctx context.Context, addr string) bool {
 	conn, br, err := c.dial(addr, false, false, 4<<10, dialTimeout)
 	if err != nil {
 		return false
 	}
 	defer conn.Close()
+	// A node that takes connections but does not answer would hold Close.
+	defer context.AfterFunc(ctx, func() { conn.Close() })()
 	conn.SetDeadline(time.Now().Add(dialTimeout))
 	if _, err := conn.Write(clusterInfoCmd); err != nil {
 		return false
