@@ -191,8 +191,11 @@ func (c *Cluster) rememberRan(body []byte, gen uint64) {
 	s := &c.scripts
 	s.mu.RLock()
 	_, ok := s.known[string(body)]
+	full := len(s.known) >= maxScripts || s.knownBytes+len(body) > maxLoadBytes
 	s.mu.RUnlock()
-	if ok {
+	if ok || full {
+		// Past the bounds, an EVAL of a script not stored costs a
+		// read-locked look too, not the write lock every time.
 		return
 	}
 	s.mu.Lock()
