@@ -123,20 +123,24 @@ type Cluster struct {
 
 	commandsRefused atomic.Bool // COMMAND was refused (logged once)
 
-	mu     sync.Mutex        // guards shards, forgotten, backends, idle and tunnels
+	mu     sync.Mutex        // guards shards, forgotten, backends, idle, tunnels and stayed
 	shards map[string]*shard // by primary address, kept across topologies
 	// forgotten are the faults of primaries that lost their slots, by
 	// address: one that is a primary again goes on counting its faults
 	// from theirs, since INFO and the metrics show them as counters. At
 	// most maxForgotten: where nodes come back at new addresses (a pod
 	// restarted), the old ones would otherwise pile up for good.
-	forgotten   map[string]faults
-	backends    map[string]*backend   // forwarding connections, by node address
-	idle        map[string][]idleConn // connections for blocking commands, between uses
-	tunnels     map[*Tunnel]struct{}  // subscribers' tunnels not yet closed
-	scripts     scripts               // loaded or run through sluice, for NOSCRIPT replay
-	blocking    atomic.Int64          // blocking commands in flight
-	nextReplica atomic.Uint64         // turns reads over a primary's replicas
+	forgotten map[string]faults
+	backends  map[string]*backend   // forwarding connections, by node address
+	idle      map[string][]idleConn // connections for blocking commands, between uses
+	tunnels   map[*Tunnel]struct{}  // subscribers' tunnels not yet closed
+	// stayed are the nodes absent from the slot map that a tunnel holds
+	// and that, asked whether they left the cluster (closeLeft), did not
+	// say so, by when they were asked.
+	stayed      map[string]time.Time
+	scripts     scripts       // loaded or run through sluice, for NOSCRIPT replay
+	blocking    atomic.Int64  // blocking commands in flight
+	nextReplica atomic.Uint64 // turns reads over a primary's replicas
 	// replicaDown is when each replica last failed a read (unix ns), by
 	// address: reads pass it over for replicaRest after.
 	replicaDown sync.Map
@@ -191,6 +195,7 @@ func NewCluster(cfg ClusterConfig) *Cluster {
 		backends:  map[string]*backend{},
 		idle:      map[string][]idleConn{},
 		tunnels:   map[*Tunnel]struct{}{},
+		stayed:    map[string]time.Time{},
 		scripts:   scripts{known: map[string]struct{}{}},
 		done:      make(chan struct{}),
 	}
@@ -689,7 +694,7 @@ func (c *Cluster) run(ctx context.Context) {
 			if c.stale.Swap(false) || c.unhealthy() || !now.Before(nextTopo) {
 				c.refreshTopology(ctx)
 				nextTopo = now.Add(c.topologyEvery())
-				if addrs := c.absentTunnelNodes(); len(addrs) > 0 && sweepDone.Load() {
+				if addrs := c.absentTunnelNodes(now); len(addrs) > 0 && sweepDone.Load() {
 					sweepDone.Store(false)
 					sweeping.Go(func() {
 						defer sweepDone.Store(true)

@@ -246,9 +246,15 @@ func (t *Tunnel) leave(left map[string]bool) {
 	}
 }
 
+// askLeftEvery is how often a node absent from the slot map that still
+// holds subscribers, and did not say it left the cluster, is asked again:
+// one emptied of its slots, or failed, may stay so for long.
+const askLeftEvery = 5 * time.Second
+
 // absentTunnelNodes are the nodes subscribers' tunnels are connected to
-// that the slot map does not name.
-func (c *Cluster) absentTunnelNodes() []string {
+// that the slot map does not name, but for those asked in the last
+// askLeftEvery.
+func (c *Cluster) absentTunnelNodes(now time.Time) []string {
 	m := c.topo.Load()
 	c.mu.Lock()
 	tunnels := slices.Collect(maps.Keys(c.tunnels))
@@ -258,7 +264,18 @@ func (c *Cluster) absentTunnelNodes() []string {
 		addrs = tun.absent(m, addrs)
 	}
 	slices.Sort(addrs)
-	return slices.Compact(addrs)
+	addrs = slices.Compact(addrs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for addr := range c.stayed {
+		if _, ok := slices.BinarySearch(addrs, addr); !ok {
+			delete(c.stayed, addr) // named again, or no tunnel holds it
+		}
+	}
+	return slices.DeleteFunc(addrs, func(addr string) bool {
+		at, ok := c.stayed[addr]
+		return ok && now.Sub(at) < askLeftEvery
+	})
 }
 
 // closeLeft closes subscribers' tunnel connections to those of addrs
@@ -280,6 +297,10 @@ func (c *Cluster) closeLeft(ctx context.Context, addrs []string) {
 		}
 		if c.leftCluster(ctx, addr) {
 			left[addr] = true
+		} else {
+			c.mu.Lock()
+			c.stayed[addr] = time.Now()
+			c.mu.Unlock()
 		}
 	}
 	if len(left) == 0 {

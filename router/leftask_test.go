@@ -1,0 +1,84 @@
+package router
+
+import (
+	"bufio"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// A node absent from the slot map that holds a subscriber and says it is
+// still in the cluster (a primary emptied of its slots, say, which may
+// stay so for long) is asked again askLeftEvery later, not at every
+// reading of the map (each second, or every 50 ms during an outage).
+func TestNodeThatStayedIsNotAskedAtEveryReading(t *testing.T) {
+	cc := clustertest.New(t, clustertest.Config{Replicas: -1})
+	c := NewCluster(ClusterConfig{Seeds: cc.Addrs(), TopologyInterval: 20 * time.Millisecond})
+	t.Cleanup(c.Close)
+	if err := c.WaitConnected(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var asked atomic.Int64
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if strings.EqualFold(strings.TrimSpace(line), "INFO") {
+						asked.Add(1)
+						info := "cluster_state:ok\r\ncluster_known_nodes:4\r\ncluster_size:3\r\n"
+						conn.Write([]byte("$" + strconv.Itoa(len(info)) + "\r\n" + info + "\r\n"))
+					}
+				}
+			}()
+		}
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tun := c.Tunnel(false, func([]byte, bool, bool) {}, func(error) {})
+	t.Cleanup(tun.Close)
+	tun.mu.Lock()
+	tun.conns.shards = append(tun.conns.shards, &tunnelConn{addr: ln.Addr().String(), set: tun.conns, conn: conn})
+	tun.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for asked.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the node absent from the slot map was never asked whether it left")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A window of about 50 readings of the map, in which nothing should
+	// be asked: what is checked is an absence, which no condition shows.
+	time.Sleep(time.Second)
+	if n := asked.Load(); n != 1 {
+		t.Errorf("asked %d times in a second of readings every 20 ms, want once (again after %v)", n, askLeftEvery)
+	}
+	tun.mu.Lock()
+	left := tun.conns.shards[len(tun.conns.shards)-1].left
+	tun.mu.Unlock()
+	if left {
+		t.Error("the connection to a node still in the cluster was closed")
+	}
+}
