@@ -62,13 +62,7 @@ func TestNodeThatStayedIsNotAskedAtEveryReading(t *testing.T) {
 	tun.conns.shards = append(tun.conns.shards, &tunnelConn{addr: ln.Addr().String(), set: tun.conns, conn: conn})
 	tun.mu.Unlock()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for asked.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the node absent from the slot map was never asked whether it left")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	pollFor(t, 10*time.Second, "the node absent from the slot map asked whether it left", func() bool { return asked.Load() > 0 })
 	// A window of about 50 readings of the map, in which nothing should
 	// be asked: what is checked is an absence, which no condition shows.
 	time.Sleep(time.Second)

@@ -69,13 +69,7 @@ func TestReviewDiff31bCloseDoesNotWaitForTheLeftNodesSweep(t *testing.T) {
 		tun.mu.Unlock()
 	}
 	// The tunnel's own 3 connections, then the sweep's first question.
-	deadline := time.Now().Add(10 * time.Second)
-	for accepted.Load() < 4 {
-		if time.Now().After(deadline) {
-			t.Fatal("the nodes absent from the slot map were never asked whether they left")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	pollFor(t, 10*time.Second, "the nodes absent from the slot map asked whether they left", func() bool { return accepted.Load() >= 4 })
 	start := time.Now()
 	closeC()
 	if took := time.Since(start); took > 700*time.Millisecond {

@@ -24,7 +24,7 @@ func TestReviewGrowRemovedNodeDoesNotEmptyTheSlotMap(t *testing.T) {
 	// 0: clustertest's clusters wait for that before they are handed over.
 	// The cluster client learns the replicas at its first refresh after
 	// they show in CLUSTER SLOTS: a MOVED makes it refresh.
-	growWaitFor(t, 10*time.Second, "the replicas in CLUSTER SLOTS", func() bool {
+	pollFor(t, 10*time.Second, "the replicas in CLUSTER SLOTS", func() bool {
 		ranges, err := cc.Nodes[0].Do(ctx, "CLUSTER", "SLOTS").ToArray()
 		if err != nil {
 			return false
@@ -40,7 +40,7 @@ func TestReviewGrowRemovedNodeDoesNotEmptyTheSlotMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := *c.client.Load()
-	growWaitFor(t, 10*time.Second, "the replica among the cluster client's nodes", func() bool {
+	pollFor(t, 10*time.Second, "the replica among the cluster client's nodes", func() bool {
 		client.Do(ctx, client.B().Get().Key("{"+c.tags[0]+"}").Build())
 		_, ok := client.Nodes()[gone.Addr]
 		return ok
@@ -58,16 +58,5 @@ func TestReviewGrowRemovedNodeDoesNotEmptyTheSlotMap(t *testing.T) {
 		if n := len(c.topo.Load().primaries); n != 3 {
 			t.Fatalf("reading %d: the slot map has %d primaries, want 3", i, n)
 		}
-	}
-}
-
-func growWaitFor(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -362,14 +362,12 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, rg := range ranges {
-		v, err := rg.ToArray()
-		if err != nil || len(v) < 3 {
+		v, lo, hi, ok := slotRange(rg)
+		if !ok {
 			continue
 		}
-		lo, err1 := v[0].AsInt64()
-		hi, err2 := v[1].AsInt64()
-		node, err3 := v[2].ToArray()
-		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || lo < 0 || hi >= slot.Count || lo > hi {
+		node, err := v[2].ToArray()
+		if err != nil || len(node) < 2 {
 			continue
 		}
 		host, _ := node[0].ToString()
@@ -604,17 +602,23 @@ func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]ruei
 func slotsCovered(ranges []rueidis.RedisMessage) int {
 	n := 0
 	for _, rg := range ranges {
-		v, err := rg.ToArray()
-		if err != nil || len(v) < 3 {
-			continue
-		}
-		lo, err1 := v[0].AsInt64()
-		hi, err2 := v[1].AsInt64()
-		if err1 == nil && err2 == nil && 0 <= lo && lo <= hi && hi < slot.Count {
+		if _, lo, hi, ok := slotRange(rg); ok {
 			n += int(hi - lo + 1)
 		}
 	}
 	return n
+}
+
+// slotRange reads one range of a CLUSTER SLOTS reply: its elements (the
+// owner's at 2, then its replicas'), and its first and last slot.
+func slotRange(rg rueidis.RedisMessage) (v []rueidis.RedisMessage, lo, hi int64, ok bool) {
+	v, err := rg.ToArray()
+	if err != nil || len(v) < 3 {
+		return nil, 0, 0, false
+	}
+	lo, err1 := v[0].AsInt64()
+	hi, err2 := v[1].AsInt64()
+	return v, lo, hi, err1 == nil && err2 == nil && 0 <= lo && lo <= hi && hi < slot.Count
 }
 
 // unhealthy reports whether any shard is unhealthy.
