@@ -108,7 +108,7 @@ func (c *Call) base() string {
 }
 
 // Do runs calls, pipelined, and stores each outcome in res and errs
-// (both len(calls)). Calls on one slot run in order. A call on a bucket
+// (both len(calls)). Calls of one key run in order. A call on a bucket
 // that is split gets a *SplitError.
 func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res []Result, errs []error) {
 	t.DoBatch(ctx, c, calls, res, nil, errs)
@@ -117,7 +117,40 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 // DoBatch is Do for calls that decide N calls each: taken[i] (when taken
 // is not nil) is how many of call i's N took their cost, the first ones;
 // res[i] is the last one's outcome.
+//
+// One DoMulti carries at most one call of a key, the next waiting for it:
+// rueidis sends a pipeline's redirected commands again by kind, those
+// answered MOVED before those answered ASK, so two calls of one bucket at
+// a node that ends its slot's move between them (ASK, then MOVED) would be
+// decided in the wrong order; and the calls answered NOSCRIPT here go again
+// after the rest.
 func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
+	for len(calls) > 0 {
+		n := distinct(calls)
+		var tk []int64
+		if taken != nil {
+			tk, taken = taken[:n], taken[n:]
+		}
+		t.doBatch(ctx, c, calls[:n], res[:n], tk, errs[:n])
+		calls, res, errs = calls[n:], res[n:], errs[n:]
+	}
+}
+
+// distinct is the length of the longest prefix of calls without two calls
+// of one key. Quadratic: a batch has at most a pipeline's calls (64), and
+// most have one.
+func distinct(calls []Call) int {
+	for j := 1; j < len(calls); j++ {
+		for i := range j {
+			if calls[i].Key == calls[j].Key {
+				return j
+			}
+		}
+	}
+	return len(calls)
+}
+
+func (t *Throttle) doBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
 	cmds := make(rueidis.Commands, len(calls))
 	for i := range calls {
 		cmds[i] = c.B().Evalsha().Sha1(t.sha1).Numkeys(1).Key(calls[i].Key).Arg(calls[i].args()...).Build()
