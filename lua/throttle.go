@@ -126,7 +126,7 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 // after the rest.
 func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
 	for len(calls) > 0 {
-		n := distinct(calls)
+		n := distinct(calls, func(c Call) string { return c.Key })
 		var tk []int64
 		if taken != nil {
 			tk, taken = taken[:n], taken[n:]
@@ -136,18 +136,18 @@ func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, 
 	}
 }
 
-// distinct is the length of the longest prefix of calls without two calls
-// of one key. Quadratic: a batch has at most a pipeline's calls (64), and
-// most have one.
-func distinct(calls []Call) int {
-	for j := 1; j < len(calls); j++ {
+// distinct is the length of the longest prefix of xs without two of one
+// key. Quadratic: a batch has at most a pipeline's calls (64), and most
+// have one.
+func distinct[T any](xs []T, key func(T) string) int {
+	for j := 1; j < len(xs); j++ {
 		for i := range j {
-			if calls[i].Key == calls[j].Key {
+			if key(xs[i]) == key(xs[j]) {
 				return j
 			}
 		}
 	}
-	return len(calls)
+	return len(xs)
 }
 
 func (t *Throttle) doBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
