@@ -496,6 +496,10 @@ func reportUnknownACL(ctx context.Context, log *zap.Logger, users *proxy.Users, 
 	}
 }
 
+// lookupIP resolves a --listen host name: tests give names that this
+// host's /etc/hosts lacks.
+var lookupIP = net.DefaultResolver.LookupNetIP
+
 // loopback reports whether addr listens on a loopback address only.
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -505,8 +509,22 @@ func loopback(addr string) bool {
 	if host == "localhost" {
 		return true
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	// Go listens on one of a name's addresses: the name is loopback if
+	// each is, as Debian's ip6-localhost and Red Hat's localhost6 (::1).
+	// One that does not resolve counts as reachable: listening fails then.
+	ips, err := lookupIP(context.Background(), "ip", host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.Unmap().IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // validPort reports whether port is one a seed node can be dialled on: a
