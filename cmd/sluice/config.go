@@ -90,9 +90,9 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 		case fs.Lookup(name) == nil:
 			return config{}, fmt.Errorf("line %d: unknown key %q: not a policy section nor a flag of sluice", k.Line, name)
 		default:
-			if v.Kind == yaml.SequenceNode && name != "cluster" && name != "hot-keys" {
+			if v.Kind == yaml.SequenceNode && name != "cluster" && name != "hot-keys" && name != "listen" {
 				// Joined by commas, one item would pass for the value.
-				return config{}, fmt.Errorf("line %d: %s: a list is taken by cluster and hot-keys alone", k.Line, name)
+				return config{}, fmt.Errorf("line %d: %s: a list is taken by cluster, hot-keys and listen alone", k.Line, name)
 			}
 			if name == "hot-keys" && v.Kind == yaml.SequenceNode {
 				// One item is one pattern: its commas are escaped before
@@ -225,7 +225,8 @@ func wantKind(n *yaml.Node, kind yaml.Kind, where, want string) error {
 }
 
 // flagValue is a flag's value as its command line would give it: a
-// scalar, or a sequence of them joined by commas (--cluster, --hot-keys).
+// scalar, or a sequence of them joined by commas (--cluster, --hot-keys,
+// --listen).
 // A null (~, null, nothing) is empty, not the word that spells it.
 func flagValue(n *yaml.Node) (string, error) {
 	switch n.Kind {

@@ -126,7 +126,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("sluice", flag.ContinueOnError)
 	// A bad value is said once, by run, not buried under the usage.
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:6380", "`address` to serve RESP on")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:6380", "`addresses` to serve RESP on, host:port, several separated by commas or spaces (as Redis's bind 127.0.0.1 ::1)")
 	fs.StringVar(&o.cluster, "cluster", "", "Redis Cluster seed nodes, `host:port[,host:port...]`; empty runs the embedded in-memory backend")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log `format`: json or console")
@@ -298,14 +298,31 @@ of the --config file, which the command line wins over.
 			o.settings[name] = fmt.Sprintf("%s %x %v", path, sum[:8], err)
 		}
 	}
+	o.listen = strings.Join(o.listenAddrs(), ",")
+	o.settings["listen"] = o.listen // as a restart reads it, spaces cut
 	if err := o.tls.check(o.listen, o.cluster); err != nil {
 		return o, err
 	}
-	for _, l := range []struct{ flag, addr string }{{"--listen", o.listen}, {"--tls-listen", o.tls.listen}} {
+	type listenFlag struct{ flag, addr string }
+	var ls []listenFlag
+	for _, addr := range o.listenAddrs() {
+		ls = append(ls, listenFlag{"--listen", addr})
+	}
+	if o.tls.listen != "" {
+		ls = append(ls, listenFlag{"--tls-listen", o.tls.listen})
+	}
+	for i, l := range ls {
 		// Said here, by its name: protected mode would take an address
 		// without a port for one reachable from other hosts.
-		if _, port, err := net.SplitHostPort(l.addr); l.addr != "" && (err != nil || !listenPort(port)) {
+		if _, port, err := net.SplitHostPort(l.addr); err != nil || !listenPort(port) {
 			return o, fmt.Errorf("%s must be host:port (a port in 0-65535, 0 for any free one), not %q%s", l.flag, l.addr, bracketsHint(l.addr))
+		}
+		// A second listener on the same address would fail only once
+		// the cluster has been waited for.
+		for _, m := range ls[:i] {
+			if m.addr == l.addr && !strings.HasSuffix(l.addr, ":0") {
+				return o, fmt.Errorf("%s names %s twice", l.flag, l.addr)
+			}
 		}
 	}
 	if o.cluster != "" {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // tlsOptions are the flags of TLS, for clients (--tls-listen) and for the
@@ -143,29 +145,36 @@ func loadCA(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// listeners listens on --listen and on --tls-listen with serverTLS, those
-// that are set: the plain one first, so that it is the address INFO and
-// CLUSTER SLOTS give when both are served.
+// listenAddrs are --listen's addresses: Redis's bind takes several,
+// separated by spaces; commas are how sluice's other lists are written.
+func (o options) listenAddrs() []string {
+	return strings.FieldsFunc(o.listen, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+}
+
+// listeners listens on --listen's addresses and on --tls-listen with
+// serverTLS, those that are set: the plain ones first, so that the first
+// is the address INFO gives when several are served.
 func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 	var lns []net.Listener
-	if o.listen != "" {
-		ln, err := listen(o.listen)
+	fail := func(err error) ([]net.Listener, error) {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		return nil, err
+	}
+	for _, addr := range o.listenAddrs() {
+		ln, err := listen(addr)
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		lns = append(lns, ln)
 	}
 	if o.tls.listen != "" {
 		ln, err := listen(o.tls.listen)
-		if err == nil {
-			lns = append(lns, tls.NewListener(ln, serverTLS))
-		}
 		if err != nil {
-			for _, ln := range lns {
-				ln.Close()
-			}
-			return nil, err
+			return fail(err)
 		}
+		lns = append(lns, tls.NewListener(ln, serverTLS))
 	}
 	return lns, nil
 }
@@ -186,24 +195,27 @@ func listenNetwork(addr string) string {
 	return "tcp"
 }
 
-// servedAddrs are the addresses of listeners' plain and TLS listener, ""
-// for one not served.
+// servedAddrs are the addresses of listeners' plain listeners, separated
+// by commas, and of its TLS listener, "" for none served.
 func servedAddrs(o options, lns []net.Listener) (plain, secure string) {
-	if o.listen != "" {
-		plain = lns[0].Addr().String()
+	var addrs []string
+	for _, ln := range lns[:len(o.listenAddrs())] {
+		addrs = append(addrs, ln.Addr().String())
 	}
 	if o.tls.listen != "" {
 		secure = lns[len(lns)-1].Addr().String()
 	}
-	return plain, secure
+	return strings.Join(addrs, ","), secure
 }
 
 // exposed is the first listen address other hosts may reach without
 // authenticating, as flag and address, or "": a TLS listener that
 // requires client certificates authenticates its clients.
 func exposed(o options) string {
-	if o.listen != "" && !loopback(o.listen) {
-		return "--listen " + o.listen
+	for _, addr := range o.listenAddrs() {
+		if !loopback(addr) {
+			return "--listen " + addr
+		}
 	}
 	if o.tls.listen != "" && o.tls.authClients != "yes" && !loopback(o.tls.listen) {
 		return "--tls-listen " + o.tls.listen
