@@ -439,10 +439,12 @@ func (l *loop) run() {
 			l.takeDecided()
 			l.mu.Unlock()
 		}
-		if len(l.nodes) > 0 {
-			// Before the flush: a hung node's hot calls go on to a
-			// sibling's node, to be written in this pass.
-			l.overdue(time.Now())
+		// Before the flush: a hung node's hot calls go on to a sibling's
+		// node, to be written in this pass.
+		if len(l.nodes) > 0 && l.overdue(time.Now()) {
+			l.mu.Lock()
+			l.takeDecided()
+			l.mu.Unlock()
 		}
 		l.flushNodes()
 		l.endRound()

@@ -243,19 +243,30 @@ func (l *loop) lost(n *node, err error) {
 
 // overdue closes the connections of nodes that hold a command past their
 // pipe's timeout (hung): its commands are answered an error, its bucket
-// calls decided by the fallback.
-func (l *loop) overdue(now time.Time) {
+// calls decided by the fallback. It reports whether it read from a node.
+//
+// A node past its deadline is read first: its reply may be in the socket,
+// unread, when more sockets were ready than one epoll_wait returns (with
+// thousands of busy clients, a node's turn comes passes later) or when it
+// came during this pass. Such a node answered in time.
+func (l *loop) overdue(now time.Time) (read bool) {
 	for _, n := range l.nodes {
+		if d, ok := n.p.Deadline(); !ok || !now.After(d) {
+			continue
+		}
+		if n.fd < 0 {
+			// Still connecting: its calls, none written, are failed; the
+			// dial goes on.
+			n.p.Fail(router.NotSent(router.ErrNoReply))
+			continue
+		}
+		l.nodeEvent(n, syscall.EPOLLIN)
+		read = true
 		if d, ok := n.p.Deadline(); ok && now.After(d) {
-			if n.fd < 0 {
-				// Still connecting: its calls, none written, are failed; the
-				// dial goes on.
-				n.p.Fail(router.NotSent(router.ErrNoReply))
-				continue
-			}
 			l.lost(n, router.ErrNoReply)
 		}
 	}
+	return read
 }
 
 // nextDeadline is the soonest a node is overdue, if one owes replies: the
