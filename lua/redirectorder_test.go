@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,13 +25,13 @@ type fakeNode struct {
 	eval func(conn redcon.Conn, cmd redcon.Command) // EVALSHA
 }
 
-func newFakeNode(t *testing.T) *fakeNode {
+func newFakeNode(t *testing.T, eval func(conn redcon.Conn, cmd redcon.Command)) *fakeNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &fakeNode{ln: ln}
+	n := &fakeNode{ln: ln, eval: eval}
 	go redcon.Serve(ln, func(conn redcon.Conn, cmd redcon.Command) {
 		switch strings.ToUpper(string(cmd.Args[0])) {
 		case "HELLO": // RESP2, as a Redis 5 would
@@ -58,6 +59,28 @@ func newFakeNode(t *testing.T) *fakeNode {
 
 func (n *fakeNode) addr() string { return n.ln.Addr().String() }
 
+// endingMove is a cluster client that knows one node, which answers the
+// first EVALSHA of key ASK to `to` (the slot migrating, the key gone) and
+// every later one MOVED (the move has ended).
+func endingMove(t *testing.T, key string, to *fakeNode) rueidis.Client {
+	t.Helper()
+	sl := strconv.Itoa(slot.Of(key))
+	var evals atomic.Int64
+	from := newFakeNode(t, func(conn redcon.Conn, _ redcon.Command) {
+		if evals.Add(1) == 1 {
+			conn.WriteError("ASK " + sl + " " + to.addr())
+			return
+		}
+		conn.WriteError("MOVED " + sl + " " + to.addr())
+	})
+	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{from.addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
 // Two steps of one bucket in one batch, at the node that gives the
 // bucket's slot away between them: the first is answered ASK (the slot
 // is migrating, its key gone), the second MOVED (the move has ended).
@@ -67,11 +90,9 @@ func (n *fakeNode) addr() string { return n.ln.Addr().String() }
 // bucket answered out of order (remaining lower on the earlier call).
 func TestStepsOfOneKeyKeepTheirOrderAcrossRedirects(t *testing.T) {
 	const key = "{redirect}bucket"
-	sl := strconv.Itoa(slot.Of(key))
-	to := newFakeNode(t)
 	var mu sync.Mutex
 	var decided []string // the steps' costs, in the order the new owner ran them
-	to.eval = func(conn redcon.Conn, cmd redcon.Command) {
+	to := newFakeNode(t, func(conn redcon.Conn, cmd redcon.Command) {
 		mu.Lock()
 		decided = append(decided, string(cmd.Args[7]))
 		mu.Unlock()
@@ -79,25 +100,8 @@ func TestStepsOfOneKeyKeepTheirOrderAcrossRedirects(t *testing.T) {
 		for _, v := range []int64{0, 9, 0, 100} {
 			conn.WriteInt64(v)
 		}
-	}
-	from := newFakeNode(t)
-	var evals int
-	from.eval = func(conn redcon.Conn, _ redcon.Command) {
-		mu.Lock()
-		evals++
-		first := evals == 1
-		mu.Unlock()
-		if first {
-			conn.WriteError("ASK " + sl + " " + to.addr())
-			return
-		}
-		conn.WriteError("MOVED " + sl + " " + to.addr())
-	}
-	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{from.addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	})
+	cl := endingMove(t, key, to)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	calls := []lua.Call{

@@ -2,7 +2,6 @@ package lua_test
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/sluice-rl/sluice/lua"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Two resets of one bucket in one batch (a client's pipelined
@@ -23,11 +21,9 @@ import (
 // answers the first 1 and the second 0.
 func TestResetsOfOneKeyKeepTheirOrderAcrossRedirects(t *testing.T) {
 	const key = "{redirect}reset"
-	sl := strconv.Itoa(slot.Of(key))
-	to := newFakeNode(t)
 	var mu sync.Mutex
 	held := true // the new owner holds the bucket until a reset deletes it
-	to.eval = func(conn redcon.Conn, _ redcon.Command) {
+	to := newFakeNode(t, func(conn redcon.Conn, _ redcon.Command) {
 		mu.Lock()
 		defer mu.Unlock()
 		if held {
@@ -36,25 +32,8 @@ func TestResetsOfOneKeyKeepTheirOrderAcrossRedirects(t *testing.T) {
 			return
 		}
 		conn.WriteNull()
-	}
-	from := newFakeNode(t)
-	var evals int
-	from.eval = func(conn redcon.Conn, _ redcon.Command) {
-		mu.Lock()
-		evals++
-		first := evals == 1
-		mu.Unlock()
-		if first {
-			conn.WriteError("ASK " + sl + " " + to.addr())
-			return
-		}
-		conn.WriteError("MOVED " + sl + " " + to.addr())
-	}
-	cl, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{from.addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	})
+	cl := endingMove(t, key, to)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res := lua.NewResetter().Reset(ctx, cl, []string{key, key})

@@ -41,16 +41,9 @@ func TestLoopShutdownClosesSocketsDialledMeanwhile(t *testing.T) {
 // marked but off the flush's list would never be written again, and every
 // command the loop sent it after would wait for good.
 func TestFlushWritesNodesSentOnWhileFlushing(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := connectedCluster(t, c)
+	c, r, l := clusterLoop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s := New(Config{Decider: r, Forwarder: r})
-	l, err := s.newLoop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.shutdown)
 	// Two slots of two primaries.
 	slotA, slotB := 0, 16383
 	a, err := c.Primary(ctx, slotA)
@@ -67,24 +60,8 @@ func TestFlushWritesNodesSentOnWhileFlushing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(pair[1]) })
-	nodes := map[string]*node{}
-	for i, x := range []struct {
-		addr string
-		fd   int
-	}{{a.Addr, fdA}, {b.Addr, pair[0]}} {
-		n := &node{p: r.NewPipe(x.addr, false, false), fd: x.fd, id: uint64(1000 + i), mask: syscall.EPOLLIN}
-		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, n.fd, idEvent(n.id, n.mask)); err != nil {
-			t.Fatal(err)
-		}
-		l.nodes[pipeKey{addr: x.addr}] = n
-		l.nodeIDs[n.id] = n
-		nodes[x.addr] = n
-	}
+	addNode(t, l, r, a.Addr, fdA, 1000)
+	nb, peer := pairedNode(t, l, r, b.Addr, 1001)
 	ping := []byte("*1\r\n$4\r\nPING\r\n")
 	repliesA, repliesB := make([][]byte, 1), make([][]byte, 1)
 	r.Forward(ctx, l, []router.Forward{{Slot: slotA, Cmd: ping}}, repliesA, func([]int) {
@@ -94,14 +71,54 @@ func TestFlushWritesNodesSentOnWhileFlushing(t *testing.T) {
 	if !strings.HasPrefix(string(repliesA[0]), "-ERR") {
 		t.Fatalf("the command on the unconnected socket answered %q, want an error", repliesA[0])
 	}
-	if nb := nodes[b.Addr]; nb.dirty || len(nb.p.Out()) > 0 {
+	if nb.dirty || len(nb.p.Out()) > 0 {
 		t.Fatalf("the command sent on %s during the flush was left unwritten (%d bytes, marked %v)", b.Addr, len(nb.p.Out()), nb.dirty)
 	}
 	got := make([]byte, 64)
-	k, err := syscall.Read(pair[1], got)
+	k, err := syscall.Read(peer, got)
 	if err != nil || string(got[:k]) != string(ping) {
 		t.Fatalf("%s's socket got %q (%v), want %q", b.Addr, got[:max(k, 0)], err, ping)
 	}
+}
+
+// clusterLoop is a loop, not running, of a server on a router on a new
+// cluster of three primaries: a test drives its steps itself.
+func clusterLoop(t *testing.T) (*clustertest.Cluster, *router.Cluster, *loop) {
+	t.Helper()
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := connectedCluster(t, c)
+	s := New(Config{Decider: r, Forwarder: r})
+	l, err := s.newLoop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.shutdown)
+	return c, r, l
+}
+
+// addNode gives l a connection to the node at addr, for ordinary
+// commands, on the socket fd the test made.
+func addNode(t *testing.T, l *loop, r *router.Cluster, addr string, fd int, id uint64) *node {
+	t.Helper()
+	n := &node{p: r.NewPipe(addr, false, false), fd: fd, id: id, mask: syscall.EPOLLIN}
+	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, n.fd, idEvent(n.id, n.mask)); err != nil {
+		t.Fatal(err)
+	}
+	l.nodes[pipeKey{addr: addr}] = n
+	l.nodeIDs[n.id] = n
+	return n
+}
+
+// pairedNode is addNode on one end of a socket pair, whose other end,
+// peer, the test reads and writes for the node.
+func pairedNode(t *testing.T, l *loop, r *router.Cluster, addr string, id uint64) (n *node, peer int) {
+	t.Helper()
+	pair, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(pair[1]) })
+	return addNode(t, l, r, addr, pair[0], id), pair[1]
 }
 
 // connectedCluster is a router on c, without hot-key detection, that has
