@@ -118,13 +118,19 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 // is not nil) is how many of call i's N took their cost, the first ones;
 // res[i] is the last one's outcome.
 //
-// One DoMulti carries at most one call of a key, the next waiting for it:
-// rueidis sends a pipeline's redirected commands again by kind, those
-// answered MOVED before those answered ASK, so two calls of one bucket at
-// a node that ends its slot's move between them (ASK, then MOVED) would be
-// decided in the wrong order; and the calls answered NOSCRIPT here go again
-// after the rest.
+// Through a cluster client, one DoMulti carries at most one call of a key,
+// the next waiting for it: rueidis sends a pipeline's redirected commands
+// again by kind, those answered MOVED before those answered ASK, so two
+// calls of one bucket at a node that ends its slot's move between them
+// (ASK, then MOVED) would be decided in the wrong order. A node's own
+// client follows no redirect (its caller sends those calls again), and
+// keeps one pipeline: a hot key's groups of several costs are calls of
+// one key.
 func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
+	if c.Mode() != rueidis.ClientModeCluster {
+		t.doBatch(ctx, c, calls, res, taken, errs)
+		return
+	}
 	for len(calls) > 0 {
 		n := distinct(calls, func(c Call) string { return c.Key })
 		var tk []int64
