@@ -202,23 +202,26 @@ func (l *loop) writeNode(n *node) {
 
 // nodeEvent reads n's replies, which answers their commands, or writes
 // what waited for room.
-func (l *loop) nodeEvent(n *node, events uint32) {
+// nodeEvent reads n and writes it, as events say it may; it reports
+// whether it read replies.
+func (l *loop) nodeEvent(n *node, events uint32) (fed bool) {
 	if events&(syscall.EPOLLIN|syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
 		k, err := rawRead(n.fd, n.p.ReadBuf(readSize))
 		switch {
 		case err == syscall.EAGAIN || err == syscall.EINTR:
 		case err != nil:
 			l.lost(n, err)
-			return
+			return false
 		case k == 0:
 			l.lost(n, errors.New("the node closed the connection"))
-			return
+			return false
 		default:
 			n.p.Heard(l.now)
 			if err := n.p.Feed(k); err != nil {
 				l.lost(n, err)
-				return
+				return false
 			}
+			fed = true
 			if len(n.p.Out()) > 0 {
 				l.markNode(n) // a bucket pipe had room for queued calls again
 			}
@@ -227,6 +230,7 @@ func (l *loop) nodeEvent(n *node, events uint32) {
 	if events&syscall.EPOLLOUT != 0 && n.fd >= 0 {
 		l.writeNode(n)
 	}
+	return fed
 }
 
 // lost closes n's connection and answers its commands an error; the next
@@ -260,8 +264,17 @@ func (l *loop) overdue(now time.Time) (read bool) {
 			n.p.Fail(router.NotSent(router.ErrNoReply))
 			continue
 		}
-		l.nodeEvent(n, syscall.EPOLLIN)
-		read = true
+		// Read until its socket is empty or it owes nothing past the
+		// deadline, at most 64 reads a pass.
+		for range 64 {
+			if !l.nodeEvent(n, syscall.EPOLLIN) {
+				break
+			}
+			read = true
+			if d, ok := n.p.Deadline(); !ok || !now.After(d) {
+				break
+			}
+		}
 		if d, ok := n.p.Deadline(); ok && now.After(d) {
 			l.lost(n, router.ErrNoReply)
 		}
