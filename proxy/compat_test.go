@@ -1007,8 +1007,8 @@ func compatGoRedis(proto int) func(context.Context, *compatEnv, compatPlan) (*co
 		rec.step(p, "blpop", func() any {
 			// go-redis's BLPop sends its timeout in whole seconds, at
 			// least 1: the pop that times out is sent as a command of
-			// its own, with the other clients' 0.1 s.
-			out := []any{res(c.Do(ctx, "BLPOP", k("bl", "empty"), "0.1"))}
+			// its own, with the other clients' 0.01 s.
+			out := []any{res(c.Do(ctx, "BLPOP", k("bl", "empty"), "0.01"))}
 			blocker := connect()
 			defer blocker.Close()
 			popped := make(chan any, 1)
@@ -1359,7 +1359,7 @@ func compatRueidis(proto int) func(context.Context, *compatEnv, compatPlan) (*co
 			}
 		})
 		rec.step(p, "blpop", func() any {
-			out := []any{do(b().Blpop().Key(k("bl", "empty")).Timeout(0.1).Build())}
+			out := []any{do(b().Blpop().Key(k("bl", "empty")).Timeout(0.01).Build())}
 			blocker, err := connect()
 			if err != nil {
 				return append(out, compatErr(err))
@@ -1794,7 +1794,7 @@ func compatRedisCLI(ctx context.Context, e *compatEnv, p compatPlan) (*compatOut
 		return []string{stdin("MULTI", "SET "+a+" 1", "SET "+b+" 2", "EXEC"), cli("DEL", a), cli("DEL", b)}
 	})
 	rec.step(p, "blpop", func() any {
-		out := []string{cli("BLPOP", k("bl", "empty"), "0.1")}
+		out := []string{cli("BLPOP", k("bl", "empty"), "0.01")}
 		blocker := exec.CommandContext(ctx, "redis-cli", append(base(host, port), "BLPOP", k("bl", "q"), "10")...)
 		var popped bytes.Buffer
 		blocker.Stdout, blocker.Stderr = &popped, &popped

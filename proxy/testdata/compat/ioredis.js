@@ -146,7 +146,7 @@ const steps = [
   }],
   ['blpop', async () => {
     const k = `${P}{bl}`;
-    const out = [await r(c.blpop(k + 'empty', 0.1))];
+    const out = [await r(c.blpop(k + 'empty', 0.01))];
     const blocker = connect();
     const popped = r(blocker.blpop(k + 'q', 10));
     await awaitBlocked();

@@ -155,7 +155,7 @@ async function main() {
     }],
     ['blpop', async () => {
       const k = `${P}{bl}`;
-      const out = [await r(c.blPop(k + 'empty', 0.1))];
+      const out = [await r(c.blPop(k + 'empty', 0.01))];
       const blocker = await connect();
       const popped = r(blocker.blPop(k + 'q', 10));
       await awaitBlocked();

@@ -226,7 +226,7 @@ def tx_cross():
 
 def blpop():
     k = P + "{bl}"
-    out = [r(c.blpop, [k + "empty"], 0.1)]
+    out = [r(c.blpop, [k + "empty"], 0.01)]
     blocker = connect()
     popped = []
     th = threading.Thread(target=lambda: popped.append(r(blocker.blpop, [k + "q"], 10)))
