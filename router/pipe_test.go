@@ -73,7 +73,14 @@ func TestPipeFeedsRepliesCutAnywhere(t *testing.T) {
 		all[i] = byte(i)
 	}
 	for _, cuts := range [][]byte{nil, {0}, {1, 2, 3}, {7}, {255}} {
-		want, got := feedPipe(t, all, cuts)
+		picks := all
+		if len(cuts) == 1 && cuts[0] == 0 {
+			// Reads of one byte cut every reply at every byte in one
+			// round; under -race each read of the big bulk costs all of
+			// it read so far (Feed's copy), three rounds 2.7 s.
+			picks = all[:len(pipeReplies)]
+		}
+		want, got := feedPipe(t, picks, cuts)
 		if len(got) != len(want) {
 			t.Fatalf("cuts %v: %d answers, want %d", cuts, len(got), len(want))
 		}
