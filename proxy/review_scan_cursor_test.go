@@ -17,7 +17,7 @@ import (
 // missed and repeated elements. Redis returns every element present
 // throughout.
 func TestReviewScanCursorCommandsStayOnOneNode(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: 2})
+	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: 2})
 	ctx := context.Background()
 	const n = 1000 // past the listpack sizes: a real table, scanned by cursor
 	keys := map[string][]string{"HSCAN": {"{scanro}h", "HSET"}, "SSCAN": {"{scanro}s", "SADD"}, "ZSCAN": {"{scanro}z", "ZADD"}}
