@@ -18,10 +18,11 @@ import (
 // reached does; the client is not answered the replica's refusal for as
 // long as its link stays down.
 func TestReadsFromReplicasPassOverAReplicaThatCannotServe(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Primaries: 1})
+	c := clustertest.New(t, clustertest.Config{})
 	ctx := context.Background()
 	const key = "{staleless}k"
-	primary, replica := c.Nodes[0], c.Nodes[1]
+	primary := primaryOf(t, c, key)
+	replica := replicasOf(t, c, primary)[0]
 	conns := onEachPath(t, router.ClusterConfig{Seeds: c.Addrs(), ReadFromReplicas: true, TopologyInterval: 20 * time.Millisecond})
 	if got := conns[1].do("SET", key, "v"); got != "+OK\r\n" {
 		t.Fatalf("SET: %q", got)
