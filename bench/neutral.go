@@ -724,6 +724,12 @@ func (nt *neutral) runRow(ctx context.Context, row *neutralRow) error {
 			return fmt.Errorf("direct: %w", err)
 		}
 	}
+	// Warmed again right before its run, as direct's run follows its own
+	// calibration's keys: sluice's was seconds ago, longer than a hot
+	// key's split lasts (2 s), so the hot row began unsplit.
+	if _, err := nt.calibrate(ctx, row.sluice, floor); err != nil {
+		return fmt.Errorf("sluice: %w", err)
+	}
 	if row.s, err = nt.measure(ctx, row.sluice, n, sluiceServed); err != nil {
 		return fmt.Errorf("sluice: %w", err)
 	}
