@@ -124,10 +124,22 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 // calls of one bucket at a node that ends its slot's move between them
 // (ASK, then MOVED) would be decided in the wrong order. A node's own
 // client follows no redirect (its caller sends those calls again), and
-// keeps one pipeline: a hot key's groups of several costs are calls of
-// one key.
+// keeps the calls after its first repeated key in one pipeline: a hot
+// key's groups of several costs are calls of one key. Those go only once
+// the calls before have run, which leaves the script loaded: at a node
+// whose script cache another connection fills in the middle of a
+// pipeline, the calls before answer NOSCRIPT and go again as EVAL after
+// those that ran, which must then be of other keys.
 func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
 	if c.Mode() != rueidis.ClientModeCluster {
+		if n := distinct(calls, func(c Call) string { return c.Key }); n < len(calls) {
+			var tk []int64
+			if taken != nil {
+				tk, taken = taken[:n], taken[n:]
+			}
+			t.doBatch(ctx, c, calls[:n], res[:n], tk, errs[:n])
+			calls, res, errs = calls[n:], res[n:], errs[n:]
+		}
 		t.doBatch(ctx, c, calls, res, taken, errs)
 		return
 	}
