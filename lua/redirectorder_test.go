@@ -22,7 +22,7 @@ import (
 // state between two commands of one pipeline.
 type fakeNode struct {
 	ln   net.Listener
-	eval func(conn redcon.Conn, cmd redcon.Command) // EVALSHA
+	eval func(conn redcon.Conn, cmd redcon.Command) // EVALSHA and EVAL
 }
 
 func newFakeNode(t *testing.T, eval func(conn redcon.Conn, cmd redcon.Command)) *fakeNode {
@@ -47,7 +47,7 @@ func newFakeNode(t *testing.T, eval func(conn redcon.Conn, cmd redcon.Command)) 
 			conn.WriteBulkString(host)
 			conn.WriteInt(p)
 			conn.WriteBulkString(strings.Repeat(port[len(port)-1:], 40))
-		case "EVALSHA":
+		case "EVALSHA", "EVAL":
 			n.eval(conn, cmd)
 		default: // ASKING, CLIENT SETINFO, ...
 			conn.WriteString("OK")
@@ -90,18 +90,31 @@ func endingMove(t *testing.T, key string, to *fakeNode) rueidis.Client {
 // bucket answered out of order (remaining lower on the earlier call).
 func TestStepsOfOneKeyKeepTheirOrderAcrossRedirects(t *testing.T) {
 	const key = "{redirect}bucket"
-	var mu sync.Mutex
-	var decided []string // the steps' costs, in the order the new owner ran them
-	to := newFakeNode(t, func(conn redcon.Conn, cmd redcon.Command) {
-		mu.Lock()
-		decided = append(decided, string(cmd.Args[7]))
-		mu.Unlock()
-		conn.WriteArray(4)
-		for _, v := range []int64{0, 9, 0, 100} {
-			conn.WriteInt64(v)
-		}
-	})
-	cl := endingMove(t, key, to)
+	var rec costRecorder
+	twoStepsInOrder(t, endingMove(t, key, newFakeNode(t, rec.decide)), key, &rec)
+}
+
+// costRecorder answers each script call as a decision and keeps the costs
+// of the steps in the order they were decided.
+type costRecorder struct {
+	mu    sync.Mutex
+	costs []string
+}
+
+func (r *costRecorder) decide(conn redcon.Conn, cmd redcon.Command) {
+	r.mu.Lock()
+	r.costs = append(r.costs, string(cmd.Args[7]))
+	r.mu.Unlock()
+	conn.WriteArray(4)
+	for _, v := range []int64{0, 9, 0, 100} {
+		conn.WriteInt64(v)
+	}
+}
+
+// twoStepsInOrder has cl decide two steps of key in one batch, of costs 1
+// then 2, and fails t unless rec decided them in that order.
+func twoStepsInOrder(t *testing.T, cl rueidis.Client, key string, rec *costRecorder) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	calls := []lua.Call{
@@ -115,9 +128,9 @@ func TestStepsOfOneKeyKeepTheirOrderAcrossRedirects(t *testing.T) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if strings.Join(decided, ",") != "1,2" {
-		t.Fatalf("the new owner decided the steps of costs %v, want 1 then 2", decided)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if strings.Join(rec.costs, ",") != "1,2" {
+		t.Fatalf("the node decided the steps of costs %v, want 1 then 2", rec.costs)
 	}
 }
