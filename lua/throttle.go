@@ -118,33 +118,24 @@ func (t *Throttle) Do(ctx context.Context, c rueidis.Client, calls []Call, res [
 // is not nil) is how many of call i's N took their cost, the first ones;
 // res[i] is the last one's outcome.
 //
-// Through a cluster client, one DoMulti carries at most one call of a key,
-// the next waiting for it: rueidis sends a pipeline's redirected commands
-// again by kind, those answered MOVED before those answered ASK, so two
-// calls of one bucket at a node that ends its slot's move between them
-// (ASK, then MOVED) would be decided in the wrong order. A node's own
-// client follows no redirect (its caller sends those calls again), and
-// keeps the calls after its first repeated key in one pipeline: a hot
-// key's groups of several costs are calls of one key. Those go only once
-// the calls before have run, which leaves the script loaded: at a node
-// whose script cache another connection fills in the middle of a
-// pipeline, the calls before answer NOSCRIPT and go again as EVAL after
-// those that ran, which must then be of other keys.
+// Calls of one key keep their order. Through a cluster client, one
+// DoMulti carries at most one call of a key, the next waiting for it:
+// rueidis sends a pipeline's redirected commands again by kind, those
+// answered MOVED before those answered ASK, so two calls of one bucket at
+// a node that ends its slot's move between them (ASK, then MOVED) would
+// swap. A node's own client follows no redirect (its caller sends those
+// calls again): the calls from its first repeated key on (a hot key's
+// groups of several costs) go in one pipeline once those before have
+// run. Those before may answer NOSCRIPT (a node whose script cache
+// another connection fills meanwhile) and go again as EVAL after calls of
+// other keys; once they have, the script is loaded.
 func (t *Throttle) DoBatch(ctx context.Context, c rueidis.Client, calls []Call, res []Result, taken []int64, errs []error) {
-	if c.Mode() != rueidis.ClientModeCluster {
-		if n := distinct(calls, func(c Call) string { return c.Key }); n < len(calls) {
-			var tk []int64
-			if taken != nil {
-				tk, taken = taken[:n], taken[n:]
-			}
-			t.doBatch(ctx, c, calls[:n], res[:n], tk, errs[:n])
-			calls, res, errs = calls[n:], res[n:], errs[n:]
+	cluster := c.Mode() == rueidis.ClientModeCluster
+	for first := true; len(calls) > 0; first = false {
+		n := len(calls)
+		if cluster || first {
+			n = distinct(calls, func(c Call) string { return c.Key })
 		}
-		t.doBatch(ctx, c, calls, res, taken, errs)
-		return
-	}
-	for len(calls) > 0 {
-		n := distinct(calls, func(c Call) string { return c.Key })
 		var tk []int64
 		if taken != nil {
 			tk, taken = taken[:n], taken[n:]
