@@ -9,7 +9,6 @@ import (
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 	"github.com/sluice-rl/sluice/router/reply"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // A manual failover leaves the demoted primary in the cluster, a replica
@@ -25,21 +24,7 @@ func TestSubscriberOnADemotedPrimaryStays(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{NodeTimeout: 3 * time.Second})
 	ctx := context.Background()
 	const ch = "{demoted}ch"
-	old := primaryOf(t, c, ch)
-	promoted := replicasOf(t, c, old)[0]
-	conns := onEachPath(t, router.ClusterConfig{Seeds: c.Addrs(), TopologyInterval: 20 * time.Millisecond})
-	for loops, rc := range conns {
-		if got := rc.do("SUBSCRIBE", ch); got != "*3\r\n$9\r\nsubscribe\r\n$11\r\n{demoted}ch\r\n:1\r\n" {
-			t.Fatalf("loops %d: SUBSCRIBE: %q", loops, got)
-		}
-	}
-	if err := promoted.Do(ctx, "CLUSTER", "FAILOVER").Error(); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the replica is promoted", func() bool {
-		p, err := c.Primary(ctx, slot.Of(ch))
-		return err == nil && p == promoted
-	})
+	conns, _, promoted := subscribedThenFailedOver(t, c, ch, router.ClusterConfig{Seeds: c.Addrs(), TopologyInterval: 20 * time.Millisecond})
 	for i := range 20 {
 		if err := promoted.Do(ctx, "PUBLISH", ch, "m").Error(); err != nil {
 			t.Fatal(err)

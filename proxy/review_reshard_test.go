@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,22 +27,7 @@ func TestSubscriberOnARemovedNodeIsNotLeftDeaf(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{})
 	ctx := context.Background()
 	const ch = "{deaf}ch"
-	old := primaryOf(t, c, ch)
-	promoted := replicasOf(t, c, old)[0]
-	conns := onEachPath(t, router.ClusterConfig{Seeds: c.Addrs()})
-	for loops, rc := range conns {
-		if got := rc.do("SUBSCRIBE", ch); got != "*3\r\n$9\r\nsubscribe\r\n$8\r\n{deaf}ch\r\n:1\r\n" {
-			t.Fatalf("loops %d: SUBSCRIBE: %q", loops, got)
-		}
-	}
-
-	if err := promoted.Do(ctx, "CLUSTER", "FAILOVER").Error(); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, "the replica is promoted", func() bool {
-		p, err := c.Primary(ctx, slot.Of(ch))
-		return err == nil && p == promoted
-	})
+	conns, old, promoted := subscribedThenFailedOver(t, c, ch, router.ClusterConfig{Seeds: c.Addrs()})
 	id, err := old.Do(ctx, "CLUSTER", "MYID").ToString()
 	if err != nil {
 		t.Fatal(err)
@@ -85,4 +71,30 @@ func TestSubscriberOnARemovedNodeIsNotLeftDeaf(t *testing.T) {
 			break
 		}
 	}
+}
+
+// subscribedThenFailedOver subscribes a client on each serving path (a
+// router of cfg each) to ch, then fails ch's primary over to a replica by
+// hand (CLUSTER FAILOVER), and answers the clients, the demoted primary
+// and the promoted one.
+func subscribedThenFailedOver(t *testing.T, c *clustertest.Cluster, ch string, cfg router.ClusterConfig) (conns map[int]*rawConn, old, promoted *clustertest.Node) {
+	t.Helper()
+	ctx := context.Background()
+	old = primaryOf(t, c, ch)
+	promoted = replicasOf(t, c, old)[0]
+	conns = onEachPath(t, cfg)
+	want := "*3\r\n$9\r\nsubscribe\r\n$" + strconv.Itoa(len(ch)) + "\r\n" + ch + "\r\n:1\r\n"
+	for loops, rc := range conns {
+		if got := rc.do("SUBSCRIBE", ch); got != want {
+			t.Fatalf("loops %d: SUBSCRIBE: %q", loops, got)
+		}
+	}
+	if err := promoted.Do(ctx, "CLUSTER", "FAILOVER").Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the replica is promoted", func() bool {
+		p, err := c.Primary(ctx, slot.Of(ch))
+		return err == nil && p == promoted
+	})
+	return conns, old, promoted
 }

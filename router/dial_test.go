@@ -17,42 +17,29 @@ import (
 // are bounded by the loop, not by the dial).
 func TestBucketDialHasItsOwnBound(t *testing.T) {
 	const rtt = 30 * time.Millisecond
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	addr := serveEach(t, func(conn net.Conn) {
+		defer conn.Close()
+		br := bufio.NewReader(conn)
 		for {
-			conn, err := ln.Accept()
+			r, err := reply.Read(br, nil) // a command is an array, as a reply
 			if err != nil {
 				return
 			}
-			go func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					r, err := reply.Read(br, nil) // a command is an array, as a reply
-					if err != nil {
-						return
-					}
-					time.Sleep(rtt)
-					if len(r) > 20 && string(r[:20]) == "*2\r\n$4\r\nAUTH\r\n$2\r\npw" {
-						conn.Write([]byte("+OK\r\n"))
-					} else if len(r) > 0 {
-						// AUTH (user) or SCRIPT LOAD: a sha for the load.
-						if string(r[:4]) == "*3\r\n" && len(r) > 30 && string(r[4:14]) == "$4\r\nAUTH\r\n" {
-							conn.Write([]byte("+OK\r\n"))
-						} else {
-							conn.Write([]byte("$40\r\n0123456789012345678901234567890123456789\r\n"))
-						}
-					}
+			time.Sleep(rtt)
+			if len(r) > 20 && string(r[:20]) == "*2\r\n$4\r\nAUTH\r\n$2\r\npw" {
+				conn.Write([]byte("+OK\r\n"))
+			} else if len(r) > 0 {
+				// AUTH (user) or SCRIPT LOAD: a sha for the load.
+				if string(r[:4]) == "*3\r\n" && len(r) > 30 && string(r[4:14]) == "$4\r\nAUTH\r\n" {
+					conn.Write([]byte("+OK\r\n"))
+				} else {
+					conn.Write([]byte("$40\r\n0123456789012345678901234567890123456789\r\n"))
 				}
-			}()
+			}
 		}
-	}()
+	})
 	c := &Cluster{cfg: ClusterConfig{Timeout: 50 * time.Millisecond, Username: "sluice", Password: "pw"}, throttle: lua.NewThrottle()}
-	p := c.NewBucketPipe(ln.Addr().String())
+	p := c.NewBucketPipe(addr)
 	start := time.Now()
 	conn, err := p.Dial()
 	if err != nil {

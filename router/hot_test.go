@@ -46,17 +46,8 @@ func marker(ctx context.Context, cl rueidis.Client, key string) (lua.Split, bool
 	return lua.Marker(v)
 }
 
-// waitFor calls f every 10ms until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor calls f every 10ms until it holds, failing the test if d passes.
+var waitFor = router.PollFor
 
 // tally is what a hammer saw.
 type tally struct {

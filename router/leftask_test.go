@@ -23,44 +23,25 @@ func TestNodeThatStayedIsNotAskedAtEveryReading(t *testing.T) {
 	if err := c.WaitConnected(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	var asked atomic.Int64
-	go func() {
+	addr := serveEach(t, func(conn net.Conn) {
+		defer conn.Close()
+		br := bufio.NewReader(conn)
 		for {
-			conn, err := ln.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if strings.EqualFold(strings.TrimSpace(line), "INFO") {
-						asked.Add(1)
-						info := "cluster_state:ok\r\ncluster_known_nodes:4\r\ncluster_size:3\r\n"
-						conn.Write([]byte("$" + strconv.Itoa(len(info)) + "\r\n" + info + "\r\n"))
-					}
-				}
-			}()
+			if strings.EqualFold(strings.TrimSpace(line), "INFO") {
+				asked.Add(1)
+				info := "cluster_state:ok\r\ncluster_known_nodes:4\r\ncluster_size:3\r\n"
+				conn.Write([]byte("$" + strconv.Itoa(len(info)) + "\r\n" + info + "\r\n"))
+			}
 		}
-	}()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	tun := c.Tunnel(false, func([]byte, bool, bool) {}, func(error) {})
 	t.Cleanup(tun.Close)
-	tun.mu.Lock()
-	tun.conns.shards = append(tun.conns.shards, &tunnelConn{addr: ln.Addr().String(), set: tun.conns, conn: conn})
-	tun.mu.Unlock()
+	tunnelTo(t, tun, addr)
 
 	pollFor(t, 10*time.Second, "the node absent from the slot map asked whether it left", func() bool { return asked.Load() > 0 })
 	// A window of about 50 readings of the map, in which nothing should

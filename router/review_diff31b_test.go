@@ -43,30 +43,12 @@ func TestReviewDiff31bCloseDoesNotWaitForTheLeftNodesSweep(t *testing.T) {
 	tun := c.Tunnel(false, func([]byte, bool, bool) {}, func(error) {})
 	t.Cleanup(tun.Close)
 	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				accepted.Add(1)
-				heldMu.Lock()
-				held = append(held, conn)
-				heldMu.Unlock()
-			}
-		}()
-		conn, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tun.mu.Lock()
-		tun.conns.shards = append(tun.conns.shards, &tunnelConn{addr: ln.Addr().String(), set: tun.conns, conn: conn})
-		tun.mu.Unlock()
+		tunnelTo(t, tun, serveEach(t, func(conn net.Conn) {
+			accepted.Add(1)
+			heldMu.Lock()
+			held = append(held, conn)
+			heldMu.Unlock()
+		}))
 	}
 	// The tunnel's own 3 connections, then the sweep's first question.
 	pollFor(t, 10*time.Second, "the nodes absent from the slot map asked whether they left", func() bool { return accepted.Load() >= 4 })
