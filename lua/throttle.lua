@@ -97,7 +97,10 @@ end
 -- step decides one bucket and returns the 5 values of a many call's reply.
 local function step(key, c, u, v, cost, base, n, now)
   local s = pcall('GET', key)
-  if type(s) == 'table' then
+  -- A table is an error; a string's s.err is string.err, nil. (Cheaper
+  -- than a call of type(), as below for SET, whose reply is always a
+  -- table, {ok} or {err}.)
+  if s and s.err then
     return 3, s.err, 0, 0, 0
   end
   local nr = now % 1000
@@ -114,7 +117,8 @@ local function step(key, c, u, v, cost, base, n, now)
     end
     s = lapse
   end
-  if base and byte(base, 1) == 43 then -- '+': from now
+  -- '' (no base, the common case) needs no call of byte.
+  if base ~= '' and base and byte(base, 1) == 43 then -- '+': from now
     local full = now + tonumber(sub(base, 2))
     base = format('%d000', full)
     -- A carried state is written at once, taken from or not: a denial
@@ -124,7 +128,7 @@ local function step(key, c, u, v, cost, base, n, now)
     if full > now and (not s or (#s == 19 and s < base)) then
       local at = full + 999
       local w = pcall('SET', key, base, 'PXAT', format('%d', (at - at % 1000) / 1000))
-      if type(w) == 'table' and w.err then
+      if w.err then
         return 3, w.err, 0, 0, 0
       end
     end
@@ -192,7 +196,7 @@ local function step(key, c, u, v, cost, base, n, now)
     -- %d, not %.0f: the values are integers below 2^53, which C prints
     -- exactly as a long, at a fraction of the cost of a double.
     local w = pcall('SET', key, format('%d%03d', now + a, b), 'PXAT', format('%d', at))
-    if type(w) == 'table' and w.err then
+    if w.err then
       return 3, w.err, 0, 0, 0
     end
   end
@@ -238,15 +242,17 @@ if #KEYS > 0 then
   return {code, x1, x2, x3}
 end
 
+-- ARGV is a global: a local is a register, not a lookup per bucket.
+local argv = ARGV
 -- Checked before the first write, so this may still raise: that every
 -- bucket is two or eight ARGV, and the first eight.
-local last = #ARGV
+local last = #argv
 local i = 2
-if ARGV[1] ~= '2' or ARGV[3] == '=' then
+if argv[1] ~= '2' or argv[3] == '=' then
   i = 0
 end
 while i > 0 and i <= last do
-  if ARGV[i + 1] == '=' then i = i + 2 else i = i + 8 end
+  if argv[i + 1] == '=' then i = i + 2 else i = i + 8 end
 end
 if i ~= last + 1 then
   return redis.error_reply('ERR sluice: a many-bucket call takes "2", then per bucket its key and "=" or its key and 7 numbers')
@@ -259,19 +265,20 @@ if last > 1 then
 end
 local out, j = {}, 0
 -- A bucket's numbers are parsed with tonumber, which cannot raise.
-local c, u, v, cost, base, n, now
+local c, u, v, cost, base, n, now, ok
 i = 2
 while i <= last do
-  local key = ARGV[i]
-  if ARGV[i + 1] == '=' then
+  local key = argv[i]
+  if argv[i + 1] == '=' then
     i = i + 2
   else
-    c, u, v, cost = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), tonumber(ARGV[i + 4])
-    base, n, now = ARGV[i + 5], tonumber(ARGV[i + 6]), clock
-    if ARGV[i + 7] ~= '0' then now = tonumber(ARGV[i + 7]) end
+    c, u, v, cost = tonumber(argv[i + 1]), tonumber(argv[i + 2]), tonumber(argv[i + 3]), tonumber(argv[i + 4])
+    base, n, now = argv[i + 5], tonumber(argv[i + 6]), clock
+    if argv[i + 7] ~= '0' then now = tonumber(argv[i + 7]) end
+    ok = c and u and v and cost and n and now
     i = i + 8
   end
-  if c and u and v and cost and n and now then
+  if ok then
     out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = step(key, c, u, v, cost, base, n, now)
   else
     out[j + 1], out[j + 2], out[j + 3], out[j + 4], out[j + 5] = 3, 'ERR sluice: a bucket\'s numbers are not numbers', 0, 0, 0
