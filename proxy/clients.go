@@ -42,7 +42,7 @@ type clientView struct {
 type viewFields struct {
 	name, lib, ver, user string
 	resp3, pubsub        bool
-	noEvict              bool
+	noEvict, tracking    bool
 	multi                int // commands queued in its transaction; -1 outside one
 }
 
@@ -93,7 +93,7 @@ func (t *clientTable) list(keep func(*clientView) bool) []*clientView {
 // of them changes.
 func (c *client) published() {
 	f := viewFields{name: c.name, lib: c.lib, ver: c.ver, resp3: c.resp3, multi: -1,
-		pubsub: c.subscribed || c.subs, noEvict: c.noEvict}
+		pubsub: c.subscribed || c.subs, noEvict: c.noEvict, tracking: c.track != nil}
 	if c.multi != nil {
 		f.multi = c.multi.n
 	}
@@ -111,14 +111,14 @@ func (c *client) published() {
 // Redis gives of its own buffers and memory (qbuf, qbuf-free, argv-mem,
 // multi-mem, rbs, rbp, obl, oll, omem, tot-mem) and of its event loop
 // (fd, events), which sluice does not keep per client as Redis does, are
-// left out rather than made up; redir is -1, as sluice refuses CLIENT
-// TRACKING ON (tracking is always off).
+// left out rather than made up; redir is 0 while tracking (sluice takes
+// no REDIRECT), else -1, as Redis's.
 func (v *clientView) line(now time.Time) string {
 	v.mu.Lock()
 	f := v.viewFields
 	v.mu.Unlock()
 	flags := ""
-	// In Redis's order: P, x, b, U, e.
+	// In Redis's order: P, x, b, t, U, e.
 	if f.pubsub {
 		flags += "P"
 	}
@@ -127,6 +127,9 @@ func (v *clientView) line(now time.Time) string {
 	}
 	if v.blocked.Load() {
 		flags += "b"
+	}
+	if f.tracking {
+		flags += "t"
 	}
 	if v.unix {
 		flags += "U"
@@ -156,13 +159,17 @@ func (v *clientView) line(now time.Time) string {
 	if user == "" {
 		user = "default"
 	}
+	redir := -1
+	if f.tracking {
+		redir = 0
+	}
 	var chans, pats, shards int64
 	if t := v.tunnel.Load(); t != nil {
 		chans, pats, shards = t.Counts()
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=%d cmd=%s user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=%d cmd=%s user=%s redir=%d resp=%d lib-name=%s lib-ver=%s\n",
 		v.id, v.addr, v.laddr, f.name, int64(now.Sub(v.created)/time.Second), idle, flags, chans, pats, shards, f.multi,
-		cmd, user, resp, f.lib, f.ver)
+		cmd, user, redir, resp, f.lib, f.ver)
 }
 
 // clientList answers CLIENT LIST [TYPE normal|pubsub|master|replica|slave]

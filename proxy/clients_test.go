@@ -245,9 +245,9 @@ func TestClientHelpAndRefusedSubcommands(t *testing.T) {
 			if got := conn.do("CLIENT", "HELP", "x"); got != wrongArity {
 				t.Errorf("RESP%s: CLIENT HELP x: %q, Redis %q", hello, got, wrongArity)
 			}
-			// Tracking is off, as it always is, and nothing is paused:
-			// asked, turned off, or unpaused, the answers are the node's
-			// for a connection without tracking.
+			// Tracking is off, and nothing is paused: asked, turned off,
+			// or unpaused, the answers are the node's for a connection
+			// without tracking.
 			node := dialRaw(t, c.Nodes[0].Addr)
 			if hello == "3" {
 				node.do("HELLO", "3")
@@ -259,7 +259,7 @@ func TestClientHelpAndRefusedSubcommands(t *testing.T) {
 					t.Errorf("RESP%s: %q: %q, the node %q", hello, args, got, want)
 				}
 			}
-			for _, cmd := range [][]string{{"TRACKING", "on"}, {"KILL", "ID", "99999"}, {"PAUSE", "10"}, {"UNBLOCK", "99999"}} {
+			for _, cmd := range [][]string{{"KILL", "ID", "99999"}, {"PAUSE", "10"}, {"UNBLOCK", "99999"}} {
 				sub := cmd[0]
 				if !slices.ContainsFunc(redisHelp, func(l string) bool { return strings.HasPrefix(l, sub+" ") || l == sub }) {
 					t.Fatalf("the node's CLIENT HELP does not list %s", sub)

@@ -153,7 +153,7 @@ var resetCommand *command
 
 // commandCommand and infoCommand are answered with the cluster's help
 // when there is one.
-var commandCommand, infoCommand, clusterCommand *command
+var commandCommand, infoCommand, clusterCommand, clientCommand *command
 
 func init() {
 	table := []*command{
@@ -207,6 +207,7 @@ func init() {
 	commandCommand = commands["command"]
 	infoCommand = commands["info"]
 	clusterCommand = commands["cluster"]
+	clientCommand = commands["client"]
 }
 
 // lookup finds args' command and checks its arity.
@@ -425,23 +426,18 @@ func validName(b []byte) error {
 }
 
 // clientRefused are Redis's CLIENT subcommands that sluice does not
-// answer, each with why where it is not plain. They are refused by name
-// rather than called unknown: a client that sends one relies on it.
-var clientRefused = map[string]string{
-	"GETREDIR": trackingShared, "TRACKING": trackingShared, "TRACKINGINFO": trackingShared,
-	"KILL": "", "PAUSE": "", "UNBLOCK": "",
-}
-
-const trackingShared = " (client-side caching): the nodes would track keys for sluice's connections, which its clients share"
-
-// trackingEmbedded is TRACKING's reason without a cluster, which has no
-// nodes to blame and no keys to track.
-const trackingEmbedded = " (client-side caching): the embedded backend has no keys to track"
+// answer. They are refused by name rather than called unknown: a client
+// that sends one relies on it.
+var clientRefused = map[string]bool{"KILL": true, "PAUSE": true, "UNBLOCK": true}
 
 // clientHelp is CLIENT HELP for the subcommands sluice answers, in Redis
 // 7.0's words (SETINFO in 7.2's).
 var clientHelp = []string{
 	"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+	"CACHING (YES|NO)",
+	"    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+	"GETREDIR",
+	"    Return the client ID we are redirecting to when tracking is enabled.",
 	"GETNAME",
 	"    Return the name of the current connection.",
 	"ID",
@@ -460,64 +456,67 @@ var clientHelp = []string{
 	"    Set client meta attr. Options are:",
 	"    * LIB-NAME: the client lib name.",
 	"    * LIB-VER: the client lib version.",
+	"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+	"         [OPTIN] [OPTOUT] [NOLOOP]",
+	"    Control server assisted client side caching.",
+	"TRACKINGINFO",
+	"    Report tracking status for the current connection.",
 	"NO-EVICT (ON|OFF)",
 	"    Protect current client connection from eviction.",
 	"UNPAUSE",
 	"    Stop the current client pause, resuming traffic.",
 	"HELP",
 	"    Prints this help.",
-	"sluice answers these for its own clients (UNPAUSE: nothing is ever paused), and CACHING, GETREDIR, TRACKINGINFO and TRACKING OFF as Redis does while tracking is off, as it always is; it does not support KILL, PAUSE, TRACKING ON or UNBLOCK.",
+	"sluice answers these for its own clients (UNPAUSE: nothing is ever paused; TRACKING: a key read is invalidated right after its reply, and BCAST and REDIRECT are not supported); it does not support KILL, PAUSE or UNBLOCK.",
 }
 
 func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 	sub := strings.ToUpper(string(args[1]))
-	// Tracking is always off in sluice: what Redis answers of a client
-	// whose tracking is off is true of every client, and a client library
-	// that turns it off, or asks, before it works is answered so.
 	switch {
 	case sub == "GETREDIR":
-		conn.WriteInt(-1)
+		// No redirection is ever taken (trackOn): 0 while tracking.
+		if c.track != nil {
+			conn.WriteInt(0)
+		} else {
+			conn.WriteInt(-1)
+		}
 		return
 	case sub == "TRACKINGINFO":
-		conn.WriteMap(3)
-		conn.WriteBulkString("flags")
-		conn.WriteSet(1)
-		conn.WriteBulkString("off")
-		conn.WriteBulkString("redirect")
-		conn.WriteInt(-1)
-		conn.WriteBulkString("prefixes")
-		conn.WriteArray(0)
+		writeTrackingInfo(conn, c.track)
 		return
 	case sub == "TRACKING":
-		if err := s.trackingOptions(args[3:]); err != nil {
+		o, err := s.trackingOptions(args[3:])
+		if err == nil {
+			switch lowerName(args[2]) {
+			case "on":
+				err = c.trackOn(o)
+			case "off":
+				c.track = nil
+				c.published()
+			default:
+				err = errors.New("syntax error")
+			}
+		}
+		if err != nil {
 			s.writeError(conn, err)
 			return
 		}
-		switch lowerName(args[2]) {
-		case "on":
-			// Refused below: that is client-side caching.
-		case "off":
-			conn.WriteString("OK")
-			return
-		default:
-			s.writeError(conn, errors.New("syntax error"))
+		conn.WriteString("OK")
+		return
+	case sub == "CACHING":
+		if err := c.caching(lowerName(args[2])); err != nil {
+			s.writeError(conn, err)
 			return
 		}
-	case sub == "CACHING":
-		// Redis's answer to a client without tracking, whatever yes|no
-		// says; its code is ERR, not its first word.
-		s.writeError(conn, errors.New("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"))
+		conn.WriteString("OK")
 		return
 	case sub == "UNPAUSE":
 		// Nothing is ever paused, as PAUSE is refused: Redis's +OK holds.
 		conn.WriteString("OK")
 		return
 	}
-	if why, ok := clientRefused[sub]; ok {
-		if why == trackingShared && s.cfg.Forwarder == nil {
-			why = trackingEmbedded
-		}
-		s.writeError(conn, fmt.Errorf("sluice does not support CLIENT %s%s", sub, why))
+	if clientRefused[sub] {
+		s.writeError(conn, fmt.Errorf("sluice does not support CLIENT %s", sub))
 		return
 	}
 	switch sub {
@@ -602,36 +601,80 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 	}
 }
 
-// trackingOptions checks CLIENT TRACKING's options as Redis 7.0 does
+// trackingOptions reads CLIENT TRACKING's options as Redis 7.0 does
 // before it looks at ON or OFF, so that OFF with options, which Redis
 // takes, is answered as Redis answers it; a REDIRECT names one of
 // sluice's clients, as the IDs it gives are its own.
-func (s *Server) trackingOptions(opts [][]byte) error {
-	var redir int64
+func (s *Server) trackingOptions(opts [][]byte) (trackingOpts, error) {
+	var o trackingOpts
 	for j := 0; j < len(opts); j++ {
 		opt, more := lowerName(opts[j]), j < len(opts)-1
 		switch {
 		case opt == "redirect" && more:
 			j++
-			if redir != 0 {
-				return errors.New("A client can only redirect to a single other client")
+			if o.redirect != 0 {
+				return o, errors.New("A client can only redirect to a single other client")
 			}
 			id, ok := parseRedisInt(opts[j])
 			if !ok {
-				return errors.New("value is not an integer or out of range")
+				return o, errors.New("value is not an integer or out of range")
 			}
 			if len(s.clients.list(func(v *clientView) bool { return v.id == id })) == 0 {
-				return errors.New("The client ID you want redirect to does not exist")
+				return o, errors.New("The client ID you want redirect to does not exist")
 			}
-			redir = id
+			o.redirect = id
 		case opt == "prefix" && more:
 			j++
-		case opt == "bcast" || opt == "optin" || opt == "optout" || opt == "noloop":
+			o.prefixes++
+		case opt == "bcast":
+			o.bcast = true
+		case opt == "optin":
+			o.optin = true
+		case opt == "optout":
+			o.optout = true
+		case opt == "noloop":
+			o.noloop = true
 		default:
-			return errors.New("syntax error")
+			return o, errors.New("syntax error")
 		}
 	}
-	return nil
+	return o, nil
+}
+
+// writeTrackingInfo is CLIENT TRACKINGINFO of a client whose tracking is
+// t, as Redis 7.0 answers it: flags in its order, redirect 0 while on
+// (sluice takes none), no prefixes (nor BCAST).
+func writeTrackingInfo(conn respConn, t *tracking) {
+	flags := []string{"off"}
+	redirect := -1
+	if t != nil {
+		flags, redirect = []string{"on"}, 0
+		if t.optin {
+			flags = append(flags, "optin")
+			if t.caching {
+				flags = append(flags, "caching-yes")
+			}
+		}
+		if t.optout {
+			flags = append(flags, "optout")
+			if t.caching {
+				flags = append(flags, "caching-no")
+			}
+		}
+		if t.noloop {
+			flags = append(flags, "noloop")
+		}
+	}
+	conn.WriteMap(3)
+	conn.WriteBulkString("flags")
+	conn.WriteSet(len(flags))
+	for _, f := range flags {
+		conn.WriteBulkString(f)
+	}
+	conn.WriteBulkString("redirect")
+	conn.WriteInt(redirect)
+	conn.WriteBulkString("prefixes")
+	conn.WriteArray(0)
 }
 
 // commandHelp is Redis 7.0's COMMAND HELP, word for word: a cluster

@@ -104,6 +104,9 @@ type fwdItem struct {
 	// write: the command may write (Redis's "write" flag), so a part's
 	// error a client retries is not passed on once another part ran.
 	write bool
+	// inval, when set, follows the reply: the invalidation of the keys it
+	// read, for a client that tracks them (tracking.go).
+	inval []byte
 }
 
 var (
@@ -189,6 +192,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		}
 		if one && blocks(spec, args) {
 			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3})
+			if spec.Has("readonly") && c.invalidates() { // XREAD BLOCK
+				c.block.inval = invalidation(len(keys), appendKeyBulks(nil, args, keys))
+			}
 			return nil
 		}
 		cmds0 := len(r.cmds)
@@ -228,6 +234,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		r.fwd[k].Pin = c.pin
 		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor(spec.Name) && !c.readWrite
 		r.fwd[k].ScriptsGen = scriptsGen
+	}
+	if len(keys) > 0 && spec.Has("readonly") && c.invalidates() {
+		it.inval = invalidation(len(keys), appendKeyBulks(nil, args, keys))
 	}
 	r.queueItem(c, it)
 	return nil
@@ -355,9 +364,10 @@ func (r *round) addItem(it fwdItem, to target) {
 // race them to the node), and nothing the client sent after it is taken
 // until it is answered.
 type blockingCmd struct {
-	f    router.Forward // Cmd is its own: the client's input is reused
-	seq  uint64         // its slot
-	sent bool
+	f     router.Forward // Cmd is its own: the client's input is reused
+	seq   uint64         // its slot
+	sent  bool
+	inval []byte // fwdItem's
 }
 
 // blockOn makes f, a blocking command, c's next reply: it waits for its
@@ -379,7 +389,7 @@ func (c *client) blockTurn() bool {
 func (r *round) sendBlocking(c *client) {
 	c.block.sent = true
 	c.view.blocked.Store(true)
-	it := fwdItem{first: len(r.fwd)}
+	it := fwdItem{first: len(r.fwd), inval: c.block.inval}
 	r.fwd = append(r.fwd, c.block.f)
 	r.addItem(it, target{c: c, seq: c.block.seq})
 }
@@ -768,6 +778,9 @@ func (r *round) deliverPart(j int, mark func(*client)) {
 	raw := it.merged(r.replies[it.first : it.first+it.n])
 	if it.post != nil && len(raw) > 0 && raw[0] != '-' {
 		raw = it.post(raw)
+	}
+	if it.inval != nil {
+		raw = append(raw[:len(raw):len(raw)], it.inval...)
 	}
 	sl.raw, sl.state = raw, slotDecided
 	mark(c)

@@ -37,6 +37,12 @@ type txn struct {
 	// names are the queued commands' names, counted as forwarded once EXEC
 	// sends them.
 	names []string
+	// track: its client tracks keys (RESP3), whose state no command of a
+	// transaction changes (CLIENT and HELLO are not queued). inval are the
+	// keys its reads name, invalN of them, invalidated after EXEC's reply.
+	track  bool
+	inval  []byte
+	invalN int
 }
 
 // maxQueued bounds the bytes one client may queue in a transaction: they
@@ -57,7 +63,7 @@ var (
 func (s *Server) transaction(c *client, r *round, name string, args [][]byte) (bool, error) {
 	switch name {
 	case "multi":
-		c.multi = &txn{slot: router.AnySlot, pub: router.AnySlot}
+		c.multi = &txn{slot: router.AnySlot, pub: router.AnySlot, track: c.invalidates()}
 		c.published()
 		s.replyNow(c, "+OK\r\n")
 	case "exec":
@@ -180,6 +186,9 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		exec.Cmd = append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
 		s.forwardOne(c, r, exec)
 		c.q[len(c.q)-1].exec = true
+		if t.invalN > 0 {
+			r.items[len(r.items)-1].inval = invalidation(t.invalN, t.inval)
+		}
 		if c.pin != nil {
 			c.unpinned()
 		}
@@ -304,6 +313,10 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 		t.slot = sl
 	} else if sl != t.slot {
 		t.cross = true
+	}
+	if t.track && spec.Has("readonly") {
+		t.inval = appendKeyBulks(t.inval, args, keys)
+		t.invalN += len(keys)
 	}
 	return spec.Name, nil
 }

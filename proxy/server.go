@@ -573,6 +573,7 @@ type client struct {
 	multi   *txn        // after MULTI: the commands queued for EXEC
 	pin     *router.Pin // after WATCH: its own connection, until EXEC, DISCARD or UNWATCH
 	resp3   bool        // after HELLO 3
+	track   *tracking   // after CLIENT TRACKING ON
 	// readWrite: after READWRITE, until READONLY or RESET, its reads go to
 	// the primaries even with --read-from-replicas (read-your-writes).
 	readWrite bool
@@ -886,6 +887,9 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		s.stats.commands.Add(1)
 	}
 	cmd, err := lookup(args)
+	if c.track != nil && c.track.caching {
+		c.track.afterCommand(cmd, c, args)
+	}
 	if cmd != nil {
 		c.view.cmd.Store(cmd.fullName(args))
 	} else if s.cfg.Forwarder == nil {
@@ -1111,6 +1115,7 @@ func (c *client) reset() {
 	c.name = ""
 	c.replyOff, c.skip = false, false
 	c.readWrite = false
+	c.track = nil
 	c.published()
 }
 
