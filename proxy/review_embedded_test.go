@@ -7,14 +7,24 @@ import (
 	"github.com/sluice-rl/sluice/router"
 )
 
-// On the embedded backend there are no nodes: CLIENT TRACKING ON's
-// refusal gave the cluster's reason, "the nodes would track keys for
-// sluice's connections", to a user who has none.
-func TestEmbeddedTrackingRefusalNamesNoNodes(t *testing.T) {
+// On the embedded backend there are no nodes: CLIENT TRACKING's answers
+// name none (its refusal once gave the cluster's reason, "the nodes would
+// track keys for sluice's connections", to a user who has none).
+func TestEmbeddedTrackingNamesNoNodes(t *testing.T) {
 	conn := dialRaw(t, serve(t, router.NewMemory(0)))
-	got := conn.do("CLIENT", "TRACKING", "ON")
-	if !strings.HasPrefix(got, "-ERR sluice does not support CLIENT TRACKING") || strings.Contains(got, "nodes") {
-		t.Fatalf("CLIENT TRACKING ON on the embedded backend: %q, want it refused without naming nodes", got)
+	for _, opt := range []string{"BCAST", "REDIRECT"} {
+		args := []string{"CLIENT", "TRACKING", "ON", opt}
+		if opt == "REDIRECT" {
+			args = append(args, strings.TrimSuffix(strings.TrimPrefix(conn.do("CLIENT", "ID"), ":"), "\r\n"))
+		}
+		got := conn.do(args...)
+		if !strings.HasPrefix(got, "-ERR sluice does not support CLIENT TRACKING ON with "+opt) ||
+			strings.Contains(got, "node") || strings.Contains(got, "cluster") {
+			t.Errorf("%q on the embedded backend: %q, want it refused without naming nodes", args, got)
+		}
+	}
+	if got := conn.do("CLIENT", "TRACKING", "ON"); got != "+OK\r\n" {
+		t.Errorf("CLIENT TRACKING ON on the embedded backend: %q", got)
 	}
 }
 

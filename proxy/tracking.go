@@ -57,9 +57,9 @@ func (c *client) trackOn(o trackingOpts) error {
 	case old != nil && (o.optin && old.optout || o.optout && old.optin):
 		return errors.New("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.")
 	case o.bcast:
-		return errors.New("sluice does not support CLIENT TRACKING ON with BCAST: it would need every key written on the cluster")
+		return errors.New("sluice does not support CLIENT TRACKING ON with BCAST: it invalidates the keys a client reads, not every key written")
 	case o.redirect != 0:
-		return errors.New("sluice does not support CLIENT TRACKING ON with REDIRECT: tracking is answered on the client's own RESP3 connection")
+		return errors.New("sluice does not support CLIENT TRACKING ON with REDIRECT: invalidations go on the client's own RESP3 connection")
 	}
 	c.track = &tracking{optin: o.optin, optout: o.optout, noloop: o.noloop}
 	c.published()
