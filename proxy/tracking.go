@@ -61,7 +61,9 @@ func (c *client) trackOn(o trackingOpts) error {
 	case o.redirect != 0:
 		return errors.New("sluice does not support CLIENT TRACKING ON with REDIRECT: invalidations go on the client's own RESP3 connection")
 	}
-	c.track = &tracking{optin: o.optin, optout: o.optout, noloop: o.noloop}
+	// Redis's enableTracking resets the modes but not CACHING's flag,
+	// which a client already tracking keeps, shown under its new mode.
+	c.track = &tracking{optin: o.optin, optout: o.optout, noloop: o.noloop, caching: old != nil && old.caching}
 	c.published()
 	return nil
 }
@@ -86,8 +88,10 @@ func (c *client) caching(opt string) error {
 // afterCommand forgets a CLIENT CACHING once the command after it is
 // taken, as Redis forgets it after each command but CLIENT's and those
 // queued in a transaction (MULTI's own too; EXEC and DISCARD end it).
+// A bare CLIENT, or one of a subcommand Redis lacks, is no CLIENT command
+// to Redis (it finds none), and ends it too.
 func (t *tracking) afterCommand(cmd *command, c *client, args [][]byte) {
-	if cmd == clientCommand {
+	if cmd == clientCommand && len(args) > 1 && cmd.fullName(args) != nil {
 		return
 	}
 	name := lowerName(args[0])
