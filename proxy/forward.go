@@ -66,7 +66,7 @@ const (
 	mergeScan                  // SCAN: one primary's page, its cursor made sluice's
 	mergeUnion                 // PUBSUB CHANNELS: every primary's elements, once each
 	mergePairSum               // PUBSUB NUMSUB: [name, count, ...] with counts summed
-	mergeKeyspace              // INFO: sluice's sections and the primaries' keyspace summed
+	mergeKeyspace              // INFO: sluice's sections with the primaries' keyspace summed and maxmemory_policy
 )
 
 // splits are the multi-key commands sluice splits per slot, as the
@@ -95,9 +95,12 @@ type fwdItem struct {
 	order []int // mergeArray: the keys' places, part after part
 	// mergeScan: which primary the page is from, and how many there are.
 	node, nodes int
-	// mergeKeyspace: sluice's own INFO text, and the client's protocol.
-	info  string
-	resp3 bool
+	// mergeKeyspace: sluice's own INFO text, the client's protocol, and
+	// whether it asked for the keyspace (else only the memory section's
+	// line from the primaries).
+	info         string
+	resp3        bool
+	withKeyspace bool
 	// post, when set, makes the merged reply sluice's (COMMAND's, with
 	// sluice's own commands added); errors pass as they are.
 	post func([]byte) []byte

@@ -264,22 +264,35 @@ func (s *Server) infoCPU(b *strings.Builder) {
 }
 
 // With a cluster behind it, INFO's Keyspace section sums the primaries'
-// (each asked INFO keyspace), after sluice's own sections.
+// (each asked INFO keyspace), after sluice's own sections; its Memory
+// section adds the primaries' maxmemory_policy, which says whether the
+// cluster may evict keys (job queues such as BullMQ and Sidekiq read it
+// from INFO to warn that an evicting policy loses their data; sluice's
+// own memory lines are its process's).
 
-// forwardInfo queues INFO for every primary when it asks for the
-// keyspace; it reports false when sluice answers it alone.
+// forwardInfo queues INFO for every primary when it asks for the keyspace
+// or memory; it reports false when sluice answers it alone.
 func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 	want, all := infoWants(args)
 	primaries := s.cfg.Forwarder.Primaries()
-	if (!all && !want["keyspace"]) || len(primaries) == 0 {
+	keyspace, memory := all || want["keyspace"], all || want["memory"]
+	if (!keyspace && !memory) || len(primaries) == 0 {
 		return false
 	}
 	if !c.offPin() {
 		c.retake, c.counted = true, true
 		return true
 	}
-	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3}
-	cmd := []byte("*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")
+	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3, withKeyspace: keyspace}
+	var cmd []byte
+	switch {
+	case keyspace && memory:
+		cmd = []byte("*3\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$8\r\nkeyspace\r\n")
+	case keyspace:
+		cmd = []byte("*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")
+	default:
+		cmd = []byte("*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n")
+	}
 	for _, sl := range primaries {
 		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
 	}
@@ -288,11 +301,13 @@ func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 	return true
 }
 
-// keyspace sums the primaries' INFO keyspace replies into one section
-// after sluice's own text, in the client's protocol. A primary that
-// answered an error (down, hung) is left out, as Redis's INFO is never an
-// error: ioredis's ready check sends INFO at each connection, and drops
-// one where it fails.
+// keyspace makes INFO's reply from sluice's own text and the primaries'
+// INFO replies: their keyspace summed into one section at the end, and
+// their maxmemory_policy in the Memory section (the first that evicts,
+// if one does: a caller checks that none does). A primary that answered
+// an error (down, hung) is left out, as Redis's INFO is never an error:
+// ioredis's ready check sends INFO at each connection, and drops one
+// where it fails.
 func (it *fwdItem) keyspace(parts [][]byte) []byte {
 	type db struct {
 		keys, expires int64
@@ -301,6 +316,7 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 	}
 	dbs := map[string]*db{}
 	var names []string
+	var policy string
 	for _, p := range parts {
 		if len(p) > 0 && p[0] == '-' {
 			continue
@@ -312,6 +328,9 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 		body = strings.TrimPrefix(body, "txt:")
 		for _, line := range strings.Split(body, "\r\n") {
 			name, fields, ok := strings.Cut(line, ":")
+			if ok && name == "maxmemory_policy" && (policy == "" || policy == "noeviction") {
+				policy = fields
+			}
 			if !ok || !strings.HasPrefix(name, "db") {
 				continue
 			}
@@ -347,7 +366,22 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	b.WriteString(it.info)
+	info := it.info
+	if at := strings.Index(info, "# Memory\r\n"); at >= 0 && policy != "" {
+		// At the end of sluice's Memory section: before the next one's
+		// separating line, or at the end.
+		end := len(info)
+		if next := strings.Index(info[at:], "\r\n\r\n"); next >= 0 {
+			end = at + next + 2
+		}
+		info = info[:end] + "maxmemory_policy:" + policy + "\r\n" + info[end:]
+	}
+	b.WriteString(info)
+	if !it.withKeyspace {
+		w := replyBuf{resp3: it.resp3}
+		w.WriteVerbatim(b.String())
+		return w.b
+	}
 	if b.Len() > 0 {
 		b.WriteString("\r\n")
 	}
