@@ -95,12 +95,9 @@ type fwdItem struct {
 	order []int // mergeArray: the keys' places, part after part
 	// mergeScan: which primary the page is from, and how many there are.
 	node, nodes int
-	// mergeKeyspace: sluice's own INFO text, the client's protocol, and
-	// whether it asked for the keyspace (else only the memory section's
-	// line from the primaries).
-	info         string
-	resp3        bool
-	withKeyspace bool
+	// mergeKeyspace: sluice's own INFO text, and the client's protocol.
+	info  string
+	resp3 bool
 	// post, when set, makes the merged reply sluice's (COMMAND's, with
 	// sluice's own commands added); errors pass as they are.
 	post func([]byte) []byte

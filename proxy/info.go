@@ -264,34 +264,30 @@ func (s *Server) infoCPU(b *strings.Builder) {
 }
 
 // With a cluster behind it, INFO's Keyspace section sums the primaries'
-// (each asked INFO keyspace), after sluice's own sections; its Memory
-// section adds the primaries' maxmemory_policy, which says whether the
-// cluster may evict keys (job queues such as BullMQ and Sidekiq read it
-// from INFO to warn that an evicting policy loses their data; sluice's
-// own memory lines are its process's).
+// (each asked INFO keyspace), after sluice's own sections; when Memory is
+// asked too, it adds the primaries' maxmemory_policy, which says whether
+// the cluster may evict keys (job queues such as BullMQ and Sidekiq read
+// it from a plain INFO to warn that an evicting policy loses their data;
+// sluice's own memory lines are its process's). INFO memory alone stays
+// sluice's, answered at once: a health check that asks for it must not
+// wait on a hung primary, as no node's INFO waits on another.
 
-// forwardInfo queues INFO for every primary when it asks for the keyspace
-// or memory; it reports false when sluice answers it alone.
+// forwardInfo queues INFO for every primary when it asks for the
+// keyspace; it reports false when sluice answers it alone.
 func (s *Server) forwardInfo(c *client, r *round, args [][]byte) bool {
 	want, all := infoWants(args)
 	primaries := s.cfg.Forwarder.Primaries()
-	keyspace, memory := all || want["keyspace"], all || want["memory"]
-	if (!keyspace && !memory) || len(primaries) == 0 {
+	if (!all && !want["keyspace"]) || len(primaries) == 0 {
 		return false
 	}
 	if !c.offPin() {
 		c.retake, c.counted = true, true
 		return true
 	}
-	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3, withKeyspace: keyspace}
-	var cmd []byte
-	switch {
-	case keyspace && memory:
+	it := fwdItem{first: len(r.fwd), how: mergeKeyspace, info: s.infoText(args), resp3: c.resp3}
+	cmd := []byte("*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")
+	if all || want["memory"] {
 		cmd = []byte("*3\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n$8\r\nkeyspace\r\n")
-	case keyspace:
-		cmd = []byte("*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n")
-	default:
-		cmd = []byte("*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n")
 	}
 	for _, sl := range primaries {
 		r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd})
@@ -377,11 +373,6 @@ func (it *fwdItem) keyspace(parts [][]byte) []byte {
 		info = info[:end] + "maxmemory_policy:" + policy + "\r\n" + info[end:]
 	}
 	b.WriteString(info)
-	if !it.withKeyspace {
-		w := replyBuf{resp3: it.resp3}
-		w.WriteVerbatim(b.String())
-		return w.b
-	}
 	if b.Len() > 0 {
 		b.WriteString("\r\n")
 	}

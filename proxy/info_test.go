@@ -51,7 +51,7 @@ func TestWriteStats(t *testing.T) {
 func TestKeyspaceAvgTTLOfManyLongTTLs(t *testing.T) {
 	// Ten years in ms, on 500 million keys with a TTL per primary.
 	part := "$60\r\n# Keyspace\r\ndb0:keys=500000000,expires=500000000,avg_ttl=315360000000\r\n\r\n"
-	it := &fwdItem{withKeyspace: true}
+	it := &fwdItem{}
 	got := string(it.keyspace([][]byte{[]byte(part), []byte(part)}))
 	if want := "db0:keys=1000000000,expires=1000000000,avg_ttl=315360000000\r\n"; !strings.Contains(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
@@ -63,7 +63,7 @@ func TestKeyspaceAvgTTLOfManyLongTTLs(t *testing.T) {
 func TestKeyspaceAvgTTLLeavesOutUnsampledPrimaries(t *testing.T) {
 	sampled := "$60\r\n# Keyspace\r\ndb0:keys=10,expires=10,avg_ttl=5000\r\n\r\n"
 	unsampled := "$60\r\n# Keyspace\r\ndb0:keys=30,expires=30,avg_ttl=0\r\n\r\n"
-	it := &fwdItem{withKeyspace: true}
+	it := &fwdItem{}
 	got := string(it.keyspace([][]byte{[]byte(sampled), []byte(unsampled)}))
 	if want := "db0:keys=40,expires=40,avg_ttl=5000\r\n"; !strings.Contains(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
