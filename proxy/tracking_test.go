@@ -16,7 +16,8 @@ import (
 // CLIENT TRACKING, CACHING, GETREDIR and TRACKINGINFO answer as a node
 // answers them, step for step, in both protocols: the modes' checks in
 // Redis's order, CACHING's flag kept until the next command but CLIENT's
-// (EXEC's transaction ends it), RESET turning tracking off.
+// (EXEC's transaction ends it) and across a TRACKING ON, RESET turning
+// tracking off.
 func TestTrackingCommandsAsRedis(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
 	r := newForwarding(t, c)
@@ -52,6 +53,25 @@ func TestTrackingCommandsAsRedis(t *testing.T) {
 		{"RESET"},
 		{"CLIENT", "TRACKINGINFO"},
 		{"CLIENT", "GETREDIR"},
+		// A TRACKING ON that leaves tracking on keeps CACHING's flag
+		// (Redis's enableTracking clears the modes, not the flag, which
+		// then shows under the new mode); a bare CLIENT or an unknown
+		// subcommand is no CLIENT command to Redis, and ends it.
+		{"CLIENT", "TRACKING", "ON", "OPTIN"},
+		{"CLIENT", "CACHING", "yes"},
+		{"CLIENT", "TRACKING", "ON", "OPTIN"},
+		{"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "TRACKING", "ON"},
+		{"CLIENT", "TRACKING", "ON", "OPTOUT"},
+		{"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "CACHING"},
+		{"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "NOSUCH"},
+		{"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "CACHING", "no"},
+		{"CLIENT"},
+		{"CLIENT", "TRACKINGINFO"},
+		{"CLIENT", "TRACKING", "OFF"},
 	}
 	eachPathAndProtocol(t, func(t *testing.T, loops int, resp3 bool) {
 		through := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
