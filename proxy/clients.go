@@ -24,6 +24,7 @@ type clientView struct {
 	addr    string
 	laddr   string // the address it connected to
 	unix    bool   // it connected to a Unix socket
+	fd      int    // its socket's descriptor, -1 when it has none sluice can see
 	created time.Time
 
 	last    atomic.Int64           // unix ns of its last command, or of a write to it
@@ -108,11 +109,12 @@ func (c *client) published() {
 
 // line is v's line of CLIENT LIST and CLIENT INFO, with Redis 7.0's
 // field names in its order, then 7.2's lib-name and lib-ver. The fields
-// Redis gives of its own buffers and memory (qbuf, qbuf-free, argv-mem,
-// multi-mem, rbs, rbp, obl, oll, omem, tot-mem) and of its event loop
-// (fd, events), which sluice does not keep per client as Redis does, are
-// left out rather than made up; redir is 0 while tracking (sluice takes
-// no REDIRECT), else -1, as Redis's.
+// of Redis's own per-client buffers and memory (qbuf, qbuf-free, argv-mem,
+// multi-mem, rbs, rbp, obl, oll, omem, tot-mem) are 0, as sluice keeps no
+// such buffers per client, and events is "r": they are there because
+// client libraries read them as numbers (redis-py's client_info() raises
+// KeyError on a line without them). redir is 0 while tracking (sluice
+// takes no REDIRECT), else -1, as Redis's.
 func (v *clientView) line(now time.Time) string {
 	v.mu.Lock()
 	f := v.viewFields
@@ -167,8 +169,9 @@ func (v *clientView) line(now time.Time) string {
 	if t := v.tunnel.Load(); t != nil {
 		chans, pats, shards = t.Counts()
 	}
-	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=%d cmd=%s user=%s redir=%d resp=%d lib-name=%s lib-ver=%s\n",
-		v.id, v.addr, v.laddr, f.name, int64(now.Sub(v.created)/time.Second), idle, flags, chans, pats, shards, f.multi,
+	return fmt.Sprintf("id=%d addr=%s laddr=%s fd=%d name=%s age=%d idle=%d flags=%s db=0 sub=%d psub=%d ssub=%d multi=%d "+
+		"qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=%s redir=%d resp=%d lib-name=%s lib-ver=%s\n",
+		v.id, v.addr, v.laddr, v.fd, f.name, int64(now.Sub(v.created)/time.Second), idle, flags, chans, pats, shards, f.multi,
 		cmd, user, redir, resp, f.lib, f.ver)
 }
 

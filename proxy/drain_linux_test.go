@@ -92,7 +92,7 @@ func TestDrainClosesAClientAddedMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.admit() // counted, as acceptLoops counts a client
-	c := &fdConn{client: s.newClient(nc.RemoteAddr().String(), nc.LocalAddr()), fd: fd, f: s.newFramer()}
+	c := &fdConn{client: s.newClient(nc.RemoteAddr().String(), nc.LocalAddr(), fd), fd: fd, f: s.newFramer()}
 	c.client.fd = c
 	s.loops[0].add(c)
 

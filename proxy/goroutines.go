@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tidwall/redcon"
@@ -39,9 +42,39 @@ type goClient struct {
 	over    atomic.Bool // closed for it: nothing more is written
 }
 
+// socketFD is the descriptor of the socket under nc (its TLS and framing
+// layers taken off), as CLIENT LIST's fd shows it; -1 for a connection
+// that has none (a net.Pipe in a test).
+func socketFD(nc net.Conn) int {
+	for {
+		switch c := nc.(type) {
+		case *framedConn:
+			nc = c.Conn
+			continue
+		case *tls.Conn:
+			nc = c.NetConn()
+			continue
+		}
+		break
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return -1
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	fd := -1
+	if raw.Control(func(s uintptr) { fd = int(s) }) != nil {
+		return -1
+	}
+	return fd
+}
+
 func (s *Server) accept(conn redcon.Conn) bool {
 	nc := conn.NetConn()
-	c := &goClient{client: s.newClient(conn.RemoteAddr(), nc.LocalAddr()), wake: make(chan struct{}, 1)}
+	c := &goClient{client: s.newClient(conn.RemoteAddr(), nc.LocalAddr(), socketFD(nc)), wake: make(chan struct{}, 1)}
 	c.conn, _ = nc.(*framedConn)
 	if c.conn != nil {
 		c.conn.cl = &c.client

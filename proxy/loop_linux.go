@@ -162,7 +162,7 @@ func (s *Server) acceptLoops(ln net.Listener) error {
 			s.log.Warn("taking a client's socket", zap.String("addr", addr), zap.Error(err))
 			continue
 		}
-		c := &fdConn{client: s.newClient(addr, local), fd: fd, f: s.newFramer()}
+		c := &fdConn{client: s.newClient(addr, local, fd), fd: fd, f: s.newFramer()}
 		c.client.fd = c
 		loops[i%len(loops)].add(c)
 	}

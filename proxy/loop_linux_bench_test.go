@@ -33,7 +33,7 @@ func newTestLoop(tb testing.TB, d Decider, fd int) (*loop, *fdConn) {
 		tb.Fatal(err)
 	}
 	s.admit() // counted, as acceptLoops counts a client
-	c := &fdConn{client: s.newClient("test", nil), fd: fd, f: s.newFramer()}
+	c := &fdConn{client: s.newClient("test", nil, fd), fd: fd, f: s.newFramer()}
 	c.client.fd = c
 	l.add(c)
 	l.wakeUp()

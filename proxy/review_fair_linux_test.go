@@ -56,7 +56,7 @@ func passTakesBoundedParts(t *testing.T, drain bool) {
 		t.Fatal(err)
 	}
 	s.admit()
-	c := &fdConn{client: s.newClient("test", nil), fd: fds[1], f: s.newFramer()}
+	c := &fdConn{client: s.newClient("test", nil, fds[1]), fd: fds[1], f: s.newFramer()}
 	c.client.fd = c
 	l.add(c)
 	l.wakeUp()

@@ -22,7 +22,7 @@ func TestSplitCommandsPartsCountTowardInFlight(t *testing.T) {
 		}
 	}
 	s := New(Config{Decider: r, Forwarder: r})
-	cl := s.newClient("test", nil)
+	cl := s.newClient("test", nil, -1)
 	args := [][]byte{[]byte("MGET")}
 	for i := range 1000 {
 		args = append(args, fmt.Appendf(nil, "key:%d", i))

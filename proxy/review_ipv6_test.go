@@ -52,7 +52,7 @@ func TestReviewIPv6UnixClientInList(t *testing.T) {
 			t.Fatalf("CLIENT SETNAME: %v, %v", v, err)
 		}
 
-		want := " addr=" + path + ":0 laddr=" + path + ":0 name=ux "
+		want := " addr=" + path + ":0 laddr=" + path + ":0 fd="
 		var line string
 		for _, l := range strings.Split(command(t, tcp.Addr().String(), "CLIENT", "LIST").(string), "\n") {
 			if strings.Contains(l, " name=ux ") {

@@ -632,8 +632,8 @@ type client struct {
 }
 
 // newClient names a connection from addr that has begun, counted once
-// admitted; local is the address it reached.
-func (s *Server) newClient(addr string, local net.Addr) client {
+// admitted; local is the address it reached, fd its socket's descriptor.
+func (s *Server) newClient(addr string, local net.Addr, fd int) client {
 	ux, unix := local.(*net.UnixAddr)
 	if unix {
 		// A Unix socket's peer has no name ("@"): Redis gives the
@@ -641,7 +641,7 @@ func (s *Server) newClient(addr string, local net.Addr) client {
 		addr = ux.Name + ":0"
 	}
 	c := client{id: s.stats.connections.Add(1), addr: addr, local: local, user: s.cfg.Users.defaultUser()}
-	c.view = &clientView{id: c.id, addr: addr, unix: unix, created: time.Now()}
+	c.view = &clientView{id: c.id, addr: addr, unix: unix, fd: fd, created: time.Now()}
 	switch {
 	case unix:
 		c.view.laddr = addr
