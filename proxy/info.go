@@ -195,7 +195,7 @@ func writeStats(b *strings.Builder, st router.Stats) {
 			state = "unhealthy"
 		}
 		fmt.Fprintf(b, "shard%d:addr=%s,state=%s,since=%s,errors=%d,last_error=%s\r\n", i, sh.Addr, state,
-			sh.Since.UTC().Format(time.RFC3339), sh.Errors, strings.NewReplacer(",", ";", "\r", " ", "\n", " ").Replace(sh.LastError))
+			sh.Since.UTC().Format(time.RFC3339), sh.Errors, strings.NewReplacer(",", ";", "=", `\x3d`, "\r", " ", "\n", " ").Replace(sh.LastError))
 	}
 	// Detection off is negative in the router, 0 in --hot-threshold.
 	fmt.Fprintf(b, "hot_threshold:%s\r\n", strconv.FormatFloat(max(c.HotThreshold, 0), 'f', -1, 64))
@@ -210,10 +210,12 @@ func writeStats(b *strings.Builder, st router.Stats) {
 	}
 }
 
-// infoValue keeps a caller's key from breaking an INFO line.
+// infoValue keeps a caller's key from breaking an INFO line, or the
+// field it is in: parsers split a value at ',' into items and each item at
+// its last '=' (redis-py's info()), so both are escaped.
 func infoValue(s string) string {
 	q := fmt.Sprintf("%q", s)
-	return strings.ReplaceAll(q[1:len(q)-1], ",", `\x2c`)
+	return strings.NewReplacer(",", `\x2c`, "=", `\x3d`).Replace(q[1 : len(q)-1])
 }
 
 func boolInt(b bool) int {
