@@ -19,6 +19,10 @@ type fanOut struct {
 	how   merge
 	admin bool // only with Config.AllowAdmin: a primary's data or settings
 	one   bool // any one primary answers for all
+	// own sends each part on a connection of its own: a busy script holds
+	// the connection its call went on, shared with other clients, where a
+	// KILL queued behind it would be read only once the script ends.
+	own bool
 }
 
 var fanOuts = map[string]fanOut{
@@ -29,6 +33,10 @@ var fanOuts = map[string]fanOut{
 	"script|load":   {how: mergeSame},
 	"script|exists": {how: mergeAnd},
 	"script|flush":  {how: mergeSame, admin: true},
+	// A script runs on one primary at a time: the one that ends it
+	// answers.
+	"script|kill":   {how: mergeKill, own: true},
+	"function|kill": {how: mergeKill, own: true},
 	// Functions, as Redis's request policies have them: a library loaded
 	// or deleted on every primary, since FCALL goes to any key's. FLUSH
 	// and RESTORE (whose FLUSH policy flushes first) may replace them all.
@@ -113,7 +121,11 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		// slot's new primary twice and the old one not at all.
 		cmd := router.AppendCommand(nil, args)
 		for _, sl := range primaries {
-			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd, Primary: fo.how == mergeSame})
+			f := router.Forward{Slot: sl, Cmd: cmd, Primary: fo.how == mergeSame}
+			if fo.own {
+				f.Blocked = &router.Blocked{}
+			}
+			r.fwd = append(r.fwd, f)
 		}
 		// Routed now, as a command by its keys is (forward): one of c's
 		// sent by an older map may be redirected to where a part goes,

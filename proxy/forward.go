@@ -67,6 +67,7 @@ const (
 	mergeUnion                 // PUBSUB CHANNELS: every primary's elements, once each
 	mergePairSum               // PUBSUB NUMSUB: [name, count, ...] with counts summed
 	mergeKeyspace              // INFO: sluice's sections with the primaries' keyspace summed and maxmemory_policy
+	mergeKill                  // SCRIPT KILL: +OK from the primary that ended the script, else the telling error
 )
 
 // splits are the multi-key commands sluice splits per slot, as the
@@ -700,8 +701,6 @@ func refused(spec *cmdspec.Spec) error {
 	switch spec.Name {
 	case "wait", "waitaof":
 		return errors.New("sluice does not forward WAIT: it would wait on a connection shared by other clients")
-	case "script|kill", "function|kill":
-		return fmt.Errorf("sluice does not forward '%s': it would wait behind the busy script on a connection shared by other clients", spec.Name)
 	case "script|debug":
 		return errors.New("sluice does not forward 'script|debug': the debug mode would hold a connection shared by other clients")
 	case "function|stats":
@@ -798,6 +797,21 @@ func retried(r []byte) bool {
 	return false
 }
 
+// killed merges the primaries' answers to SCRIPT KILL or FUNCTION KILL:
+// +OK from the one whose script it ended; else an error that says why a
+// running script was not ended (UNKILLABLE: it wrote; BUSY: a function,
+// for SCRIPT KILL) or a primary was not asked (unreachable), before
+// NOTBUSY, which every primary without a script answers.
+func killed(parts [][]byte) []byte {
+	if i := slices.IndexFunc(parts, func(p []byte) bool { return len(p) > 0 && p[0] == '+' }); i >= 0 {
+		return parts[i]
+	}
+	if i := slices.IndexFunc(parts, func(p []byte) bool { return !bytes.HasPrefix(p, []byte("-NOTBUSY ")) }); i >= 0 {
+		return parts[i]
+	}
+	return parts[0]
+}
+
 // mayHaveRun reports whether a part's reply r says it ran, or may have:
 // a value, or sluice's ERR for a connection lost once the part was sent.
 func mayHaveRun(r []byte) bool {
@@ -813,6 +827,8 @@ func (it *fwdItem) merged(parts [][]byte) []byte {
 	case mergeKeyspace:
 		// INFO is never an error: the keyspace of those that answered.
 		return it.keyspace(parts)
+	case mergeKill:
+		return killed(parts)
 	}
 	for _, p := range parts {
 		if len(p) > 0 && p[0] == '-' {

@@ -133,8 +133,6 @@ func TestPassthroughScriptingHelp(t *testing.T) {
 	}
 	// Refused, each for its own reason, not for a key it never has.
 	for _, tc := range []struct{ cmd, why string }{
-		{"SCRIPT KILL", "it would wait behind the busy script"},
-		{"FUNCTION KILL", "it would wait behind the busy script"},
 		{"SCRIPT DEBUG YES", "the debug mode would hold a connection"},
 		{"FUNCTION STATS", "a primary's answer would say nothing of the others"},
 	} {
@@ -194,9 +192,8 @@ func TestPassthroughDeeplyNestedScriptReply(t *testing.T) {
 // A node running a script past its busy-reply-threshold answers BUSY to
 // everything else: it cannot decide a bucket then, as a LOADING node
 // cannot. THROTTLE on its keys is decided by the fallback, on both serving
-// paths, and the shard is unhealthy until the script ends; THROTTLE did
-// not answer Redis's BUSY error, telling to send a SCRIPT KILL that sluice
-// refuses.
+// paths, and the shard is unhealthy until the script ends; THROTTLE does
+// not answer Redis's BUSY error, which is no decision.
 func TestThrottleOnANodeBusyWithAScript(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	ctx := context.Background()
@@ -244,4 +241,63 @@ func shardStatsOf(t *testing.T, r *router.Cluster, addr string) router.ShardStat
 	}
 	t.Fatalf("no shard %s", addr)
 	return router.ShardStats{}
+}
+
+// SCRIPT KILL and FUNCTION KILL reach the primary whose script is busy,
+// each part on a connection of its own (the script's holds the shared one
+// its call went on), and answer as that node does: +OK when it ended the
+// script, BUSY for the wrong kind, UNKILLABLE for one that wrote, and
+// NOTBUSY when no primary runs one. On both serving paths.
+func TestScriptKillReachesTheBusyPrimary(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx := context.Background()
+	const key = "{kill}x"
+	victim := primaryOf(t, c, key)
+	if err := victim.Do(ctx, "CONFIG", "SET", "busy-reply-threshold", "10").Error(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Do(ctx, "CONFIG", "SET", "busy-reply-threshold", "5000") })
+	r := newForwarding(t, c)
+	notBusy := direct(t, c, -1, "SCRIPT", "KILL")
+	if !strings.HasPrefix(notBusy, "-NOTBUSY ") {
+		t.Fatalf("SCRIPT KILL on an idle node: %q", notBusy)
+	}
+	// Each script ends by itself after a few seconds if the kill fails.
+	const reads = "local t0 = redis.call('TIME') while true do local t = redis.call('TIME') if t[1] - t0[1] > 20 then return 0 end end"
+	const writes = "redis.call('SET', KEYS[1], '1') local t0 = redis.call('TIME') while true do local t = redis.call('TIME') if t[1] - t0[1] > 1 then return 0 end end"
+	ping := dialRaw(t, victim.Addr)
+	busy := func(conn *rawConn, script string) {
+		t.Helper()
+		conn.send([]string{"EVAL", script, "1", key})
+		waitUntil(t, "the node answers BUSY", func() bool { return strings.HasPrefix(ping.do("PING"), "-BUSY ") })
+	}
+	for _, loops := range []int{0, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		for _, cmd := range []string{"SCRIPT KILL", "FUNCTION KILL"} {
+			if got := conn.do(strings.Fields(cmd)...); got != notBusy {
+				t.Errorf("loops %d: %s with no script running: %q, want the nodes' %q", loops, cmd, got, notBusy)
+			}
+		}
+		script := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		busy(script, reads)
+		if got := conn.do("FUNCTION", "KILL"); !strings.HasPrefix(got, "-BUSY ") {
+			t.Errorf("loops %d: FUNCTION KILL of a script: %q, want the node's BUSY", loops, got)
+		}
+		if got := conn.do("SCRIPT", "KILL"); got != "+OK\r\n" {
+			t.Fatalf("loops %d: SCRIPT KILL of a busy script: %q", loops, got)
+		}
+		if got := script.read(); !strings.HasPrefix(got, "-ERR Script killed by user with SCRIPT KILL") {
+			t.Errorf("loops %d: the killed script's caller got %q", loops, got)
+		}
+		busy(script, writes)
+		if got := conn.do("SCRIPT", "KILL"); !strings.HasPrefix(got, "-UNKILLABLE ") {
+			t.Errorf("loops %d: SCRIPT KILL of a script that wrote: %q, want the node's UNKILLABLE", loops, got)
+		}
+		if got := script.read(); got != ":0\r\n" {
+			t.Errorf("loops %d: the script that wrote ended with %q", loops, got)
+		}
+		if got := conn.do("GET", key); got != "$1\r\n1\r\n" {
+			t.Errorf("loops %d: GET after the scripts: %q", loops, got)
+		}
+	}
 }
