@@ -121,11 +121,7 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 		// slot's new primary twice and the old one not at all.
 		cmd := router.AppendCommand(nil, args)
 		for _, sl := range primaries {
-			f := router.Forward{Slot: sl, Cmd: cmd, Primary: fo.how == mergeSame}
-			if fo.own {
-				f.Blocked = &router.Blocked{}
-			}
-			r.fwd = append(r.fwd, f)
+			r.fwd = append(r.fwd, router.Forward{Slot: sl, Cmd: cmd, Primary: fo.how == mergeSame, Own: fo.own})
 		}
 		// Routed now, as a command by its keys is (forward): one of c's
 		// sent by an older map may be redirected to where a part goes,

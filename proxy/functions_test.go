@@ -301,3 +301,27 @@ func TestScriptKillReachesTheBusyPrimary(t *testing.T) {
 		}
 	}
 }
+
+// A KILL on its own connection gets the forward timeout of any forwarded
+// command: a primary that hangs (stopped) does not hold the caller, nor
+// its commands behind the KILL, for ever.
+func TestScriptKillOnAHungPrimaryEndsAtTheTimeout(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ForwardTimeout: 300 * time.Millisecond, HotThreshold: -1})
+	waitRouter(t, r)
+	victim := primaryOf(t, c, "{hung}x")
+	for _, loops := range []int{0, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		if err := victim.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		conn.send([]string{"SCRIPT", "KILL"}, []string{"PING"})
+		got, pong := conn.read(), conn.read()
+		if err := victim.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		if want := "-ERR sluice: connection to " + victim.Addr + " failed: " + router.ErrNoReply.Error(); !strings.HasPrefix(got, want) || pong != "+PONG\r\n" {
+			t.Errorf("loops %d: SCRIPT KILL with a primary stopped: %q then %q, want %q... then PONG", loops, got, pong, want)
+		}
+	}
+}

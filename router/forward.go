@@ -55,6 +55,11 @@ type Forward struct {
 	// may wait at the node (BLPOP, XREAD BLOCK, ...), which must not hold
 	// up the commands of other clients behind it.
 	Blocked *Blocked
+	// Own sends a command that does not wait on a connection of its own,
+	// answered within the forward timeout as on a shared one: a KILL,
+	// which the shared connection a busy script holds would not carry to
+	// the node until the script ends.
+	Own bool
 	// Primary asks, of a command without keys meant for Slot's primary
 	// (a part of FLUSHALL or CONFIG SET sent to every primary), that the
 	// node it ran on still owns Slot after it: one that does not (a
@@ -87,6 +92,7 @@ type Forward struct {
 // ends the wait, and the command is answered an error (Ended). Abort
 // closes the connection at once: its caller is gone, or sluice closes.
 type Blocked struct {
+	bounded  bool       // Forward.Own: the node answers within the forward timeout
 	mu       sync.Mutex // guards the fields below
 	conn     net.Conn
 	grace    time.Duration // how long a node may take to answer, once cancelled
@@ -274,6 +280,9 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		b.idx[i] = i
 		f := &fs[i]
 		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, batch: b, i: i}
+		if cmds[i].Own && f.blocked == nil {
+			f.blocked = &Blocked{bounded: true}
+		}
 		if cmds[i].LoadsScript {
 			if body, ok := scriptLoadBody(f.cmd); ok {
 				f.loading = c.loadingScript(body, f.scriptsGen)
@@ -431,6 +440,9 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	if err == nil && waits {
 		f.blocked.wrote()
 	}
+	if err == nil && f.blocked.bounded {
+		err = conn.SetReadDeadline(time.Now().Add(c.forwardTimeout()))
+	}
 	for ; err == nil && n > 0; n-- {
 		queued = r
 		r, err = reply.Read(br, nil)
@@ -439,6 +451,10 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	// read whole, before the node saw that, is the answer, as Redis's to
 	// a client that had not gone yet, rather than an element lost.
 	sound := f.blocked.release() || !waits
+	if err == nil && f.blocked.bounded && conn.SetReadDeadline(time.Time{}) != nil {
+		// Not kept for blocking commands, which wait as long as they ask.
+		sound = false
+	}
 	switch {
 	case err != nil:
 		conn.Close()
