@@ -34,6 +34,12 @@ type clientView struct {
 	// CLIENT LIST's sub, psub and ssub; nil without one.
 	tunnel atomic.Pointer[router.Tunnel]
 
+	// kill ends its connection from another goroutine (CLIENT KILL): its
+	// transport sets it, and a loop takes it away (under killMu) before
+	// it closes the socket, whose descriptor may then be another's.
+	killMu sync.Mutex
+	kill   func()
+
 	mu sync.Mutex
 	viewFields
 }
@@ -105,6 +111,26 @@ func (c *client) published() {
 	c.view.mu.Lock()
 	c.view.viewFields = f
 	c.view.mu.Unlock()
+}
+
+// setKill sets how another goroutine ends v's connection; nil once it
+// is closed.
+func (v *clientView) setKill(f func()) {
+	v.killMu.Lock()
+	v.kill = f
+	v.killMu.Unlock()
+}
+
+// killConn ends v's connection, as Redis frees a killed client: what it
+// sent and was not answered is dropped. Its own goroutine then sees the
+// connection end and lets it go.
+func (v *clientView) killConn() {
+	v.killMu.Lock()
+	defer v.killMu.Unlock()
+	if v.kill != nil {
+		v.kill()
+		v.kill = nil
+	}
 }
 
 // line is v's line of CLIENT LIST and CLIENT INFO, with Redis 7.0's
@@ -223,4 +249,116 @@ func (s *Server) clientList(args [][]byte) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// clientKill answers CLIENT KILL as Redis 7.0's clientKillCommand: the
+// old form, an address, answers OK or "No such client" and may end the
+// caller itself; the new one, filters (ID, TYPE, ADDR, LADDR, USER,
+// SKIPME) that all must match, answers how many clients it ended, the
+// caller not among them unless SKIPME no. The caller is ended after its
+// reply, the others at once.
+func (s *Server) clientKill(c *client, conn respConn, args [][]byte) {
+	var addr, laddr, user, kind string
+	var id int64
+	skipMe := true
+	switch {
+	case len(args) == 3:
+		addr, skipMe = string(args[2]), false
+	case len(args) > 3:
+		for i := 2; i < len(args); i += 2 {
+			more := i+1 < len(args)
+			switch opt := lowerName(args[i]); {
+			case opt == "id" && more:
+				n, ok := parseRedisInt(args[i+1])
+				if !ok || n < 1 {
+					s.writeError(conn, errors.New("client-id should be greater than 0"))
+					return
+				}
+				id = n
+			case opt == "type" && more:
+				switch kind = lowerName(args[i+1]); kind {
+				case "normal", "pubsub", "master", "replica", "slave":
+				default:
+					s.writeError(conn, fmt.Errorf("Unknown client type '%s'", args[i+1]))
+					return
+				}
+			case opt == "addr" && more:
+				addr = string(args[i+1])
+			case opt == "laddr" && more:
+				laddr = string(args[i+1])
+			case opt == "user" && more:
+				user = string(args[i+1])
+				if !s.userExists(user) {
+					s.writeError(conn, fmt.Errorf("No such user '%s'", args[i+1]))
+					return
+				}
+			case opt == "skipme" && more:
+				switch lowerName(args[i+1]) {
+				case "yes":
+					skipMe = true
+				case "no":
+					skipMe = false
+				default:
+					s.writeError(conn, errors.New("syntax error"))
+					return
+				}
+			default:
+				s.writeError(conn, errors.New("syntax error"))
+				return
+			}
+		}
+	default:
+		s.writeError(conn, errors.New("syntax error"))
+		return
+	}
+	killSelf := false
+	victims := s.clients.list(func(v *clientView) bool {
+		if (addr != "" && v.addr != addr) || (laddr != "" && v.laddr != laddr) || (id != 0 && v.id != id) {
+			return false
+		}
+		v.mu.Lock()
+		pubsub, name := v.pubsub, v.user
+		v.mu.Unlock()
+		if name == "" {
+			name = "default" // yet to authenticate: Redis's default user
+		}
+		// sluice's clients are normal or pubsub, never master or replica.
+		if kind != "" && kind != "normal" && kind != "pubsub" || kind == "normal" && pubsub || kind == "pubsub" && !pubsub {
+			return false
+		}
+		if user != "" && name != user {
+			return false
+		}
+		if v == c.view {
+			killSelf = !skipMe
+			return !skipMe
+		}
+		return true
+	})
+	for _, v := range victims {
+		if v != c.view {
+			v.killConn()
+		}
+	}
+	switch {
+	case len(args) > 3:
+		conn.WriteInt(len(victims))
+	case len(victims) == 0:
+		s.writeError(conn, errors.New("No such client"))
+		return
+	default:
+		conn.WriteString("OK")
+	}
+	if killSelf {
+		conn.Close()
+	}
+}
+
+// userExists reports whether a user of that name is defined, as CLIENT
+// KILL USER checks it.
+func (s *Server) userExists(name string) bool {
+	if s.cfg.Users == nil {
+		return name == "default"
+	}
+	return s.cfg.Users.byName[name] != nil
 }

@@ -237,7 +237,7 @@ func TestClientHelpAndRefusedSubcommands(t *testing.T) {
 					t.Errorf("RESP%s: CLIENT HELP line %q is not Redis's", hello, line)
 				}
 			}
-			for _, sub := range []string{"GETNAME", "ID", "INFO", "LIST [options ...]", "NO-EVICT (ON|OFF)", "REPLY (ON|OFF|SKIP)", "SETNAME <name>", "SETINFO <option> <value>", "HELP"} {
+			for _, sub := range []string{"GETNAME", "ID", "INFO", "KILL <ip:port>", "LIST [options ...]", "NO-EVICT (ON|OFF)", "REPLY (ON|OFF|SKIP)", "SETNAME <name>", "SETINFO <option> <value>", "HELP"} {
 				if !slices.Contains(help, sub) {
 					t.Errorf("RESP%s: CLIENT HELP lacks %q: %q", hello, sub, help)
 				}
@@ -253,13 +253,13 @@ func TestClientHelpAndRefusedSubcommands(t *testing.T) {
 				node.do("HELLO", "3")
 			}
 			for _, cmd := range [][]string{{"GETREDIR"}, {"TRACKINGINFO"}, {"TRACKING", "off"}, {"TRACKING", "off", "BCAST"},
-				{"CACHING", "yes"}, {"UNPAUSE"}} {
+				{"CACHING", "yes"}, {"UNPAUSE"}, {"KILL", "ID", "99999"}} {
 				args := append([]string{"CLIENT"}, cmd...)
 				if got, want := conn.do(args...), node.do(args...); got != want {
 					t.Errorf("RESP%s: %q: %q, the node %q", hello, args, got, want)
 				}
 			}
-			for _, cmd := range [][]string{{"KILL", "ID", "99999"}, {"PAUSE", "10"}, {"UNBLOCK", "99999"}} {
+			for _, cmd := range [][]string{{"PAUSE", "10"}, {"UNBLOCK", "99999"}} {
 				sub := cmd[0]
 				if !slices.ContainsFunc(redisHelp, func(l string) bool { return strings.HasPrefix(l, sub+" ") || l == sub }) {
 					t.Fatalf("the node's CLIENT HELP does not list %s", sub)

@@ -428,7 +428,7 @@ func validName(b []byte) error {
 // clientRefused are Redis's CLIENT subcommands that sluice does not
 // answer. They are refused by name rather than called unknown: a client
 // that sends one relies on it.
-var clientRefused = map[string]bool{"KILL": true, "PAUSE": true, "UNBLOCK": true}
+var clientRefused = map[string]bool{"PAUSE": true, "UNBLOCK": true}
 
 // clientHelp is CLIENT HELP for the subcommands sluice answers, in Redis
 // 7.0's words (SETINFO in 7.2's).
@@ -444,6 +444,20 @@ var clientHelp = []string{
 	"    Return the ID of the current connection.",
 	"INFO",
 	"    Return information about the current client connection.",
+	"KILL <ip:port>",
+	"    Kill connection made from <ip:port>.",
+	"KILL <option> <value> [<option> <value> [...]]",
+	"    Kill connections. Options are:",
+	"    * ADDR (<ip:port>|<unixsocket>:0)",
+	"      Kill connections made from the specified address",
+	"    * LADDR (<ip:port>|<unixsocket>:0)",
+	"      Kill connections made to specified local address",
+	"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+	"      Kill connections by type.",
+	"    * USER <username>",
+	"      Kill connections authenticated by <username>.",
+	"    * SKIPME (YES|NO)",
+	"      Skip killing current connection (default: yes).",
 	"LIST [options ...]",
 	"    Return information about client connections. Options:",
 	"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
@@ -467,7 +481,7 @@ var clientHelp = []string{
 	"    Stop the current client pause, resuming traffic.",
 	"HELP",
 	"    Prints this help.",
-	"sluice answers these for its own clients (UNPAUSE: nothing is ever paused; TRACKING: a key read is invalidated right after its reply, and BCAST and REDIRECT are not supported); it does not support KILL, PAUSE or UNBLOCK.",
+	"sluice answers these for its own clients (UNPAUSE: nothing is ever paused; TRACKING: a key read is invalidated right after its reply, and BCAST and REDIRECT are not supported); it does not support PAUSE or UNBLOCK.",
 }
 
 func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
@@ -563,6 +577,8 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		conn.WriteString("OK")
 	case "INFO":
 		conn.WriteVerbatim(c.view.line(time.Now()))
+	case "KILL":
+		s.clientKill(c, conn, args)
 	case "LIST":
 		list, err := s.clientList(args[2:])
 		if err != nil {

@@ -76,6 +76,15 @@ func (s *Server) accept(conn redcon.Conn) bool {
 	nc := conn.NetConn()
 	c := &goClient{client: s.newClient(conn.RemoteAddr(), nc.LocalAddr(), socketFD(nc)), wake: make(chan struct{}, 1)}
 	c.conn, _ = nc.(*framedConn)
+	// Closed under redcon, whose read then fails and lets the client go;
+	// at once, without a TLS close_notify, whose write could hold the
+	// killer's goroutine (an event loop's) for a client that reads
+	// nothing.
+	if c.conn != nil {
+		c.view.setKill(func() { c.conn.cut() })
+	} else {
+		c.view.setKill(func() { nc.Close() })
+	}
 	if c.conn != nil {
 		c.conn.cl = &c.client
 		c.conn.left = func() { s.leaving(&c.client) }

@@ -164,6 +164,9 @@ func (s *Server) acceptLoops(ln net.Listener) error {
 		}
 		c := &fdConn{client: s.newClient(addr, local, fd), fd: fd, f: s.newFramer()}
 		c.client.fd = c
+		// Its loop sees the connection end, as at the client's own close,
+		// and closes it; the descriptor stays its until then (discard).
+		c.view.setKill(func() { syscall.Shutdown(fd, syscall.SHUT_RDWR) })
 		loops[i%len(loops)].add(c)
 	}
 }
@@ -1359,6 +1362,7 @@ func (l *loop) close(c *fdConn) {
 
 // discard closes c's socket and stops counting it.
 func (l *loop) discard(c *fdConn) {
+	c.view.setKill(nil)
 	syscall.Close(c.fd)
 	l.s.gone(&c.client)
 }

@@ -31,7 +31,7 @@ func TestReviewACLAdminSubcommands(t *testing.T) {
 		{"nodang", []string{"ACL", "GENPASS"}, "-ERR sluice answers ACL WHOAMI and ACL LIST only"},
 		{"nodang", []string{"ACL", "HELP"}, "-ERR sluice answers ACL WHOAMI and ACL LIST only"},
 		{"nodang", []string{"ACL", "LOG"}, "-NOPERM User nodang has no permissions to run the 'acl|log' command\r\n"},
-		{"adm", []string{"CLIENT", "KILL", "ID", "1"}, "-ERR sluice does not support CLIENT KILL"},
+		{"adm", []string{"CLIENT", "KILL", "ID", "999999"}, ":0\r\n"},
 		{"adm", []string{"CLUSTER", "RESET"}, "-ERR"},
 		{"adm", []string{"ACL", "CAT"}, "-NOPERM User adm has no permissions to run the 'acl|cat' command\r\n"},
 	})
