@@ -130,6 +130,13 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			r.fwd = r.fwd[:it.first]
 			return errRouteAgain
 		}
+		if fo.own {
+			// A read-only script (EVAL_RO, FCALL_RO) sent to a replica
+			// is busy there.
+			for _, addr := range s.cfg.Forwarder.Replicas() {
+				r.fwd = append(r.fwd, router.Forward{Slot: router.AnySlot, Addr: addr, Cmd: cmd, Own: true})
+			}
+		}
 		if spec.Name == "script|flush" && flushes(args) {
 			// Now, not once flushed: an EVALSHA pipelined behind it, meeting
 			// a primary already flushed, must not be replayed. One the

@@ -33,6 +33,8 @@ type Forwarder interface {
 	// the slot map does, and across a failover: a command sent to each
 	// reaches every primary once.
 	Primaries() []int
+	// Replicas are the addresses of the replicas reads go to, if any.
+	Replicas() []string
 	// ScriptsGen is the generation of the scripts remembered, which
 	// ForgetScripts changes (Forward.ScriptsGen).
 	ScriptsGen() uint64

@@ -576,6 +576,22 @@ func (c *Cluster) Primaries() []int {
 	return slots
 }
 
+// Replicas are the addresses of the replicas that forwarded reads go to
+// (ClusterConfig.ReadFromReplicas), sorted; none without it. A read-only
+// script (EVAL_RO, FCALL_RO) runs on one of them, where its KILL must go.
+func (c *Cluster) Replicas() []string {
+	t := c.topo.Load()
+	if t == nil || !c.cfg.ReadFromReplicas {
+		return nil
+	}
+	var addrs []string
+	for _, rs := range t.replicas {
+		addrs = append(addrs, rs...)
+	}
+	slices.Sort(addrs)
+	return addrs
+}
+
 // addrOf is the primary that owns sl, "" without a slot map.
 func (c *Cluster) addrOf(t *topology, sl int) string {
 	if t == nil {
