@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -109,5 +110,58 @@ func closedByServer(rc *rawConn) bool {
 			return false
 		}
 		return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+	}
+}
+
+// CLIENT UNBLOCK ends a sluice client's blocking command as a node ends
+// its own client's: answered its timeout's reply (a null array, BLMOVE's
+// null, RESP3's null) or UNBLOCKED, the client served on, 0 for one that
+// does not wait; its wait at the node ended with it. On both serving
+// paths, step by step against a node.
+func TestClientUnblockAsRedis(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	node := primaryOf(t, c, "{ub}k")
+	run := func(t *testing.T, addr string) []string {
+		var got []string
+		admin := dialRaw(t, addr)
+		for _, cmd := range []string{"CLIENT UNBLOCK", "CLIENT UNBLOCK x", "CLIENT UNBLOCK 1 bogus", "CLIENT UNBLOCK x bogus",
+			"CLIENT UNBLOCK 1 timeout x", "CLIENT UNBLOCK 99999", "CLIENT UNBLOCK 99999 ERROR"} {
+			got = append(got, cmd+" -> "+admin.do(strings.Fields(cmd)...))
+		}
+		v := dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(v.do("CLIENT", "ID"), ":"), "\r\n")
+		got = append(got, "idle -> "+admin.do("CLIENT", "UNBLOCK", id))
+		for _, tc := range []struct {
+			hello string
+			cmd   []string
+			how   []string
+		}{
+			{"2", []string{"BLPOP", "{ub}k", "0"}, nil},
+			{"2", []string{"BLMOVE", "{ub}a", "{ub}b", "LEFT", "LEFT", "0"}, []string{"TIMEOUT"}},
+			{"2", []string{"XREAD", "BLOCK", "0", "STREAMS", "{ub}s", "$"}, []string{"timeout"}},
+			{"2", []string{"BZPOPMIN", "{ub}z", "0"}, []string{"ERROR"}},
+			{"3", []string{"BLPOP", "{ub}k", "0"}, nil},
+			{"3", []string{"BLMOVE", "{ub}a", "{ub}b", "LEFT", "LEFT", "0"}, []string{"error"}},
+		} {
+			v.do("HELLO", tc.hello)
+			v.send(tc.cmd)
+			waitUntil(t, "the client blocks", func() bool { return strings.Contains(clientLine(t, admin.do("CLIENT", "LIST", "ID", id)), " flags=b ") })
+			got = append(got, fmt.Sprintf("RESP%s %q %v -> %s", tc.hello, tc.cmd, tc.how, admin.do(append([]string{"CLIENT", "UNBLOCK", id}, tc.how...)...)))
+			got = append(got, "its reply "+v.read(), "then "+v.do("PING"))
+		}
+		waitUntil(t, "no client waits at the node", func() bool {
+			return strings.Contains(direct(t, c, -1, "INFO", "clients"), "blocked_clients:0\r")
+		})
+		return got
+	}
+	want := run(t, node.Addr)
+	for _, loops := range []int{0, -1} {
+		got := run(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		for i := range max(len(got), len(want)) {
+			if i >= len(got) || i >= len(want) || got[i] != want[i] {
+				t.Errorf("loops %d: step %d through sluice %q, the node's %q", loops, i, at(got, i), at(want, i))
+			}
+		}
 	}
 }

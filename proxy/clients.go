@@ -30,6 +30,8 @@ type clientView struct {
 	last    atomic.Int64           // unix ns of its last command, or of a write to it
 	cmd     atomic.Pointer[string] // its last command's name, from a command table
 	blocked atomic.Bool            // its blocking command is sent, unanswered
+	// blockedOn is that command, for CLIENT UNBLOCK; nil when none.
+	blockedOn atomic.Pointer[blockedWait]
 	// tunnel is its subscriptions' (router.Tunnel), whose counts are
 	// CLIENT LIST's sub, psub and ssub; nil without one.
 	tunnel atomic.Pointer[router.Tunnel]
@@ -361,4 +363,44 @@ func (s *Server) userExists(name string) bool {
 		return name == "default"
 	}
 	return s.cfg.Users.byName[name] != nil
+}
+
+// clientUnblock answers CLIENT UNBLOCK id [TIMEOUT|ERROR] as Redis 7.0:
+// 1 when the client was blocked, and is then answered its command's
+// timeout reply or UNBLOCKED (unless its node answered it first, which
+// it then gets), else 0.
+func (s *Server) clientUnblock(conn respConn, args [][]byte) {
+	if len(args) > 4 {
+		s.writeError(conn, fmt.Errorf("unknown subcommand or wrong number of arguments for '%s'. Try CLIENT HELP.", args[1]))
+		return
+	}
+	withError := false
+	if len(args) == 4 {
+		switch lowerName(args[3]) {
+		case "timeout":
+		case "error":
+			withError = true
+		default:
+			s.writeError(conn, errors.New("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"))
+			return
+		}
+	}
+	id, ok := parseRedisInt(args[2])
+	if !ok {
+		s.writeError(conn, errors.New("value is not an integer or out of range"))
+		return
+	}
+	for _, v := range s.clients.list(func(v *clientView) bool { return v.id == id }) {
+		if w := v.blockedOn.Load(); w != nil {
+			reply := w.timedOut
+			if withError {
+				reply = []byte("-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n")
+			}
+			if w.b.Unblock(reply) {
+				conn.WriteInt(1)
+				return
+			}
+		}
+	}
+	conn.WriteInt(0)
 }

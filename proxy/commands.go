@@ -428,7 +428,7 @@ func validName(b []byte) error {
 // clientRefused are Redis's CLIENT subcommands that sluice does not
 // answer. They are refused by name rather than called unknown: a client
 // that sends one relies on it.
-var clientRefused = map[string]bool{"PAUSE": true, "UNBLOCK": true}
+var clientRefused = map[string]bool{"PAUSE": true}
 
 // clientHelp is CLIENT HELP for the subcommands sluice answers, in Redis
 // 7.0's words (SETINFO in 7.2's).
@@ -470,6 +470,8 @@ var clientHelp = []string{
 	"    Set client meta attr. Options are:",
 	"    * LIB-NAME: the client lib name.",
 	"    * LIB-VER: the client lib version.",
+	"UNBLOCK <clientid> [TIMEOUT|ERROR]",
+	"    Unblock the specified blocked client.",
 	"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
 	"         [OPTIN] [OPTOUT] [NOLOOP]",
 	"    Control server assisted client side caching.",
@@ -481,7 +483,7 @@ var clientHelp = []string{
 	"    Stop the current client pause, resuming traffic.",
 	"HELP",
 	"    Prints this help.",
-	"sluice answers these for its own clients (UNPAUSE: nothing is ever paused; TRACKING: a key read is invalidated right after its reply, and BCAST and REDIRECT are not supported); it does not support PAUSE or UNBLOCK.",
+	"sluice answers these for its own clients (UNPAUSE: nothing is ever paused; TRACKING: a key read is invalidated right after its reply, and BCAST and REDIRECT are not supported); it does not support PAUSE.",
 }
 
 func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
@@ -579,6 +581,8 @@ func cmdClient(s *Server, c *client, conn respConn, args [][]byte) {
 		conn.WriteVerbatim(c.view.line(time.Now()))
 	case "KILL":
 		s.clientKill(c, conn, args)
+	case "UNBLOCK":
+		s.clientUnblock(conn, args)
 	case "LIST":
 		list, err := s.clientList(args[2:])
 		if err != nil {

@@ -101,6 +101,9 @@ type Blocked struct {
 	aborted  bool
 	shut     bool // conn's write side is shut
 	ended    bool
+	// unblocked is the answer CLIENT UNBLOCK gave the command (its
+	// timeout's, or UNBLOCKED), unless the node answers it first.
+	unblocked []byte
 }
 
 // Ended reports whether Cancel ended the command's wait, or found that it
@@ -112,12 +115,33 @@ func (b *Blocked) Ended() bool {
 	return b.ended
 }
 
-// end gives the command up for Cancel (Ended).
+// end gives the command up for Cancel (Ended), or answers it as Unblock
+// asked: its client, unlike one that went away, is served on.
 func (b *Blocked) end(f *forwarded) {
 	b.mu.Lock()
-	b.ended = true
+	r := b.unblocked
+	b.ended = r == nil
 	b.mu.Unlock()
-	f.finish(errReply("ERR sluice: the client went away"))
+	if r == nil {
+		r = errReply("ERR sluice: the client went away")
+	}
+	f.finish(r)
+}
+
+// Unblock ends the command's wait as CLIENT UNBLOCK does: it is answered
+// reply, unless the node answered it before it saw the wait end (then its
+// answer, an element popped, is not lost). False if it no longer waits.
+func (b *Blocked) Unblock(reply []byte) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.canceled {
+		return false
+	}
+	b.canceled, b.unblocked = true, reply
+	if b.conn != nil && b.written {
+		b.shutWrite()
+	}
+	return true
 }
 
 // Cancel ends the blocking command's wait, if it waits: its caller sent
@@ -143,14 +167,14 @@ func (b *Blocked) Abort() {
 }
 
 // abandoned reports whether Abort came before the command was sent: no
-// one takes its answer, so it is not sent at all. Run without waiting, it
-// would pop an element pushed meanwhile for no one: an element Redis would
-// have kept, as it ran the command before the push, found nothing, and
-// then freed its client.
+// one takes its answer, so it is not sent at all; nor after an Unblock,
+// whose answer it gets. Run without waiting, it would pop an element
+// pushed meanwhile for no one: an element Redis would have kept, as it ran
+// the command before the push, found nothing, and then freed its client.
 func (b *Blocked) abandoned() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.aborted
+	return b.aborted || b.unblocked != nil
 }
 
 // shutWrite tells the node that the command's client ended its side: as
