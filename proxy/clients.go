@@ -41,6 +41,14 @@ type clientView struct {
 	// it closes the socket, whose descriptor may then be another's.
 	killMu sync.Mutex
 	kill   func()
+	// killed tells its own goroutine or loop, which may yet read what it
+	// sent before the kill (a shut socket still gives what it holds), to
+	// close it instead.
+	killed atomic.Bool
+	// left is set once it is no longer counted as connected: by its own
+	// goroutine or loop as it leaves, or by the KILL that ended it, which
+	// Redis answers with the client already gone.
+	left atomic.Bool
 
 	mu sync.Mutex
 	viewFields
@@ -125,14 +133,18 @@ func (v *clientView) setKill(f func()) {
 
 // killConn ends v's connection, as Redis frees a killed client: what it
 // sent and was not answered is dropped. Its own goroutine then sees the
-// connection end and lets it go.
-func (v *clientView) killConn() {
+// connection end and lets it go. It reports whether this call ended it:
+// not when another KILL, or its own close, came first.
+func (v *clientView) killConn() bool {
 	v.killMu.Lock()
 	defer v.killMu.Unlock()
-	if v.kill != nil {
-		v.kill()
-		v.kill = nil
+	if v.kill == nil {
+		return false
 	}
+	v.killed.Store(true)
+	v.kill()
+	v.kill = nil
+	return true
 }
 
 // line is v's line of CLIENT LIST and CLIENT INFO, with Redis 7.0's
@@ -337,15 +349,20 @@ func (s *Server) clientKill(c *client, conn respConn, args [][]byte) {
 		}
 		return true
 	})
+	n := 0
 	for _, v := range victims {
-		if v != c.view {
-			v.killConn()
+		switch {
+		case v == c.view:
+			n++
+		case v.killConn():
+			n++
+			s.leave(v)
 		}
 	}
 	switch {
 	case len(args) > 3:
-		conn.WriteInt(len(victims))
-	case len(victims) == 0:
+		conn.WriteInt(n)
+	case n == 0:
 		s.writeError(conn, errors.New("No such client"))
 		return
 	default:

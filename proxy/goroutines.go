@@ -240,9 +240,15 @@ func isClosedConn(err error) bool {
 // waits for the round, which holds up only this client; its replies go out
 // in order, as on a loop.
 func (s *Server) serveRESP(conn redcon.Conn, first redcon.Command) {
+	c := conn.Context().(*goClient)
+	if c.view.killed.Load() {
+		// What it sent before its kill, read ahead of the close: Redis
+		// frees a killed client with its query buffer.
+		conn.Close()
+		return
+	}
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
-	c := conn.Context().(*goClient)
 	if c.conn != nil {
 		c.conn.uncount() // counted by the pipeline now
 	}

@@ -938,6 +938,10 @@ func (l *loop) read(c *fdConn) {
 // as Redis answers what a client sent before its end unless it was
 // blocked then.
 func (l *loop) resume(c *fdConn) {
+	if c.view.killed.Load() {
+		l.close(c) // what it sent after is dropped: see readFD
+		return
+	}
 	l.mark(&c.client)
 	c.closing = false // if at its EOF (ended), until its commands are taken
 	c.hungUp = false  // its EOF is read in turn
@@ -1000,8 +1004,13 @@ func (l *loop) readLong(c *fdConn) {
 
 // readFD reads into p. It reports false when there was nothing to frame.
 // At EOF the client is answered what it sent before, then closed; at an
-// error it is closed now.
+// error it is closed now, and killed (CLIENT KILL) without a read: Redis
+// frees a killed client with what it sent and was not yet read.
 func (l *loop) readFD(c *fdConn, p []byte) (int, bool) {
+	if c.view.killed.Load() {
+		l.close(c)
+		return 0, false
+	}
 	n, err := rawRead(c.fd, p)
 	switch {
 	case err == syscall.EAGAIN || err == syscall.EINTR:

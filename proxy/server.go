@@ -628,7 +628,6 @@ type client struct {
 	replyOff, skip bool
 	replyOn        bool        // this command was CLIENT REPLY ON: answered, whatever came before
 	view           *clientView // what CLIENT LIST shows of it
-	left           bool        // no longer counted as connected (leaving)
 }
 
 // newClient names a connection from addr that has begun, counted once
@@ -663,13 +662,14 @@ func (s *Server) gone(c *client) {
 // begins to linger after QUIT or a protocol error, where Redis frees it
 // (its reply written, it is neither in INFO's connected_clients nor in
 // CLIENT LIST for the second the linger may take).
-func (s *Server) leaving(c *client) {
-	if c.left {
-		return
+func (s *Server) leaving(c *client) { s.leave(c.view) }
+
+// leave stops counting v as connected, unless it was already.
+func (s *Server) leave(v *clientView) {
+	if v.left.CompareAndSwap(false, true) {
+		s.stats.connected.Add(-1)
+		s.clients.remove(v.id)
 	}
-	c.left = true
-	s.stats.connected.Add(-1)
-	s.clients.remove(c.id)
 }
 
 type slotState uint8
