@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 )
 
@@ -78,12 +79,21 @@ func TestClientKillAsRedis(t *testing.T) {
 		got = append(got, "the admin -> "+admin.do("PING"))
 		return got
 	}
-	want := run(t, node.Addr)
+	sameStepsAsNode(t, r, node.Addr, run)
+}
+
+// sameStepsAsNode runs steps against a node at nodeAddr, then through a
+// sluice on r on each serving path, and fails on the first difference of
+// each path.
+func sameStepsAsNode(t *testing.T, r *router.Cluster, nodeAddr string, steps func(t *testing.T, addr string) []string) {
+	t.Helper()
+	want := steps(t, nodeAddr)
 	for _, loops := range []int{0, -1} {
-		got := run(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		got := steps(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 		for i := range max(len(got), len(want)) {
 			if i >= len(got) || i >= len(want) || got[i] != want[i] {
 				t.Errorf("loops %d: step %d through sluice %q, the node's %q", loops, i, at(got, i), at(want, i))
+				break
 			}
 		}
 	}
@@ -155,13 +165,5 @@ func TestClientUnblockAsRedis(t *testing.T) {
 		})
 		return got
 	}
-	want := run(t, node.Addr)
-	for _, loops := range []int{0, -1} {
-		got := run(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
-		for i := range max(len(got), len(want)) {
-			if i >= len(got) || i >= len(want) || got[i] != want[i] {
-				t.Errorf("loops %d: step %d through sluice %q, the node's %q", loops, i, at(got, i), at(want, i))
-			}
-		}
-	}
+	sameStepsAsNode(t, r, node.Addr, run)
 }
