@@ -190,6 +190,7 @@ func init() {
 			acl: []string{"fast", "connection"}},
 		{name: "acl", arity: -2, flags: []string{"noscript", "loading", "stale"}, local: cmdACL, acl: []string{"slow"}},
 		{name: "asking", arity: 1, flags: []string{"fast"}, local: cmdAsking, acl: []string{"fast", "connection"}},
+		{name: "role", arity: 1, flags: []string{"noscript", "loading", "stale", "fast"}, local: cmdRole, acl: []string{"admin", "fast", "dangerous"}},
 	}
 	commands = make(map[string]*command, len(table))
 	for _, c := range table {
@@ -293,6 +294,17 @@ func cmdPing(s *Server, _ *client, conn respConn, args [][]byte) {
 
 func cmdEcho(_ *Server, _ *client, conn respConn, args [][]byte) {
 	conn.WriteBulk(args[1])
+}
+
+// cmdRole answers ROLE for sluice itself, as INFO's replication section
+// and CLUSTER SHARDS describe it: a master with no replicas, at offset 0.
+// (Clients that find their primary by ROLE, Lettuce's master/replica
+// topology among them, then keep to sluice.)
+func cmdRole(_ *Server, _ *client, conn respConn, _ [][]byte) {
+	conn.WriteArray(3)
+	conn.WriteBulkString("master")
+	conn.WriteInt(0)
+	conn.WriteArray(0)
 }
 
 func cmdQuit(_ *Server, _ *client, conn respConn, _ [][]byte) {
