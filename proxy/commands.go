@@ -297,9 +297,8 @@ func cmdEcho(_ *Server, _ *client, conn respConn, args [][]byte) {
 }
 
 // cmdRole answers ROLE for sluice itself, as INFO's replication section
-// and CLUSTER SHARDS describe it: a master with no replicas, at offset 0.
-// (Clients that find their primary by ROLE, Lettuce's master/replica
-// topology among them, then keep to sluice.)
+// and CLUSTER SHARDS describe it: a master with no replicas, at offset 0,
+// so that clients that find their primary by ROLE keep to sluice.
 func cmdRole(_ *Server, _ *client, conn respConn, _ [][]byte) {
 	conn.WriteArray(3)
 	conn.WriteBulkString("master")
