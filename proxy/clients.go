@@ -60,6 +60,7 @@ type viewFields struct {
 	name, lib, ver, user string
 	resp3, pubsub        bool
 	noEvict, tracking    bool
+	readOnly             bool
 	multi                int // commands queued in its transaction; -1 outside one
 }
 
@@ -110,7 +111,7 @@ func (t *clientTable) list(keep func(*clientView) bool) []*clientView {
 // of them changes.
 func (c *client) published() {
 	f := viewFields{name: c.name, lib: c.lib, ver: c.ver, resp3: c.resp3, multi: -1,
-		pubsub: c.subscribed || c.subs, noEvict: c.noEvict, tracking: c.track != nil}
+		pubsub: c.subscribed || c.subs, noEvict: c.noEvict, tracking: c.track != nil, readOnly: c.readOnly}
 	if c.multi != nil {
 		f.multi = c.multi.n
 	}
@@ -160,7 +161,7 @@ func (v *clientView) line(now time.Time) string {
 	f := v.viewFields
 	v.mu.Unlock()
 	flags := ""
-	// In Redis's order: P, x, b, t, U, e.
+	// In Redis's order: P, x, b, t, U, r, e.
 	if f.pubsub {
 		flags += "P"
 	}
@@ -175,6 +176,9 @@ func (v *clientView) line(now time.Time) string {
 	}
 	if v.unix {
 		flags += "U"
+	}
+	if f.readOnly {
+		flags += "r"
 	}
 	if f.noEvict {
 		flags += "e"

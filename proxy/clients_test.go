@@ -464,6 +464,16 @@ func TestClientListFieldsAsRedis(t *testing.T) {
 			check("no-evict after RESET", map[string]string{"flags": "e"})
 			sub.do("CLIENT", "NO-EVICT", "off")
 			check("no-evict off", map[string]string{"flags": "N"})
+			sub.do("READONLY")
+			check("read-only", map[string]string{"flags": "r"})
+			sub.do("CLIENT", "NO-EVICT", "on")
+			check("read-only, no-evict", map[string]string{"flags": "re"})
+			sub.do("CLIENT", "NO-EVICT", "off")
+			sub.do("READWRITE")
+			check("read-write", map[string]string{"flags": "N"})
+			sub.do("READONLY")
+			sub.do("RESET")
+			check("read-only after RESET", map[string]string{"flags": "N"})
 		}
 	}
 	t.Run("node", func(t *testing.T) { run(t, c.Nodes[0].Addr, true) })

@@ -352,7 +352,8 @@ func nodeID(host string, port int, startNanos int64) string {
 // replicas: with --read-from-replicas, it undoes a READWRITE; without,
 // sluice reads from primaries either way.
 func cmdReadonly(_ *Server, c *client, conn respConn, _ [][]byte) {
-	c.readWrite = false
+	c.readWrite, c.readOnly = false, true
+	c.published()
 	conn.WriteString("OK")
 }
 
@@ -360,7 +361,8 @@ func cmdReadonly(_ *Server, c *client, conn respConn, _ [][]byte) {
 // own writes again: its reads go to the primaries, as they do for a
 // Redis Cluster connection.
 func cmdReadwrite(_ *Server, c *client, conn respConn, _ [][]byte) {
-	c.readWrite = true
+	c.readWrite, c.readOnly = true, false
+	c.published()
 	conn.WriteString("OK")
 }
 

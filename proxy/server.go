@@ -574,6 +574,9 @@ type client struct {
 	pin     *router.Pin // after WATCH: its own connection, until EXEC, DISCARD or UNWATCH
 	resp3   bool        // after HELLO 3
 	track   *tracking   // after CLIENT TRACKING ON
+	// readOnly: after READONLY, until READWRITE or RESET (CLIENT LIST's
+	// r flag, as a node shows a cluster client that sent it).
+	readOnly bool
 	// readWrite: after READWRITE, until READONLY or RESET, its reads go to
 	// the primaries even with --read-from-replicas (read-your-writes).
 	readWrite bool
@@ -1114,7 +1117,7 @@ func (c *client) reset() {
 	// library is behind the connection.
 	c.name = ""
 	c.replyOff, c.skip = false, false
-	c.readWrite = false
+	c.readWrite, c.readOnly = false, false
 	c.track = nil
 	c.published()
 }
