@@ -45,7 +45,7 @@ func TestBlockedCancelBeforeTheWriteAfterAMove(t *testing.T) {
 		t.Fatal("use: cancelled")
 	}
 	b.wrote()
-	b.release() // MOVED: the command goes to another node
+	b.release(false) // MOVED: the command goes to another node
 	if !b.use(second, time.Second) {
 		t.Fatal("use after the move: cancelled")
 	}

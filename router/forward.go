@@ -101,6 +101,9 @@ type Blocked struct {
 	aborted  bool
 	shut     bool // conn's write side is shut
 	ended    bool
+	// answered: the node's answer is in, so the command no longer waits,
+	// though its client has yet to get the answer.
+	answered bool
 	// unblocked is the answer CLIENT UNBLOCK gave the command (its
 	// timeout's, or UNBLOCKED), unless the node answers it first.
 	unblocked []byte
@@ -134,7 +137,9 @@ func (b *Blocked) end(f *forwarded) {
 func (b *Blocked) Unblock(reply []byte) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.canceled {
+	if b.canceled || b.answered {
+		// Redis answers 0 for a client a push served: it has its
+		// element, and is not told otherwise.
 		return false
 	}
 	b.canceled, b.unblocked = true, reply
@@ -214,7 +219,7 @@ func (b *Blocked) use(conn net.Conn, grace time.Duration) bool {
 		// Not written yet on this one: after a MOVED, written is the
 		// last connection's, and a Cancel before this write would shut
 		// it under the command, which would fail unanswered.
-		b.conn, b.grace, b.written = conn, grace, false
+		b.conn, b.grace, b.written, b.answered = conn, grace, false, false
 	}
 	return !b.canceled
 }
@@ -231,11 +236,12 @@ func (b *Blocked) wrote() {
 }
 
 // release forgets the connection once the reply is in, and reports
-// whether the connection may serve another blocking command.
-func (b *Blocked) release() bool {
+// whether the connection may serve another blocking command. answered is
+// false for a redirect, which sends the command again to wait elsewhere.
+func (b *Blocked) release(answered bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.conn = nil
+	b.conn, b.answered = nil, answered
 	return !b.canceled
 }
 
@@ -474,7 +480,8 @@ func (c *Cluster) sendBlocking(addr string, f *forwarded) {
 	// Cancel shut the connection's write side (Abort closed it): a reply
 	// read whole, before the node saw that, is the answer, as Redis's to
 	// a client that had not gone yet, rather than an element lost.
-	sound := f.blocked.release() || !waits
+	moved, ask := isRedirectReply(r)
+	sound := f.blocked.release(err != nil || !moved && !ask) || !waits
 	if err == nil && f.blocked.bounded && conn.SetReadDeadline(time.Time{}) != nil {
 		// Not kept for blocking commands, which wait as long as they ask.
 		sound = false

@@ -1,0 +1,118 @@
+package proxy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// Every blocking command sluice forwards, in both protocols, with each of
+// UNBLOCK's reasons, answered as a node answers it; and a client in MULTI,
+// after WATCH, or subscribed (RESP3).
+func TestReviewUnblockEveryCommand(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	node := primaryOf(t, c, "{ub}k")
+	run := func(t *testing.T, addr string) []string {
+		var got []string
+		admin := dialRaw(t, addr)
+		v := dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(v.do("CLIENT", "ID"), ":"), "\r\n")
+		v.do("DEL", "{ub}g")
+		got = append(got, "xgroup -> "+v.do("XGROUP", "CREATE", "{ub}g", "grp", "$", "MKSTREAM"))
+		blocked := func() bool {
+			_, flags, _ := strings.Cut(clientLine(t, admin.do("CLIENT", "LIST", "ID", id)), " flags=")
+			flags, _, _ = strings.Cut(flags, " ")
+			return strings.Contains(flags, "b")
+		}
+		for _, hello := range []string{"2", "3"} {
+			for _, cmd := range [][]string{
+				{"BLPOP", "{ub}k", "0"},
+				{"BRPOP", "{ub}k", "0"},
+				{"BRPOPLPUSH", "{ub}a", "{ub}b", "0"},
+				{"BLMOVE", "{ub}a", "{ub}b", "LEFT", "RIGHT", "0"},
+				{"BLMPOP", "0", "1", "{ub}k", "LEFT"},
+				{"BZPOPMIN", "{ub}z", "0"},
+				{"BZPOPMAX", "{ub}z", "0"},
+				{"BZMPOP", "0", "1", "{ub}z", "MIN"},
+				{"XREAD", "BLOCK", "0", "STREAMS", "{ub}s", "$"},
+				{"XREADGROUP", "GROUP", "grp", "c1", "BLOCK", "0", "STREAMS", "{ub}g", ">"},
+			} {
+				for _, how := range [][]string{nil, {"TIMEOUT"}, {"ERROR"}} {
+					v.do("HELLO", hello)
+					v.send(cmd)
+					waitUntil(t, "the client blocks", blocked)
+					got = append(got, fmt.Sprintf("RESP%s %q %v -> %s", hello, cmd, how, admin.do(append([]string{"CLIENT", "UNBLOCK", id}, how...)...)))
+					got = append(got, "its reply "+v.read(), "then "+v.do("PING"))
+					got = append(got, "again -> "+admin.do("CLIENT", "UNBLOCK", id))
+				}
+			}
+		}
+		v.do("HELLO", "2")
+		// In MULTI a blocking command is queued, and EXEC runs it without
+		// waiting: the client never waits.
+		v.do("MULTI")
+		got = append(got, "queued "+v.do("BLPOP", "{ub}k", "0"))
+		got = append(got, "in multi -> "+admin.do("CLIENT", "UNBLOCK", id))
+		got = append(got, "exec "+v.do("EXEC"))
+		// After WATCH.
+		v.do("WATCH", "{ub}k")
+		v.send([]string{"BLPOP", "{ub}k", "0"})
+		waitUntil(t, "the client blocks", blocked)
+		got = append(got, "watching -> "+admin.do("CLIENT", "UNBLOCK", id))
+		got = append(got, "its reply "+v.read())
+		v.do("MULTI")
+		v.do("SET", "{ub}x", "1")
+		got = append(got, "exec after "+v.do("EXEC"))
+		// Subscribed, in RESP3.
+		v.do("HELLO", "3")
+		v.do("SUBSCRIBE", "{ub}ch")
+		v.send([]string{"BLPOP", "{ub}k", "0"})
+		waitUntil(t, "the client blocks", blocked)
+		got = append(got, "subscribed -> "+admin.do("CLIENT", "UNBLOCK", id, "ERROR"))
+		got = append(got, "its reply "+v.read(), "then "+v.do("PING"))
+		waitUntil(t, "no client waits at the node", func() bool {
+			return strings.Contains(direct(t, c, -1, "INFO", "clients"), "blocked_clients:0\r")
+		})
+		got = append(got, "info "+fmt.Sprint(strings.Contains(admin.do("INFO", "clients"), "blocked_clients:0\r")))
+		return got
+	}
+	sameStepsAsNode(t, r, node.Addr, run)
+}
+
+// A client an LPUSH served is no longer blocked once the LPUSH is
+// answered: a node answers an UNBLOCK sent then 0, and the client has
+// its element.
+func TestReviewUnblockAfterPush(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		admin, pusher, v := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(v.do("CLIENT", "ID"), ":"), "\r\n")
+		ones := 0
+		for range 50 {
+			v.send([]string{"BLPOP", "{ub}k", "0"})
+			waitUntil(t, "the client blocks", func() bool {
+				return strings.Contains(clientLine(t, admin.do("CLIENT", "LIST", "ID", id)), " flags=b ")
+			})
+			waitUntil(t, "it waits at the node", func() bool {
+				return strings.Contains(direct(t, c, slot.Of("{ub}k"), "INFO", "clients"), "blocked_clients:1\r")
+			})
+			pusher.do("LPUSH", "{ub}k", "e")
+			if admin.do("CLIENT", "UNBLOCK", id) == ":1\r\n" {
+				ones++
+			}
+			if got := v.read(); got != "*2\r\n$5\r\n{ub}k\r\n$1\r\ne\r\n" {
+				t.Fatalf("loops %d: its reply %q", loops, got)
+			}
+		}
+		if ones > 0 {
+			t.Errorf("loops %d: UNBLOCK after the LPUSH that served the client answered 1 %d times in 50, a node 0", loops, ones)
+		}
+	}
+}
