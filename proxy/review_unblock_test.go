@@ -1,11 +1,13 @@
 package proxy_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 	"github.com/sluice-rl/sluice/router/slot"
 )
@@ -22,6 +24,10 @@ func TestReviewUnblockEveryCommand(t *testing.T) {
 		admin := dialRaw(t, addr)
 		v := dialRaw(t, addr)
 		id := strings.TrimSuffix(strings.TrimPrefix(v.do("CLIENT", "ID"), ":"), "\r\n")
+		for _, cmd := range []string{"CLIENT UNBLOCK -5", "CLIENT UNBLOCK 99999999999999999999", "CLIENT UNBLOCK 0x10 error",
+			"CLIENT unblock ID Timeout", "CLIENT UNBLOCK ID x"} {
+			got = append(got, cmd+" -> "+admin.do(strings.Fields(strings.Replace(cmd, "ID", id, 1))...))
+		}
 		v.do("DEL", "{ub}g")
 		got = append(got, "xgroup -> "+v.do("XGROUP", "CREATE", "{ub}g", "grp", "$", "MKSTREAM"))
 		blocked := func() bool {
@@ -113,6 +119,41 @@ func TestReviewUnblockAfterPush(t *testing.T) {
 		}
 		if ones > 0 {
 			t.Errorf("loops %d: UNBLOCK after the LPUSH that served the client answered 1 %d times in 50, a node 0", loops, ones)
+		}
+	}
+}
+
+// UNBLOCK ends an XREAD BLOCK's wait at its node and lets go of its place
+// under --max-blocking (here 1): the next one waits; what the client
+// pipelined behind it runs after it, in order.
+func TestReviewUnblockFreesItsPlace(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	const key = "{ubr}s"
+	primary := primaryOf(t, c, key)
+	waits := func(n int) func() bool {
+		return func() bool {
+			s, _ := primary.Do(context.Background(), "INFO", "clients").ToString()
+			return strings.Contains(s, fmt.Sprintf("blocked_clients:%d\r", n))
+		}
+	}
+	for _, loops := range []int{1, -1} {
+		r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), MaxBlocking: 1})
+		waitRouter(t, r)
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		admin, v := dialRaw(t, addr), dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(v.do("CLIENT", "ID"), ":"), "\r\n")
+		for i := range 3 {
+			v.send([]string{"XREAD", "BLOCK", "0", "STREAMS", key, "$"}, []string{"ECHO", "a"}, []string{"ECHO", "b"})
+			waitUntil(t, "it waits at the node", waits(1))
+			if got := admin.do("CLIENT", "UNBLOCK", id, "ERROR"); got != ":1\r\n" {
+				t.Fatalf("loops %d, %d: UNBLOCK %q", loops, i, got)
+			}
+			for _, want := range []string{"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n", "$1\r\na\r\n", "$1\r\nb\r\n"} {
+				if got := v.read(); got != want {
+					t.Fatalf("loops %d, %d: %q, want %q", loops, i, got, want)
+				}
+			}
+			waitUntil(t, "no client waits at the node", waits(0))
 		}
 	}
 }
