@@ -9,7 +9,6 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Every blocking command sluice forwards, in both protocols, with each of
@@ -88,39 +87,6 @@ func TestReviewUnblockEveryCommand(t *testing.T) {
 		return got
 	}
 	sameStepsAsNode(t, r, node.Addr, run)
-}
-
-// A client an LPUSH served is no longer blocked once the LPUSH is
-// answered: a node answers an UNBLOCK sent then 0, and the client has
-// its element.
-func TestReviewUnblockAfterPush(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := newForwarding(t, c)
-	for _, loops := range []int{0, -1} {
-		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
-		admin, pusher, v := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
-		id := strings.TrimSuffix(strings.TrimPrefix(v.do("CLIENT", "ID"), ":"), "\r\n")
-		ones := 0
-		for range 50 {
-			v.send([]string{"BLPOP", "{ub}k", "0"})
-			waitUntil(t, "the client blocks", func() bool {
-				return strings.Contains(clientLine(t, admin.do("CLIENT", "LIST", "ID", id)), " flags=b ")
-			})
-			waitUntil(t, "it waits at the node", func() bool {
-				return strings.Contains(direct(t, c, slot.Of("{ub}k"), "INFO", "clients"), "blocked_clients:1\r")
-			})
-			pusher.do("LPUSH", "{ub}k", "e")
-			if admin.do("CLIENT", "UNBLOCK", id) == ":1\r\n" {
-				ones++
-			}
-			if got := v.read(); got != "*2\r\n$5\r\n{ub}k\r\n$1\r\ne\r\n" {
-				t.Fatalf("loops %d: its reply %q", loops, got)
-			}
-		}
-		if ones > 0 {
-			t.Errorf("loops %d: UNBLOCK after the LPUSH that served the client answered 1 %d times in 50, a node 0", loops, ones)
-		}
-	}
 }
 
 // UNBLOCK ends an XREAD BLOCK's wait at its node and lets go of its place
