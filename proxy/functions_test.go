@@ -300,13 +300,13 @@ func TestScriptKillReachesTheBusyPrimary(t *testing.T) {
 			t.Errorf("loops %d: GET after the scripts: %q", loops, got)
 		}
 	}
+	t.Run("a hung primary", func(t *testing.T) { scriptKillOnAHungPrimary(t, c) })
 }
 
 // A KILL on its own connection gets the forward timeout of any forwarded
 // command: a primary that hangs (stopped) does not hold the caller, nor
 // its commands behind the KILL, for ever.
-func TestScriptKillOnAHungPrimaryEndsAtTheTimeout(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+func scriptKillOnAHungPrimary(t *testing.T, c *clustertest.Cluster) {
 	r := newRouterConfig(t, router.ClusterConfig{Seeds: c.Addrs(), ForwardTimeout: 300 * time.Millisecond, HotThreshold: -1})
 	waitRouter(t, r)
 	victim := primaryOf(t, c, "{hung}x")

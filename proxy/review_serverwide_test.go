@@ -57,6 +57,7 @@ func TestServerwideKeylessRefusedInMulti(t *testing.T) {
 			t.Errorf("loops %d: EXEC: %q, want UNWATCH's, ECHO's and OBJECT HELP's replies", loops, got)
 		}
 	}
+	t.Run("ROLE", func(t *testing.T) { roleIsSluicesOwn(t, c, r) })
 }
 
 // ROLE answers for sluice itself, as INFO's replication section and
@@ -65,9 +66,7 @@ func TestServerwideKeylessRefusedInMulti(t *testing.T) {
 // protocols, on the embedded backend too. It was refused, having no key
 // to route by, and clients that find their primary by ROLE could not
 // start.
-func TestRoleIsSluicesOwn(t *testing.T) {
-	c := clustertest.New(t, clustertest.Config{Replicas: -1})
-	r := newForwarding(t, c)
+func roleIsSluicesOwn(t *testing.T, c *clustertest.Cluster, r *router.Cluster) {
 	if node := direct(t, c, -1, "ROLE"); !strings.HasPrefix(node, "*3\r\n$6\r\nmaster\r\n:") || !strings.HasSuffix(node, "\r\n*0\r\n") {
 		t.Fatalf("ROLE on a primary without replicas: %q", node)
 	}
