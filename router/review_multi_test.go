@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -59,11 +60,29 @@ func TestReviewMultiPinBrokenBeforeExecIsWritten(t *testing.T) {
 		t.Fatalf("SET by another client: %q", got)
 	}
 	// The writer held: the transaction stays queued, as when its
-	// goroutine has not run yet.
-	p.b.mu.Lock()
-	p.b.writing = true
-	conn := p.b.conn
-	p.b.mu.Unlock()
+	// goroutine has not run yet. Held once WATCH is done with (its reply
+	// can come back before the pin counts it answered, which would hold
+	// the transaction in the pin, and before the writer that sent it has
+	// found the queue empty and ended, which would send the transaction).
+	var conn net.Conn
+	for conn == nil {
+		p.mu.Lock()
+		p.b.mu.Lock()
+		if !p.b.writing && p.inflight == 0 {
+			p.b.writing = true
+			conn = p.b.conn
+		}
+		p.b.mu.Unlock()
+		p.mu.Unlock()
+		if conn != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("WATCH was not done with")
+		case <-time.After(time.Millisecond):
+		}
+	}
 	block := AppendCommand(nil, [][]byte{[]byte("MULTI")})
 	block = AppendCommand(block, [][]byte{[]byte("SET"), []byte(key), []byte("3")})
 	block = AppendCommand(block, [][]byte{[]byte("EXEC")})
