@@ -30,8 +30,9 @@ type clientView struct {
 	last    atomic.Int64           // unix ns of its last command, or of a write to it
 	cmd     atomic.Pointer[string] // its last command's name, from a command table
 	blocked atomic.Bool            // its blocking command is sent, unanswered
-	// blockedOn is that command, for CLIENT UNBLOCK; nil when none.
-	blockedOn atomic.Pointer[blockedWait]
+	// blockedOn is that command, for CLIENT UNBLOCK; nil when none. Its
+	// Blocked and protocol stay as they are while it waits.
+	blockedOn atomic.Pointer[router.Forward]
 	// tunnel is its subscriptions' (router.Tunnel), whose counts are
 	// CLIENT LIST's sub, psub and ssub; nil without one.
 	tunnel atomic.Pointer[router.Tunnel]
@@ -229,18 +230,15 @@ func (s *Server) clientList(args [][]byte) (string, error) {
 	var b strings.Builder
 	switch {
 	case len(args) == 2 && strings.EqualFold(string(args[0]), "TYPE"):
-		kind := lowerName(args[1])
-		switch kind {
-		case "normal", "pubsub", "master", "replica", "slave":
-		default:
-			return "", fmt.Errorf("Unknown client type '%s'", args[1])
+		kind, err := clientType(args[1])
+		if err != nil {
+			return "", err
 		}
 		for _, v := range s.clients.list(func(v *clientView) bool {
 			v.mu.Lock()
 			pubsub := v.pubsub
 			v.mu.Unlock()
-			// sluice has no replicas or masters among its clients.
-			return (kind == "pubsub") == pubsub && (kind == "normal" || kind == "pubsub")
+			return isType(kind, pubsub)
 		}) {
 			b.WriteString(v.line(now))
 		}
@@ -269,6 +267,22 @@ func (s *Server) clientList(args [][]byte) (string, error) {
 	return b.String(), nil
 }
 
+// clientType reads a client type as CLIENT LIST and CLIENT KILL take it
+// (Redis's getClientTypeByName).
+func clientType(name []byte) (string, error) {
+	switch kind := lowerName(name); kind {
+	case "normal", "pubsub", "master", "replica", "slave":
+		return kind, nil
+	}
+	return "", fmt.Errorf("Unknown client type '%s'", name)
+}
+
+// isType reports whether a client, subscribed or not, is of kind:
+// sluice's clients are normal or pubsub, never a master or a replica.
+func isType(kind string, pubsub bool) bool {
+	return kind == "pubsub" && pubsub || kind == "normal" && !pubsub
+}
+
 // clientKill answers CLIENT KILL as Redis 7.0's clientKillCommand: the
 // old form, an address, answers OK or "No such client" and may end the
 // caller itself; the new one, filters (ID, TYPE, ADDR, LADDR, USER,
@@ -294,10 +308,9 @@ func (s *Server) clientKill(c *client, conn respConn, args [][]byte) {
 				}
 				id = n
 			case opt == "type" && more:
-				switch kind = lowerName(args[i+1]); kind {
-				case "normal", "pubsub", "master", "replica", "slave":
-				default:
-					s.writeError(conn, fmt.Errorf("Unknown client type '%s'", args[i+1]))
+				var err error
+				if kind, err = clientType(args[i+1]); err != nil {
+					s.writeError(conn, err)
 					return
 				}
 			case opt == "addr" && more:
@@ -340,8 +353,7 @@ func (s *Server) clientKill(c *client, conn respConn, args [][]byte) {
 		if name == "" {
 			name = "default" // yet to authenticate: Redis's default user
 		}
-		// sluice's clients are normal or pubsub, never master or replica.
-		if kind != "" && kind != "normal" && kind != "pubsub" || kind == "normal" && pubsub || kind == "pubsub" && !pubsub {
+		if kind != "" && !isType(kind, pubsub) {
 			return false
 		}
 		if user != "" && name != user {
@@ -412,12 +424,12 @@ func (s *Server) clientUnblock(conn respConn, args [][]byte) {
 		return
 	}
 	for _, v := range s.clients.list(func(v *clientView) bool { return v.id == id }) {
-		if w := v.blockedOn.Load(); w != nil {
-			reply := w.timedOut
+		if f := v.blockedOn.Load(); f != nil {
+			reply := timedOutReply(f.RESP3)
 			if withError {
 				reply = []byte("-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n")
 			}
-			if w.b.Unblock(reply) {
+			if f.Blocked.Unblock(reply) {
 				conn.WriteInt(1)
 				return
 			}

@@ -194,7 +194,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 			}
 		}
 		if one && blocks(spec, args) {
-			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3}, timedOutReply(c.resp3))
+			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3})
 			if spec.Has("readonly") && c.invalidates() { // XREAD BLOCK
 				c.block.inval = invalidation(len(keys), appendKeyBulks(nil, args, keys))
 			}
@@ -371,20 +371,11 @@ type blockingCmd struct {
 	seq   uint64         // its slot
 	sent  bool
 	inval []byte // fwdItem's
-	// timedOut is what Redis answers the command at its timeout, as
-	// CLIENT UNBLOCK's TIMEOUT answers it.
-	timedOut []byte
-}
-
-// blockedWait is a blocked client's command as CLIENT UNBLOCK, on another
-// client's goroutine, finds it.
-type blockedWait struct {
-	b        *router.Blocked
-	timedOut []byte
 }
 
 // timedOutReply is what Redis 7.0 answers a blocking command at its
-// timeout, BLMOVE's too (replyToBlockedClientTimedOut): a null array.
+// timeout, BLMOVE's too (replyToBlockedClientTimedOut), and so CLIENT
+// UNBLOCK's TIMEOUT: a null array.
 func timedOutReply(resp3 bool) []byte {
 	if resp3 {
 		return []byte("_\r\n")
@@ -395,9 +386,9 @@ func timedOutReply(resp3 bool) []byte {
 // blockOn makes f, a blocking command, c's next reply: it waits for its
 // turn (blockTurn), and c takes nothing more until it is answered
 // (unblocked).
-func (c *client) blockOn(f router.Forward, timedOut []byte) {
+func (c *client) blockOn(f router.Forward) {
 	f.Blocked = &router.Blocked{}
-	c.block = &blockingCmd{f: f, seq: c.base + uint64(len(c.q)), timedOut: timedOut}
+	c.block = &blockingCmd{f: f, seq: c.base + uint64(len(c.q))}
 	c.q = append(c.q, slot{state: slotWaiting})
 }
 
@@ -411,7 +402,7 @@ func (c *client) blockTurn() bool {
 func (r *round) sendBlocking(c *client) {
 	c.block.sent = true
 	c.view.blocked.Store(true)
-	c.view.blockedOn.Store(&blockedWait{b: c.block.f.Blocked, timedOut: c.block.timedOut})
+	c.view.blockedOn.Store(&c.block.f)
 	it := fwdItem{first: len(r.fwd), inval: c.block.inval}
 	r.fwd = append(r.fwd, c.block.f)
 	r.addItem(it, target{c: c, seq: c.block.seq})
