@@ -811,17 +811,23 @@ func retried(r []byte) bool {
 	return false
 }
 
-// killed merges the primaries' answers to SCRIPT KILL or FUNCTION KILL:
-// +OK from the one whose script it ended; else an error that says why a
-// running script was not ended (UNKILLABLE: it wrote; BUSY: a function,
-// for SCRIPT KILL) or a primary was not asked (unreachable), before
-// NOTBUSY, which every primary without a script answers.
+// killed merges the nodes' answers to SCRIPT KILL or FUNCTION KILL: +OK
+// from the one whose script it ended; else a node's word on a running
+// script it did not end (UNKILLABLE: it wrote; BUSY: a function, for
+// SCRIPT KILL), which tells the caller more than any node's absence;
+// else why a node was not asked (unreachable); NOTBUSY, which every node
+// without a script answers, only when all do.
 func killed(parts [][]byte) []byte {
-	if i := slices.IndexFunc(parts, func(p []byte) bool { return len(p) > 0 && p[0] == '+' }); i >= 0 {
-		return parts[i]
-	}
-	if i := slices.IndexFunc(parts, func(p []byte) bool { return !bytes.HasPrefix(p, []byte("-NOTBUSY ")) }); i >= 0 {
-		return parts[i]
+	for _, telling := range []func([]byte) bool{
+		func(p []byte) bool { return len(p) > 0 && p[0] == '+' },
+		func(p []byte) bool {
+			return bytes.HasPrefix(p, []byte("-UNKILLABLE ")) || bytes.HasPrefix(p, []byte("-BUSY "))
+		},
+		func(p []byte) bool { return !bytes.HasPrefix(p, []byte("-NOTBUSY ")) },
+	} {
+		if i := slices.IndexFunc(parts, telling); i >= 0 {
+			return parts[i]
+		}
 	}
 	return parts[0]
 }

@@ -34,3 +34,35 @@ func TestMergedMGETAllocatesItsSize(t *testing.T) {
 		t.Fatalf("allocated %d bytes for a reply of %d", n, len(want))
 	}
 }
+
+// SCRIPT KILL's merge answers what the busy node said of its script
+// whichever node answered first: one node out of reach must not hide
+// another's UNKILLABLE or BUSY behind sluice's connection error.
+func TestKillMergeNodesWordFirst(t *testing.T) {
+	const (
+		ok         = "+OK\r\n"
+		notbusy    = "-NOTBUSY No scripts in execution right now.\r\n"
+		unkillable = "-UNKILLABLE Sorry the script already executed write commands against the dataset.\r\n"
+		busy       = "-BUSY Redis is busy running a function. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n"
+		lost       = "-ERR sluice: connection to 127.0.0.1:1 lost\r\n"
+	)
+	for _, c := range []struct {
+		parts []string
+		want  string
+	}{
+		{[]string{notbusy, lost, ok}, ok},
+		{[]string{lost, unkillable, notbusy}, unkillable},
+		{[]string{notbusy, lost, busy}, busy},
+		{[]string{notbusy, lost, notbusy}, lost},
+		{[]string{notbusy, notbusy, notbusy}, notbusy},
+	} {
+		parts := make([][]byte, len(c.parts))
+		for i, p := range c.parts {
+			parts[i] = []byte(p)
+		}
+		it := &fwdItem{how: mergeKill}
+		if got := string(it.merged(parts)); got != c.want {
+			t.Errorf("merged %q = %q, want %q", c.parts, got, c.want)
+		}
+	}
+}
