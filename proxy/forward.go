@@ -779,16 +779,24 @@ func noWrites(script []byte) bool {
 func (r *round) deliverPart(j int, mark func(*client)) {
 	it := &r.items[r.partOf[j]]
 	it.left--
-	if it.left > 0 {
-		return
-	}
 	c := it.to.c
 	if c.gone {
+		// The round is kept until its last reply is in: held there, a
+		// gone client's replies (a pipeline of big reads, closed by its
+		// output limit) would stay as long, where Redis frees them with
+		// the client.
+		r.replies[j] = nil
+		return
+	}
+	if it.left > 0 {
 		return
 	}
 	c.split -= it.n - 1
 	sl := &c.q[it.to.seq-c.base]
-	raw := it.merged(r.replies[it.first : it.first+it.n])
+	parts := r.replies[it.first : it.first+it.n]
+	raw := it.merged(parts)
+	// The slot has the reply now, and lets it go once it is written.
+	clear(parts)
 	if it.post != nil && len(raw) > 0 && raw[0] != '-' {
 		raw = it.post(raw)
 	}

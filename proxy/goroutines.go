@@ -170,10 +170,24 @@ func (s *Server) wait(conn redcon.Conn, c *goClient) {
 				return
 			}
 		}
+		if c.over.Load() {
+			// Closed past its output limit while the round waits: its
+			// replies are never written, and kept in their slots until
+			// the round's last is in, a pipeline of big reads would be
+			// held whole for a client Redis would have freed.
+			c.dropReplies()
+		}
 		if !armed && len(got) > 0 {
 			c.early.Reset(earlyWrite)
 			armed = true
 		}
+	}
+}
+
+// dropReplies lets go of the forwarded replies c's slots hold.
+func (c *goClient) dropReplies() {
+	for i := c.head; i < len(c.q); i++ {
+		c.q[i].raw = nil
 	}
 }
 

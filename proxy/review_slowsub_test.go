@@ -1,0 +1,94 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// A client that pipelines reads of big values and reads nothing is closed
+// by the hard output limit, as Redis closes it; the replies its commands
+// still get from the node are read and dropped. They were kept until the
+// last command of the loop's pass (a goroutine's pipeline) was answered:
+// 48 MiB held for a client long gone while a write at the end of its
+// pipeline waited, where Redis frees a client's replies as it closes it.
+// A write held by CLIENT PAUSE keeps that pass open while the heap is
+// measured. Both serving paths.
+func TestReviewClosedClientsRepliesAreNotKept(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	const n, size = 48, 1 << 20
+	key := "{slowsub}big"
+	node := primaryOf(t, c, key)
+	if err := node.Do(ctx, "SET", key, strings.Repeat("v", size)).Error(); err != nil {
+		t.Fatal(err)
+	}
+	getCalls := regexp.MustCompile(`cmdstat_get:calls=(\d+)`)
+	gets := func() int {
+		s, err := node.Do(ctx, "INFO", "commandstats").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := getCalls.FindStringSubmatch(s)
+		if m == nil {
+			return 0
+		}
+		got, _ := strconv.Atoi(m[1])
+		return got
+	}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: size}}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		var before runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		from := gets()
+
+		if err := node.Do(ctx, "CLIENT", "PAUSE", "20000", "WRITE").Error(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Do(ctx, "CLIENT", "UNPAUSE") })
+		hog := dialRaw(t, addr)
+		hog.c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		cmds := make([][]string, 0, n+1)
+		for range n {
+			cmds = append(cmds, []string{"GET", key})
+		}
+		hog.send(append(cmds, []string{"SET", key + ":after", "1"})...)
+
+		// Every GET answered by the node, and its replies sent on to sluice.
+		waitUntil(t, "the node answers the GETs", func() bool { return gets()-from >= n })
+		waitUntil(t, "the node's output buffers empty", func() bool {
+			s, err := node.Do(ctx, "CLIENT", "LIST").ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return !regexp.MustCompile(`omem=[1-9]`).MatchString(s)
+		})
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		grew := int64(after.HeapInuse) - int64(before.HeapInuse)
+		t.Logf("heap grew %d KiB", grew>>10)
+		if grew > 16<<20 {
+			t.Errorf("heap grew %d MiB for a client closed past its output limit of %d MiB", grew>>20, size>>20)
+		}
+
+		if err := node.Do(ctx, "CLIENT", "UNPAUSE").Error(); err != nil {
+			t.Fatal(err)
+		}
+		hog.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.Copy(io.Discard, hog.br); err != nil {
+			t.Errorf("the client past its output limit: %v, want it closed", err)
+		}
+	})
+}
