@@ -722,10 +722,11 @@ func (c *Cluster) backend(addr string, resp3, readonly bool) *backend {
 
 // dropGone forgets the forwarding connections, and the idle blocking
 // ones, to the nodes that t no longer names (removed from the cluster,
-// or moved to a new address, left running): kept, they would pile up as
-// nodes are replaced. A backend with commands queued or in flight is
-// left to finish, and looked at again at the next map. c.mu is held; the
-// connections returned are for the caller to close once it is let go.
+// or moved to a new address, left running), and the replicas' rests
+// that ended: kept, they would pile up as nodes are replaced. A backend
+// with commands queued or in flight is left to finish, and looked at
+// again at the next map. c.mu is held; the connections returned are for
+// the caller to close once it is let go.
 func (c *Cluster) dropGone(t *topology) []net.Conn {
 	var gone []net.Conn
 	for key, b := range c.backends {
@@ -753,6 +754,14 @@ func (c *Cluster) dropGone(t *topology) []net.Conn {
 			delete(c.idle, pool)
 		}
 	}
+	// A rest that ended counts as none (replicaOf).
+	now := time.Now().UnixNano()
+	c.replicaDown.Range(func(r, at any) bool {
+		if now-at.(int64) > int64(replicaRest) {
+			c.replicaDown.CompareAndDelete(r, at)
+		}
+		return true
+	})
 	return gone
 }
 
