@@ -27,11 +27,12 @@ type clientView struct {
 	fd      int    // its socket's descriptor, -1 when it has none sluice can see
 	created time.Time
 
-	last    atomic.Int64           // unix ns of its last command, or of a write to it
-	cmd     atomic.Pointer[string] // its last command's name, from a command table
-	blocked atomic.Bool            // its blocking command is sent, unanswered
-	// blockedOn is that command, for CLIENT UNBLOCK; nil when none. Its
-	// Blocked and protocol stay as they are while it waits.
+	last atomic.Int64           // unix ns of its last command, or of a write to it
+	cmd  atomic.Pointer[string] // its last command's name, from a command table
+	// blockedOn is its blocking command once sent, unanswered, for CLIENT
+	// UNBLOCK and, while it waits at its node, CLIENT LIST's b and INFO's
+	// blocked_clients; nil when none. Its Blocked and protocol stay as
+	// they are while it waits.
 	blockedOn atomic.Pointer[router.Forward]
 	// tunnel is its subscriptions' (router.Tunnel), whose counts are
 	// CLIENT LIST's sub, psub and ssub; nil without one.
@@ -149,6 +150,12 @@ func (v *clientView) killConn() bool {
 	return true
 }
 
+// waiting reports whether its blocking command waits at its node.
+func (v *clientView) waiting() bool {
+	f := v.blockedOn.Load()
+	return f != nil && f.Blocked.Waits()
+}
+
 // line is v's line of CLIENT LIST and CLIENT INFO, with Redis 7.0's
 // field names in its order, then 7.2's lib-name and lib-ver. The fields
 // of Redis's own per-client buffers and memory (qbuf, qbuf-free, argv-mem,
@@ -169,7 +176,7 @@ func (v *clientView) line(now time.Time) string {
 	if f.multi >= 0 {
 		flags += "x"
 	}
-	if v.blocked.Load() {
+	if v.waiting() {
 		flags += "b"
 	}
 	if f.tracking {

@@ -401,7 +401,6 @@ func (c *client) blockTurn() bool {
 // sendBlocking adds c's blocking command, its turn come, to r.
 func (r *round) sendBlocking(c *client) {
 	c.block.sent = true
-	c.view.blocked.Store(true)
 	c.view.blockedOn.Store(&c.block.f)
 	it := fwdItem{first: len(r.fwd), inval: c.block.inval}
 	r.fwd = append(r.fwd, c.block.f)
@@ -415,7 +414,6 @@ func (c *client) unblocked() bool {
 		return false
 	}
 	c.block = nil
-	c.view.blocked.Store(false)
 	c.view.blockedOn.Store(nil)
 	return true
 }

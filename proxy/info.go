@@ -116,7 +116,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 func (s *Server) infoClients(b *strings.Builder) {
 	fmt.Fprintf(b, "connected_clients:%d\r\n", s.stats.connected.Load())
 	fmt.Fprintf(b, "maxclients:%d\r\n", s.cfg.MaxClients)
-	blocked := s.clients.list(func(v *clientView) bool { return v.blocked.Load() })
+	blocked := s.clients.list(func(v *clientView) bool { return v.waiting() })
 	fmt.Fprintf(b, "blocked_clients:%d\r\n", len(blocked))
 }
 

@@ -131,6 +131,17 @@ func (b *Blocked) end(f *forwarded) {
 	f.finish(r)
 }
 
+// Waits reports whether the command is in its connection to the node,
+// unanswered: Redis flags a client blocked (CLIENT LIST's b, INFO's
+// blocked_clients) only once its command ran and found nothing, so a
+// writer that waits for the flag before adding an entry is not overtaken
+// by an XREAD BLOCK of $ still on its way, which would miss the entry.
+func (b *Blocked) Waits() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.written && b.conn != nil
+}
+
 // Unblock ends the command's wait as CLIENT UNBLOCK does: it is answered
 // reply, unless the node answered it before it saw the wait end (then its
 // answer, an element popped, is not lost). False if it no longer waits.
