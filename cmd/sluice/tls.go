@@ -162,8 +162,9 @@ func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 		}
 		return nil, err
 	}
-	for _, addr := range o.listenAddrs() {
-		ln, err := listen(addr)
+	networks := o.listenNetworks()
+	for i, addr := range o.listenAddrs() {
+		ln, err := net.Listen(networks[i], addr)
 		if err != nil {
 			return fail(err)
 		}
@@ -177,6 +178,34 @@ func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 		lns = append(lns, tls.NewListener(ln, serverTLS))
 	}
 	return lns, nil
+}
+
+// listenNetworks are the networks listeners takes for --listen's
+// addresses. A wildcard IPv6 address ([::] or an empty host) serves both
+// families, unless an IPv4 address of its port is listed too: then it
+// serves IPv6 alone, as Redis's bind * -::* (IPV6_V6ONLY), since a socket
+// of both families would hold that port's IPv4 side and the IPv4 address
+// could not be listened on.
+func (o options) listenNetworks() []string {
+	addrs := o.listenAddrs()
+	ipv4Ports := map[string]bool{}
+	for _, addr := range addrs {
+		if _, port, err := net.SplitHostPort(addr); err == nil && listenNetwork(addr) == "tcp4" {
+			ipv4Ports[port] = true
+		}
+	}
+	networks := make([]string, len(addrs))
+	for i, addr := range addrs {
+		networks[i] = listenNetwork(addr)
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil || !ipv4Ports[port] {
+			continue
+		}
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() && ip.To4() == nil {
+			networks[i] = "tcp6"
+		}
+	}
+	return networks
 }
 
 // listen listens on addr as Redis binds: an IPv4 address, 0.0.0.0 too,
