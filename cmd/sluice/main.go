@@ -60,6 +60,7 @@ func main() {
 
 type options struct {
 	listen    string
+	unix      unixOptions
 	cluster   string
 	logLevel  string
 	logFormat string
@@ -127,6 +128,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	// A bad value is said once, by run, not buried under the usage.
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:6380", "`addresses` to serve RESP on, host:port, several separated by commas or spaces (as Redis's bind 127.0.0.1 ::1)")
+	fs.StringVar(&o.unix.path, "unixsocket", "", "`path` of a Unix socket to serve RESP on, beside --listen (as Redis's unixsocket); off when empty")
+	fs.StringVar(&o.unix.perm, "unixsocketperm", "0", "the Unix socket's `mode`, in octal (as Redis's unixsocketperm, e.g. 700); 0 leaves it as the umask makes it")
 	fs.StringVar(&o.cluster, "cluster", "", "Redis Cluster seed nodes, `host:port[,host:port...]`; empty runs the embedded in-memory backend")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "log `format`: json or console")
@@ -300,7 +303,10 @@ of the --config file, which the command line wins over.
 	}
 	o.listen = strings.Join(o.listenAddrs(), ",")
 	o.settings["listen"] = o.listen // as a restart reads it, spaces cut
-	if err := o.tls.check(o.listen, o.cluster); err != nil {
+	if err := o.tls.check(o.listen, o.unix.path, o.cluster); err != nil {
+		return o, err
+	}
+	if err := o.unix.check(); err != nil {
 		return o, err
 	}
 	type listenFlag struct{ flag, addr string }
@@ -775,7 +781,7 @@ func run(args []string, lookupenv func(string) (string, bool), stderr io.Writer)
 		IdleTimeout: time.Duration(o.idleTimeout) * time.Second, OutputLimit: proxy.OutputLimit(o.outputLimit),
 		MaxBulkLen: int64(o.protoMaxBulkLen), QueryBufferLimit: int64(o.queryBufferLimit), MaxKeyLen: int(o.maxKeyLen), Policies: o.policies})
 	plain, secure := servedAddrs(o, lns)
-	fields := []zap.Field{zap.String("listen", plain), zap.String("tls_listen", secure), zap.String("backend", backend)}
+	fields := []zap.Field{zap.String("listen", plain), zap.String("tls_listen", secure), zap.String("unixsocket", o.unix.path), zap.String("backend", backend)}
 	if o.cluster != "" {
 		// Without a cluster the fallback is ignored (said above): named
 		// here, it would read as in force.

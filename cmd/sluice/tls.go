@@ -29,10 +29,10 @@ type tlsOptions struct {
 	clusterPassword       string
 }
 
-func (o *tlsOptions) check(listen, cluster string) error {
+func (o *tlsOptions) check(listen, unix, cluster string) error {
 	switch {
-	case listen == "" && o.listen == "":
-		return errors.New("--listen and --tls-listen are both empty: nothing to serve")
+	case listen == "" && o.listen == "" && unix == "":
+		return errors.New("--listen, --tls-listen and --unixsocket are all empty: nothing to serve")
 	case o.authClients != "yes" && o.authClients != "no" && o.authClients != "optional":
 		return fmt.Errorf("--tls-auth-clients must be yes, no or optional, not %q", o.authClients)
 	case o.listen != "" && (o.cert == "" || o.key == ""):
@@ -151,9 +151,10 @@ func (o options) listenAddrs() []string {
 	return strings.FieldsFunc(o.listen, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
-// listeners listens on --listen's addresses and on --tls-listen with
-// serverTLS, those that are set: the plain ones first, so that the first
-// is the address INFO gives when several are served.
+// listeners listens on --listen's addresses, on --unixsocket and on
+// --tls-listen with serverTLS, those that are set, in that order: the
+// first is the address INFO gives when several are served, the last the
+// TLS one (servedAddrs).
 func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 	var lns []net.Listener
 	fail := func(err error) ([]net.Listener, error) {
@@ -165,6 +166,13 @@ func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 	networks := o.listenNetworks()
 	for i, addr := range o.listenAddrs() {
 		ln, err := net.Listen(networks[i], addr)
+		if err != nil {
+			return fail(err)
+		}
+		lns = append(lns, ln)
+	}
+	if o.unix.path != "" {
+		ln, err := o.unix.listen()
 		if err != nil {
 			return fail(err)
 		}
