@@ -136,10 +136,13 @@ func (b *Blocked) end(f *forwarded) {
 // blocked_clients) only once its command ran and found nothing, so a
 // writer that waits for the flag before adding an entry is not overtaken
 // by an XREAD BLOCK of $ still on its way, which would miss the entry.
+// Not once cancelled: Redis unblocks a client at CLIENT UNBLOCK, and
+// frees one that goes away, while the node here has yet to answer the
+// shut connection.
 func (b *Blocked) Waits() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.written && b.conn != nil
+	return b.written && b.conn != nil && !b.canceled
 }
 
 // Unblock ends the command's wait as CLIENT UNBLOCK does: it is answered
