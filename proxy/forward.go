@@ -802,6 +802,7 @@ func (r *round) deliverPart(j int, mark func(*client)) {
 		raw = append(raw[:len(raw):len(raw)], it.inval...)
 	}
 	sl.raw, sl.state = raw, slotDecided
+	c.waiting += len(raw)
 	mark(c)
 }
 

@@ -187,6 +187,7 @@ func (s *Server) wait(conn redcon.Conn, c *goClient) {
 // dropReplies lets go of the forwarded replies c's slots hold.
 func (c *goClient) dropReplies() {
 	for i := c.head; i < len(c.q); i++ {
+		c.waiting -= len(c.q[i].raw)
 		c.q[i].raw = nil
 	}
 }

@@ -1254,7 +1254,7 @@ func (l *loop) pastLimit(c *fdConn) bool {
 	} else if lim == (OutputLimit{}) && c.user != nil {
 		return false
 	}
-	pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff)
+	pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff + c.waiting)
 	if !(c.user == nil && pending > unauthOutputLimit) && !lim.over(pending, &c.softOver, l.now) {
 		return false
 	}

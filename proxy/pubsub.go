@@ -223,6 +223,7 @@ func (c *client) tunnelAnswered() {
 	}
 	sl := &c.q[c.tunnelWait[0]-c.base]
 	sl.state, sl.raw, c.pushed = slotDecided, c.pushed, nil
+	c.waiting += len(sl.raw)
 	if c.tunnelWait = c.tunnelWait[1:]; len(c.tunnelWait) == 0 {
 		c.tunnelWait = nil
 		if c.tunnelReset {

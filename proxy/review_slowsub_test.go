@@ -92,3 +92,55 @@ func TestReviewClosedClientsRepliesAreNotKept(t *testing.T) {
 		}
 	})
 }
+
+// Replies decided behind a command still waiting at its node count toward
+// the output limit, as they would in Redis's reply list: a client whose
+// first command is held (a write on a node paused for writes) and whose
+// 48 reads of a 1 MiB value on another node are answered meanwhile is
+// closed past its 1 MiB hard limit at once, not kept open with 48 MiB
+// queued until the held command is answered (the event loops counted
+// only the replies in order, the goroutine path all of them).
+func TestReviewRepliesBehindAWaitingCommandCountTowardTheLimit(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	const n, size = 48, 1 << 20
+	held := "{held}k"
+	paused := primaryOf(t, c, held)
+	big := ""
+	for i := 0; i < 100 && big == ""; i++ {
+		if k := "{big" + strconv.Itoa(i) + "}k"; primaryOf(t, c, k).Addr != paused.Addr {
+			big = k
+		}
+	}
+	if big == "" {
+		t.Fatal("no key off the paused primary in 100 tries")
+	}
+	if err := primaryOf(t, c, big).Do(ctx, "SET", big, strings.Repeat("v", size)).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, OutputLimit: proxy.OutputLimit{Hard: size}}, func(t *testing.T, cfg proxy.Config) {
+		addr := serveConfig(t, cfg)
+		if err := paused.Do(ctx, "CLIENT", "PAUSE", "15000", "WRITE").Error(); err != nil {
+			t.Fatal(err)
+		}
+		defer paused.Do(ctx, "CLIENT", "UNPAUSE")
+		hog := dialRaw(t, addr)
+		cmds := [][]string{{"SET", held, "1"}}
+		for range n {
+			cmds = append(cmds, []string{"GET", big})
+		}
+		hog.send(cmds...)
+		// Closed while the SET is still held: nothing of its pipeline
+		// comes back (the SET's reply is first), and the read ends well
+		// before the pause would.
+		hog.c.SetReadDeadline(time.Now().Add(8 * time.Second))
+		got, err := io.Copy(io.Discard, hog.br)
+		if err != nil {
+			t.Fatalf("the client past its output limit behind a held command: %v after %d bytes, want it closed", err, got)
+		}
+		if got != 0 {
+			t.Errorf("read %d bytes before the close, want none: the held SET's reply is first", got)
+		}
+	})
+}

@@ -566,6 +566,7 @@ type client struct {
 	base    uint64      // the sequence number of q[0]
 	held    replyBuf    // replies rendered behind an undecided one, in slot order
 	heldOff int         // bytes of held already moved to out
+	waiting int         // bytes of forwarded replies decided in q behind an undecided one: they count toward the output limit, as in Redis's reply list
 	out     replyBuf    // replies ready to write, in order
 	closing bool        // after QUIT, a protocol error or EOF: nothing more is read
 	gone    bool        // closed: decisions still in flight are dropped
@@ -1063,6 +1064,7 @@ func (s *Server) drain(c *client) {
 					s.stats.errors.Add(execErrors(sl.raw))
 				}
 				c.out.b = append(c.out.b, sl.raw...)
+				c.waiting -= len(sl.raw)
 			} else {
 				s.reply(&c.out, sl)
 			}
