@@ -423,6 +423,15 @@ func (f *forwarded) readAgain(replica string) bool {
 		return false
 	}
 	f.c.replicaDown.Store(replica, time.Now().UnixNano())
+	return f.readOnPrimary(replica)
+}
+
+// readOnPrimary sends f, a read the replica it was sent to refused, to a
+// primary as readAgain does, without passing over that replica.
+func (f *forwarded) readOnPrimary(replica string) bool {
+	if !f.readonly || f.c == nil || f.onPin || f.blocked != nil {
+		return false
+	}
 	primary := f.c.addrOf(f.c.topo.Load(), f.slot)
 	if primary == "" || primary == replica {
 		return false
@@ -1000,6 +1009,14 @@ func (f *forwarded) answer(r []byte) {
 		// The replica cannot serve reads (loading, or its link to the
 		// primary down with replica-serve-stale-data no): the primary
 		// can, as for a replica that cannot be reached.
+		return
+	}
+	if f.readonly && isReadOnlyReply(r) && f.readOnPrimary(f.addr) {
+		// A read-only script whose flags allow writes (EVAL_RO of a
+		// shebang without no-writes, FCALL_RO of such a function), sent
+		// without keys, which a replica refuses before running it: a
+		// node answers it with the primary's refusal, READONLY would
+		// have cluster clients retry it as after a failover.
 		return
 	}
 	if f.discarded != nil {
