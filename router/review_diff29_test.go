@@ -32,7 +32,7 @@ func TestReviewDiff29EmptyAnswerAfterAFailureIsNotTheMap(t *testing.T) {
 	nodes := map[string]rueidis.Client{removed.addr: removed.client, failing.addr: failing.client}
 	for i := range 40 { // both orders, each with a probability of 1 - 2^-40
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		ranges, from, err := readSlots(ctx, removed.client, nodes, nil, time.Second)
+		ranges, from, err := readSlots(ctx, removed.client, nodes, nil, nil, time.Second)
 		cancel()
 		if err == nil {
 			t.Fatalf("reading %d: %d ranges from %s, no error; want the failing node's error", i, len(ranges), from)
@@ -43,7 +43,7 @@ func TestReviewDiff29EmptyAnswerAfterAFailureIsNotTheMap(t *testing.T) {
 	nodes = map[string]rueidis.Client{removed.addr: removed.client, other.addr: other.client}
 	for i := range 10 {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		ranges, _, err := readSlots(ctx, removed.client, nodes, nil, time.Second)
+		ranges, _, err := readSlots(ctx, removed.client, nodes, nil, nil, time.Second)
 		cancel()
 		if err != nil || len(ranges) != 0 {
 			t.Fatalf("reading %d of an empty cluster: %d ranges, %v", i, len(ranges), err)

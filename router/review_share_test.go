@@ -81,7 +81,7 @@ func TestReviewShareSlotReadBoundedWhileNodeRedials(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), bound)
 		defer cancel()
 		start := time.Now()
-		_, _, err := readSlots(ctx, client, nodes, nil, bound)
+		_, _, err := readSlots(ctx, client, nodes, nil, nil, bound)
 		if took := time.Since(start); took > 3*bound {
 			t.Fatalf("%s of the slot map took %v with its node paused, bounded by %v", what, took.Round(time.Millisecond), bound)
 		}

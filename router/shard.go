@@ -341,7 +341,8 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 		}
 	}
 	c.mu.Unlock()
-	ranges, from, err := readSlots(ctx, client, nodes, down, c.cfg.Timeout)
+	topo := c.topo.Load()
+	ranges, from, err := readSlots(ctx, client, nodes, func(addr string) bool { return !topo.gone(addr) }, down, c.cfg.Timeout)
 	if err != nil {
 		c.stale.Store(true)
 		return
@@ -516,27 +517,32 @@ func (t *topology) gone(addr string) bool {
 // readSlots reads CLUSTER SLOTS from one of nodes (the cluster client's,
 // by address), picked as the cluster client picks one for a keyless
 // command, the next if it fails, and reports the address it came from:
-// the one its null endpoints stand for. The nodes in down are asked after
-// the others, and each node but the last asked has each to answer: a hung
+// the one its null endpoints stand for. The nodes the last map named
+// (named; nil: every node) are asked first: the cluster client keeps a
+// node taken out of the cluster until its own next refresh, and its
+// address may by then be another cluster's node, whose whole map would
+// be taken for this one's, sending keys to the wrong cluster. The nodes
+// in down are asked after the others, and each node but the last asked has each to answer: a hung
 // node (its socket open, never answering) would otherwise hold the whole
 // of ctx, and the loop that probes and renews hot keys with it.
 // The last keeps what is left of ctx, so a cluster slow to answer every
 // node is still read, unless a map was read already. Without nodes the
 // cluster client asks, and from is empty.
-func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]rueidis.Client, down map[string]bool, each time.Duration) (ranges []rueidis.RedisMessage, from string, err error) {
+func readSlots(ctx context.Context, client rueidis.Client, nodes map[string]rueidis.Client, named func(addr string) bool, down map[string]bool, each time.Duration) (ranges []rueidis.RedisMessage, from string, err error) {
 	if len(nodes) == 0 {
 		ranges, err = client.Do(ctx, client.B().ClusterSlots().Build()).ToArray()
 		return ranges, "", err
 	}
 	order := make([]string, 0, len(nodes))
-	for addr := range nodes {
-		if !down[addr] {
-			order = append(order, addr)
-		}
-	}
-	for addr := range nodes {
-		if down[addr] {
-			order = append(order, addr)
+	for _, ask := range []func(addr string) bool{
+		func(addr string) bool { return !down[addr] && (named == nil || named(addr)) },
+		func(addr string) bool { return !down[addr] && named != nil && !named(addr) },
+		func(addr string) bool { return down[addr] },
+	} {
+		for addr := range nodes {
+			if ask(addr) {
+				order = append(order, addr)
+			}
 		}
 	}
 	var failed error
