@@ -238,7 +238,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor(spec.Name) && !c.readWrite
 		r.fwd[k].ScriptsGen = scriptsGen
 	}
-	if len(keys) > 0 && spec.Has("readonly") && c.invalidates() {
+	if len(keys) > 0 && c.invalidates() && readsKeys(spec) {
 		it.inval = invalidation(len(keys), appendKeyBulks(nil, args, keys))
 	}
 	r.queueItem(c, it)

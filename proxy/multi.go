@@ -314,7 +314,7 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 	} else if sl != t.slot {
 		t.cross = true
 	}
-	if t.track && spec.Has("readonly") {
+	if t.track && readsKeys(spec) {
 		t.inval = appendKeyBulks(t.inval, args, keys)
 		t.invalN += len(keys)
 	}

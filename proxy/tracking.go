@@ -3,6 +3,8 @@ package proxy
 import (
 	"errors"
 	"strconv"
+
+	cmdspec "github.com/sluice-rl/sluice/router/command"
 )
 
 // Client-side caching (CLIENT TRACKING ON) without a tracking table:
@@ -105,6 +107,16 @@ func (t *tracking) afterCommand(cmd *command, c *client, args [][]byte) {
 // (in RESP2 Redis sends a client without REDIRECT none either).
 func (c *client) invalidates() bool {
 	return c.track != nil && c.resp3
+}
+
+// readsKeys reports whether a command's keys are tracked for the client
+// that sends it: a read's, and a script's or function's declared keys,
+// since Redis tracks the keys a script reads for its caller (rueidislock
+// waits for the invalidation of a lock key its script read: without one,
+// a waiter on another client never wakes). sluice cannot see what a
+// script reads, so it invalidates all its declared keys.
+func readsKeys(spec *cmdspec.Spec) bool {
+	return spec.Has("readonly") || runsCode[spec.Name]
 }
 
 // appendKeyBulks appends args[k] for each k of keys as bulk strings: the
