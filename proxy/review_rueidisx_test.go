@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -76,6 +78,10 @@ func TestRueidislockWaiterTakesReleasedLock(t *testing.T) {
 	if _, _, err := waiter.TryWithContext(context.Background(), "lock"); !errors.Is(err, rueidislock.ErrNotLocked) {
 		t.Fatalf("TryWithContext of a held lock: %v", err)
 	}
+	// The lock is released only once the waiter has tried it (a script
+	// call more on the nodes): released before, the waiter would take it
+	// free, with or without an invalidation.
+	tried := scriptCalls(t, c)
 	got := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -86,8 +92,27 @@ func TestRueidislockWaiterTakesReleasedLock(t *testing.T) {
 		}
 		got <- err
 	}()
+	waitUntil(t, "the waiter tries the held lock", func() bool { return scriptCalls(t, c) > tried })
 	release()
 	if err := <-got; err != nil {
 		t.Fatalf("waiter, its holder released (lock keys valid 5 s): %v", err)
 	}
+}
+
+// scriptCalls is how many EVAL and EVALSHA calls c's nodes have run.
+func scriptCalls(t *testing.T, c *clustertest.Cluster) int {
+	t.Helper()
+	calls := regexp.MustCompile(`cmdstat_eval(?:sha)?:calls=(\d+)`)
+	n := 0
+	for _, node := range c.Nodes {
+		s, err := node.Do(context.Background(), "INFO", "commandstats").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range calls.FindAllStringSubmatch(s, -1) {
+			k, _ := strconv.Atoi(m[1])
+			n += k
+		}
+	}
+	return n
 }
