@@ -151,10 +151,11 @@ func (o options) listenAddrs() []string {
 	return strings.FieldsFunc(o.listen, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
-// listeners listens on --listen's addresses, on --unixsocket and on
-// --tls-listen with serverTLS, those that are set, in that order: the
-// first is the address INFO gives when several are served, the last the
-// TLS one (servedAddrs).
+// listeners listens on --listen's addresses, on --tls-listen with
+// serverTLS and on --unixsocket, those that are set, in that order: the
+// first is the address INFO gives and the node's, so a TCP one whenever
+// one is served (cluster-mode clients need it); the TLS one follows the
+// plain ones (servedAddrs).
 func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 	var lns []net.Listener
 	fail := func(err error) ([]net.Listener, error) {
@@ -171,19 +172,19 @@ func listeners(o options, serverTLS *tls.Config) ([]net.Listener, error) {
 		}
 		lns = append(lns, ln)
 	}
-	if o.unix.path != "" {
-		ln, err := o.unix.listen()
-		if err != nil {
-			return fail(err)
-		}
-		lns = append(lns, ln)
-	}
 	if o.tls.listen != "" {
 		ln, err := listen(o.tls.listen)
 		if err != nil {
 			return fail(err)
 		}
 		lns = append(lns, tls.NewListener(ln, serverTLS))
+	}
+	if o.unix.path != "" {
+		ln, err := o.unix.listen()
+		if err != nil {
+			return fail(err)
+		}
+		lns = append(lns, ln)
 	}
 	return lns, nil
 }
@@ -240,7 +241,7 @@ func servedAddrs(o options, lns []net.Listener) (plain, secure string) {
 		addrs = append(addrs, ln.Addr().String())
 	}
 	if o.tls.listen != "" {
-		secure = lns[len(lns)-1].Addr().String()
+		secure = lns[len(o.listenAddrs())].Addr().String()
 	}
 	return strings.Join(addrs, ","), secure
 }
