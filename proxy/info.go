@@ -91,9 +91,11 @@ func (s *Server) infoText(args [][]byte) string {
 const redisVersion = "7.0.0"
 
 func (s *Server) infoServer(b *strings.Builder) {
-	port := ""
-	if a := s.Addr(); a != nil {
-		_, port, _ = net.SplitHostPort(a.String())
+	// 0 when no TCP port is served (a Unix socket alone), as Redis's
+	// port 0.
+	port := 0
+	if a, ok := s.Addr().(*net.TCPAddr); ok {
+		port = a.Port
 	}
 	up := time.Since(s.start)
 	fmt.Fprintf(b, "sluice_version:%s\r\n", s.cfg.Version)
@@ -102,7 +104,7 @@ func (s *Server) infoServer(b *strings.Builder) {
 	fmt.Fprintf(b, "backend:%s\r\n", s.cfg.Backend)
 	fmt.Fprintf(b, "go_version:%s\r\n", runtime.Version())
 	fmt.Fprintf(b, "process_id:%d\r\n", os.Getpid())
-	fmt.Fprintf(b, "tcp_port:%s\r\n", port)
+	fmt.Fprintf(b, "tcp_port:%d\r\n", port)
 	// 0: each client on its own goroutine.
 	loops, polling := s.ioLoops()
 	fmt.Fprintf(b, "io_loops:%d\r\n", loops)

@@ -95,3 +95,27 @@ func TestReviewIPv6ServedOnLoopback(t *testing.T) {
 		}
 	})
 }
+
+// Served on a Unix socket alone, INFO's tcp_port is 0, as a Redis with
+// port 0 and a unixsocket says.
+func TestUnixSocketAloneHasTCPPort0(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.sock")
+	ux, err := net.Listen("unix", path)
+	if err != nil {
+		t.Skipf("no Unix socket: %v", err)
+	}
+	serveOn(t, ux, proxy.Config{Decider: router.NewMemory(0), Backend: "test"})
+	conn, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, encode("INFO", "server")); err != nil {
+		t.Fatal(err)
+	}
+	v, err := readReply(bufio.NewReader(conn))
+	if s, _ := v.(string); err != nil || !strings.Contains(s, "\r\ntcp_port:0\r\n") {
+		t.Errorf("INFO server on a Unix socket alone: %q, %v; want tcp_port:0", v, err)
+	}
+}
