@@ -195,7 +195,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		}
 		if one && blocks(spec, args) {
 			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3})
-			if spec.Has("readonly") && c.invalidates() { // XREAD BLOCK
+			if spec.Has("readonly") && c.invalidatesThis() { // XREAD BLOCK
 				c.block.inval = invalidation(len(keys), appendKeyBulks(nil, args, keys))
 			}
 			return nil
@@ -238,7 +238,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor(spec.Name) && !c.readWrite
 		r.fwd[k].ScriptsGen = scriptsGen
 	}
-	if len(keys) > 0 && c.invalidates() && readsKeys(spec) {
+	if len(keys) > 0 && c.invalidatesThis() && readsKeys(spec) {
 		it.inval = invalidation(len(keys), appendKeyBulks(nil, args, keys))
 	}
 	r.queueItem(c, it)

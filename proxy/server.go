@@ -575,6 +575,7 @@ type client struct {
 	pin     *router.Pin // after WATCH: its own connection, until EXEC, DISCARD or UNWATCH
 	resp3   bool        // after HELLO 3
 	track   *tracking   // after CLIENT TRACKING ON
+	tracked bool        // the command being taken is one whose keys track would track (CLIENT CACHING's mode)
 	// readOnly: after READONLY, until READWRITE or RESET (CLIENT LIST's
 	// r flag, as a node shows a cluster client that sent it).
 	readOnly bool
@@ -891,8 +892,11 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		s.stats.commands.Add(1)
 	}
 	cmd, err := lookup(args)
-	if c.track != nil && c.track.caching {
-		c.track.afterCommand(cmd, c, args)
+	if c.track != nil {
+		c.tracked = c.track.tracks()
+		if c.track.caching {
+			c.track.afterCommand(cmd, c, args)
+		}
 	}
 	if cmd != nil {
 		c.view.cmd.Store(cmd.fullName(args))

@@ -109,6 +109,30 @@ func (c *client) invalidates() bool {
 	return c.track != nil && c.resp3
 }
 
+// tracks reports whether the keys of the command after t's last CLIENT
+// CACHING are tracked, as Redis decides: in OPTIN mode only after
+// CACHING yes, in OPTOUT mode unless after CACHING no. A client in OPTIN
+// mode caches only what it asked so for (rueidis's default, which sends
+// its plain commands without it), so the rest need no invalidation: sent
+// anyway, each of its plain reads and scripts would carry a push it
+// ignores.
+func (t *tracking) tracks() bool {
+	switch {
+	case t.optin:
+		return t.caching
+	case t.optout:
+		return !t.caching
+	}
+	return true
+}
+
+// invalidatesThis is invalidates for the command being taken, outside a
+// transaction (MULTI keeps every read's keys: over-invalidation is within
+// the protocol, and Redis's flag spans the transaction).
+func (c *client) invalidatesThis() bool {
+	return c.invalidates() && c.tracked
+}
+
 // readsKeys reports whether a command's keys are tracked for the client
 // that sends it: a read's, and a script's or function's declared keys,
 // since Redis tracks the keys a script reads for its caller (rueidislock
