@@ -745,11 +745,12 @@ func (c *Cluster) backend(addr string, resp3, readonly bool) *backend {
 
 // dropGone forgets the forwarding connections, and the idle blocking
 // ones, to the nodes that t no longer names (removed from the cluster,
-// or moved to a new address, left running), and the replicas' rests
-// that ended: kept, they would pile up as nodes are replaced. A backend
-// with commands queued or in flight is left to finish, and looked at
-// again at the next map. c.mu is held; the connections returned are for
-// the caller to close once it is let go.
+// or moved to a new address, left running), the idle blocking ones their
+// node closed, and the replicas' rests that ended: kept, they would pile
+// up as nodes are replaced. A backend with commands queued or in flight
+// is left to finish, and looked at again at the next map. c.mu is held;
+// the connections returned are for the caller to close once it is let
+// go.
 func (c *Cluster) dropGone(t *topology) []net.Conn {
 	var gone []net.Conn
 	for key, b := range c.backends {
@@ -775,7 +776,22 @@ func (c *Cluster) dropGone(t *topology) []net.Conn {
 				gone = append(gone, ic.conn)
 			}
 			delete(c.idle, pool)
+			continue
 		}
+		// Those the node closed (a primary demoted closes the ones it
+		// answered UNBLOCKED; a node killed, or its timeout) would
+		// otherwise be found only when next taken, which a node that
+		// stays a replica never is: each held an fd in CLOSE-WAIT.
+		sound := conns[:0]
+		for _, ic := range conns {
+			if ic.br.Buffered() == 0 && idleSound(ic.conn) {
+				sound = append(sound, ic)
+			} else {
+				gone = append(gone, ic.conn)
+			}
+		}
+		clear(conns[len(sound):])
+		c.idle[pool] = sound
 	}
 	// A rest that ended counts as none (replicaOf).
 	now := time.Now().UnixNano()
