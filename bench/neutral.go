@@ -11,7 +11,6 @@ import (
 	"maps"
 	"math"
 	"net"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sys/unix"
 )
 
 // articleScript is the token bucket a user writes without sluice, as blog
@@ -29,10 +29,6 @@ import (
 //
 //go:embed article.lua
 var articleScript string
-
-// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ is 100
-// on every architecture Go runs Linux on.
-const userHZ = 100
 
 // The hot-key row's limit, far above any load this machine can make, so
 // that every call is allowed on both paths and they do the same work.
@@ -73,25 +69,17 @@ func parseBenchCSV(out string) (benchCSV, error) {
 	return benchCSV{rps: v[0], p50: v[3], p99: v[5]}, nil
 }
 
-// parseProcTicks reads utime+stime, in USER_HZ ticks, from the text of
-// /proc/<pid>/stat. The fields are counted from the last ')', because the
-// command name before it may itself hold spaces and parentheses.
-func parseProcTicks(stat string) (int64, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("/proc stat: no command name")
+// processCPU is the CPU time process pid has used: its scheduler clock
+// (Linux's CPU clock of another process, MAKE_PROCESS_CPUCLOCK(pid,
+// CPUCLOCK_SCHED)), in ns. /proc/<pid>/stat gives utime and stime in
+// whole 10 ms ticks, each rounded down, which knew a 2 s row's 0.45 s of
+// sluice's CPU at -P 16 to about ±4%: enough to move an aim's verdict.
+func processCPU(pid int) (time.Duration, error) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(int32((^pid)<<3|2), &ts); err != nil {
+		return 0, fmt.Errorf("the CPU clock of process %d: %w", pid, err)
 	}
-	// After the name: state (field 3) ... utime (14), stime (15).
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc stat: %d fields after the name", len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc stat: utime %q, stime %q", f[11], f[12])
-	}
-	return utime + stime, nil
+	return time.Duration(ts.Nano()), nil
 }
 
 // clusterNode is one line of CLUSTER NODES.
@@ -151,15 +139,15 @@ func slotOwner(nodes []clusterNode, slot int) (string, error) {
 
 // usage is what the processes under test have spent and served so far.
 type usage struct {
-	sluiceTicks int64              // sluice's utime+stime
-	nodeCPU     map[string]float64 // each redis-server's used_cpu_user+used_cpu_sys, s
-	scripts     int64              // EVALSHA calls, all nodes
-	failed      int64              // EVALSHA, GET and SET calls that failed or were refused, all nodes
-	gets, sets  int64              // GET and SET calls, all nodes
-	pings       map[string]int64   // PING calls by node
-	decisions   int64              // sluice's THROTTLE decisions
-	limited     int64              // of which limited
-	clustered   int64              // of which the cluster made
+	sluiceCPU  time.Duration      // sluice's CPU time
+	nodeCPU    map[string]float64 // each redis-server's used_cpu_user+used_cpu_sys, s
+	scripts    int64              // EVALSHA calls, all nodes
+	failed     int64              // EVALSHA, GET and SET calls that failed or were refused, all nodes
+	gets, sets int64              // GET and SET calls, all nodes
+	pings      map[string]int64   // PING calls by node
+	decisions  int64              // sluice's THROTTLE decisions
+	limited    int64              // of which limited
+	clustered  int64              // of which the cluster made
 }
 
 // runCost is a run's CPU per request, µs: sluice's, that of all the
@@ -172,7 +160,7 @@ type runCost struct {
 func costPerRequest(before, after usage, requests int64) runCost {
 	n := float64(requests)
 	c := runCost{
-		sluice: float64(after.sluiceTicks-before.sluiceTicks) * 1e6 / userHZ / n,
+		sluice: float64(after.sluiceCPU-before.sluiceCPU) / 1e3 / n,
 		node:   map[string]float64{},
 	}
 	for addr, cpu := range after.nodeCPU {
@@ -313,22 +301,29 @@ func (nt *neutral) connectNodes(ctx context.Context, seed string) error {
 // sluice's own keys (sluice:...) do not match it.
 func directKeys(id string) string { return "rate:*" + id + "*" }
 
-// dropDirectKeys deletes the article script's keys of this invocation from
-// every primary, and returns once every replica has applied the deletes.
-// The script keeps a key ceil(capacity/rate)+1 s after its last call (11 s
-// at the default limits), so a direct run's keys would otherwise expire,
-// and their DELs replicate, inside a later run's window: the next row's
-// at the default -duration, whose CPU per decision would then carry work
-// it did not cause. Under a steady load at these rates a key is called
-// again long before that, so this expiry is an artefact of the run's end,
-// and is charged to no run.
-func (nt *neutral) dropDirectKeys(ctx context.Context, id string) error {
+// sluiceKeys is the SCAN pattern of the buckets sluice keeps for this
+// invocation's THROTTLE calls (sluice:<id>:<row>:<n>, the hot key's
+// sub-buckets and marker), and nothing of the article script's.
+func sluiceKeys(id string) string { return "sluice:*" + id + "*" }
+
+// dropKeys deletes the keys matching pattern from every primary, and
+// returns once every replica has applied the deletes. The article script
+// keeps a key ceil(capacity/rate)+1 s after its last call (11 s at the
+// default limits), and sluice a bucket until it is full again (0.1 s
+// here), so a run's keys, and a calibration's, would otherwise expire,
+// and their DELs replicate, inside a later run's window, whose CPU per
+// decision would then carry work it did not cause: sluice's calibration
+// keys in the direct run that follows it, the direct run's in sluice's.
+// Under a steady load at these rates a key is called again before it
+// expires, so this expiry is an artefact of a run's end, and is charged
+// to no run.
+func (nt *neutral) dropKeys(ctx context.Context, pattern string) error {
 	for _, n := range nt.nodes {
 		if !n.serving() {
 			continue
 		}
 		for cursor := uint64(0); ; {
-			e, err := n.c.Do(ctx, n.c.B().Scan().Cursor(cursor).Match(directKeys(id)).Count(1000).Build()).AsScanEntry()
+			e, err := n.c.Do(ctx, n.c.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
 			if err != nil {
 				return fmt.Errorf("%s: SCAN: %w", n.addr, err)
 			}
@@ -400,12 +395,9 @@ func (nt *neutral) read(ctx context.Context) (usage, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	u := usage{nodeCPU: map[string]float64{}, pings: map[string]int64{}}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", nt.sluicePID))
-	if err != nil {
+	var err error
+	if u.sluiceCPU, err = processCPU(nt.sluicePID); err != nil {
 		return u, fmt.Errorf("sluice's CPU: %w", err)
-	}
-	if u.sluiceTicks, err = parseProcTicks(string(stat)); err != nil {
-		return u, err
 	}
 	text, err := nt.sluice.Do(ctx, nt.sluice.B().Info().Section("stats", "backend").Build()).ToString()
 	if err != nil {
@@ -617,7 +609,7 @@ func runNeutral(cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "direct: bench/article.lua by EVALSHA straight to the cluster (redis-benchmark --cluster; the hot key to its primary %s:%s)\n", hotHost, hotPort)
 	fmt.Fprintf(out, "sluice: THROTTLE at %s; limit %s/%s per %s (hot key: %s/%s per 1s)\n", cfg.addr, capacity, refill, cfg.lim.period, hot, hot)
 	fmt.Fprintf(out, "the direct script's `now` is fixed for each run (redis-benchmark cannot vary it), so its buckets do not refill within a run; at these limits every call is allowed on both paths\n")
-	fmt.Fprintf(out, "each row: direct then sluice back to back, the same -n for both, sized from short calibration runs so that the two take about %v together; one redis-benchmark thread; the direct run's keys deleted after it, outside any run, so that their expiry falls in no later run\n\n", 2*cfg.duration)
+	fmt.Fprintf(out, "each row: direct then sluice back to back, the same -n for both, sized from short calibration runs so that the two take about %v together; one redis-benchmark thread; the direct run's keys deleted after it, and sluice's before it (its calibration's), outside any run, so that their expiry falls in no later run\n\n", 2*cfg.duration)
 
 	// Passthrough: ordinary commands, which sluice forwards to the slot's
 	// primary, against redis-benchmark --cluster sending them there itself.
@@ -716,11 +708,14 @@ func (nt *neutral) runRow(ctx context.Context, row *neutralRow) error {
 		return err
 	}
 	n := sizeRequests(pairRate(rd, rs), nt.cfg.duration, floor)
+	if err := nt.dropKeys(ctx, sluiceKeys(nt.id)); err != nil {
+		return fmt.Errorf("sluice's calibration: %w", err)
+	}
 	if row.d, err = nt.measure(ctx, withNow(row.direct), n, directServed); err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
 	if row.served == nil {
-		if err := nt.dropDirectKeys(ctx, nt.id); err != nil {
+		if err := nt.dropKeys(ctx, directKeys(nt.id)); err != nil {
 			return fmt.Errorf("direct: %w", err)
 		}
 	}
@@ -738,7 +733,7 @@ func (nt *neutral) runRow(ctx context.Context, row *neutralRow) error {
 
 func printNeutral(out io.Writer, rows []*neutralRow, pings map[int]neutralRun, pingAddr string, servers int) {
 	notes := printRows(out, rows)
-	fmt.Fprintf(out, "cpu/op: CPU µs per decision, sluice's from /proc/<pid>/stat, the servers' summed over all %d redis-servers (INFO cpu, replicas included); fallback: sluice's decisions not made by the cluster; ratio: sluice/direct req/s\n", servers)
+	fmt.Fprintf(out, "cpu/op: CPU µs per decision, sluice's from its process CPU clock, the servers' summed over all %d redis-servers (INFO cpu, replicas included); fallback: sluice's decisions not made by the cluster; ratio: sluice/direct req/s\n", servers)
 	one := rows[3]
 	fmt.Fprintf(out, "%s: p50 sluice − direct %+.0f µs, p99 %+.0f µs\n", one.name, (one.s.res.p50-one.d.res.p50)*1e3, (one.s.res.p99-one.d.res.p99)*1e3)
 	for _, p := range slices.Sorted(maps.Keys(pings)) {

@@ -3,7 +3,9 @@ package main
 import (
 	"math"
 	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -49,20 +51,44 @@ func TestParseBenchCSV(t *testing.T) {
 	}
 }
 
-func TestParseProcTicks(t *testing.T) {
-	// Fields 14 and 15 are utime 1234 and stime 56; the name may hold
-	// spaces and parentheses.
-	rest := " S 1 7056 7056 0 -1 4194560 5049 0 0 0 1234 56 0 0 20 0 9 0 8817 1290760192 4629 18446744073709551615"
-	for _, name := range []string{"(sluice)", "(a) b (c))"} {
-		got, err := parseProcTicks("7056 " + name + rest + "\n")
-		if err != nil || got != 1290 {
-			t.Errorf("%s: got %d, %v; want 1290", name, got, err)
+// processCPU reads a process's CPU clock to the µs: it agrees with
+// getrusage's count for this process, where /proc's ticks are 10 ms.
+func TestProcessCPU(t *testing.T) {
+	rusage := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	before, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ruBefore := rusage()
+	x := 0
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		for i := range 1_000_000 {
+			x += i
+		}
+		if cpu, _ := processCPU(os.Getpid()); cpu-before >= 30*time.Millisecond {
+			break
 		}
 	}
-	for _, bad := range []string{"", "7056 sluice S 1", "7056 (sluice) S 1 2 3", "7056 (sluice) S 1 7056 7056 0 -1 4194560 5049 0 0 0 x 56"} {
-		if _, err := parseProcTicks(bad); err == nil {
-			t.Errorf("%q: accepted", bad)
-		}
+	after, err := processCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran, ruRan := after-before, rusage()-ruBefore
+	if ran < 30*time.Millisecond || (ran-ruRan).Abs() > 5*time.Millisecond {
+		t.Errorf("processCPU counted %v where getrusage counted %v (%d)", ran, ruRan, x)
+	}
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := processCPU(ended.Process.Pid); err == nil {
+		t.Error("the CPU clock of a process that has ended: no error")
 	}
 }
 
@@ -96,10 +122,10 @@ caface04b6254ce355402f84a976fa18a6f86b32 127.0.0.1:7000@17000 myself,master - 0 
 }
 
 func TestCostPerRequest(t *testing.T) {
-	before := usage{sluiceTicks: 100, nodeCPU: map[string]float64{"a": 1.0, "b": 2.0}}
-	after := usage{sluiceTicks: 250, nodeCPU: map[string]float64{"a": 1.5, "b": 2.2}}
+	before := usage{sluiceCPU: time.Second, nodeCPU: map[string]float64{"a": 1.0, "b": 2.0}}
+	after := usage{sluiceCPU: 2500 * time.Millisecond, nodeCPU: map[string]float64{"a": 1.5, "b": 2.2}}
 	c := costPerRequest(before, after, 100000)
-	// 150 ticks of 10 ms: 1.5 s for 100,000 requests.
+	// 1.5 s for 100,000 requests.
 	if math.Abs(c.sluice-15) > 1e-9 {
 		t.Errorf("sluice %v µs, want 15", c.sluice)
 	}
