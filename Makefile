@@ -114,7 +114,8 @@ bench: cluster
 	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn --maxclients 11000 \
 		--tls-listen $(BENCH_TLS_ADDR) --tls-cert-file $(BENCH_TLS)/node.crt --tls-key-file $(BENCH_TLS)/node.key \
 		--tls-ca-cert-file $(BENCH_TLS)/ca.crt & pid=$$!; \
-		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) ping >/dev/null 2>&1; do sleep 0.1; done; \
+		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$$pid"; do \
+			kill -0 $$pid 2>/dev/null || exit 1; sleep 0.1; done; \
 		$(CLUSTER_DIR)/bench -suite -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -duration 2s -rounds 3; rc=$$?; \
 		echo; \
 		$(CLUSTER_DIR)/bench -neutral -addr $(BENCH_ADDR) -cluster 127.0.0.1:7000 -sluice-pid $$pid -duration 4s \
@@ -131,7 +132,8 @@ soak: cluster
 	$(GO) build -o $(CLUSTER_DIR)/sluice ./cmd/sluice
 	$(GO) build -o $(CLUSTER_DIR)/bench ./bench
 	@$(CLUSTER_DIR)/sluice --listen $(BENCH_ADDR) --cluster 127.0.0.1:7000 --log-level warn & pid=$$!; \
-		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) ping >/dev/null 2>&1; do sleep 0.1; done; \
+		until redis-cli -p $(lastword $(subst :, ,$(BENCH_ADDR))) info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$$pid"; do \
+			kill -0 $$pid 2>/dev/null || exit 1; sleep 0.1; done; \
 		$(CLUSTER_DIR)/bench -soak -addr $(BENCH_ADDR) -sluice-pid $$pid -kill 127.0.0.1:7000 \
 			-clients 20 -keys uniform:100000 -duration $(SOAK_DURATION); rc=$$?; \
 		kill $$pid; $(MAKE) cluster-stop; exit $$rc
