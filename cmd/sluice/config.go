@@ -184,6 +184,26 @@ func fileBool(v string) (string, error) {
 	return "", fmt.Errorf("want yes, no, true or false, not %q", v)
 }
 
+// yesNo is a boolean flag that takes on the command line what the file
+// and the environment take (fileBool): --allow-admin=yes as well as
+// --allow-admin, =true and Go's other spellings (1, t, F).
+type yesNo bool
+
+func (b *yesNo) IsBoolFlag() bool { return true }
+func (b *yesNo) String() string   { return strconv.FormatBool(bool(*b)) }
+
+func (b *yesNo) Set(v string) error {
+	if s, err := fileBool(v); err == nil {
+		v = s
+	}
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("want yes, no, true or false, not %q", v)
+	}
+	*b = yesNo(x)
+	return nil
+}
+
 // decodeInt reads an integer as THROTTLE takes it: decimal digits, with
 // a minus or not, 20 bytes at most. yaml.v3 would cut a fraction (2.9) or an exponent (1e3)
 // to an int64 without a word, read 010 as YAML 1.1's octal 8 (and tag 019
