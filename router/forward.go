@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluice-rl/sluice/router/command"
 	"github.com/sluice-rl/sluice/router/reply"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Forward is an ordinary command for the cluster: its whole RESP encoding
@@ -621,8 +622,8 @@ func (c *Cluster) Primaries() []int {
 	}
 	seen := map[*shard]bool{}
 	var slots []int
-	for sl, s := range t.owners {
-		if s != nil && !seen[s] {
+	for sl := range slot.Count {
+		if s := t.owner(sl); s != nil && !seen[s] {
 			seen[s] = true
 			slots = append(slots, sl)
 		}
@@ -657,7 +658,7 @@ func (c *Cluster) addrOf(t *topology, sl int) string {
 		}
 		return ""
 	}
-	if s := t.owners[sl]; s != nil {
+	if s := t.owner(sl); s != nil {
 		return s.addr
 	}
 	return ""

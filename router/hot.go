@@ -429,11 +429,11 @@ func (s *subSeen) tokens(i int, part bucket.Interval, fill, now int64) (n int64,
 // splitTags picks n hash tags for the sub-buckets of a split: tag i on the
 // i-th primary (mod their number) in slot order, the shortest tags first,
 // so that every instance reading the same slot map picks the same tags.
-func splitTags(owner *[slot.Count]*shard, tags *slot.Tags, byLength []int, n int) []string {
+func splitTags(t *topology, tags *slot.Tags, byLength []int, n int) []string {
 	var primaries []*shard
 	seen := map[*shard]int{}
-	for _, s := range owner {
-		if s != nil {
+	for sl := range slot.Count {
+		if s := t.owner(sl); s != nil {
 			if _, ok := seen[s]; !ok {
 				seen[s] = len(primaries)
 				primaries = append(primaries, s)
@@ -447,7 +447,7 @@ func splitTags(owner *[slot.Count]*shard, tags *slot.Tags, byLength []int, n int
 	// from the i-th primary in turn that still has one.
 	slots := make([][]int, len(primaries))
 	for _, sl := range byLength {
-		if s := owner[sl]; s != nil {
+		if s := t.owner(sl); s != nil {
 			if p := seen[s]; len(slots[p]) < n {
 				slots[p] = append(slots[p], sl)
 			}

@@ -75,23 +75,23 @@ func TestSplitTags(t *testing.T) {
 	tags := slot.NewTags()
 	order := slotsByTagLength(tags)
 	a, b := &shard{addr: "a"}, &shard{addr: "b"}
-	var owners [slot.Count]*shard
-	for i := range owners {
-		owners[i] = a
+	owners := &topology{}
+	for i := range slot.Count {
+		owners.setOwner(i, a)
 	}
-	owners[5] = b // b owns one slot only
-	got := splitTags(&owners, tags, order, 4)
+	owners.setOwner(5, b) // b owns one slot only
+	got := splitTags(owners, tags, order, 4)
 	if len(got) != 4 || got[0] != tags[order[0]] || slot.Of("{"+got[1]+"}") != 5 ||
 		got[2] != tags[order[1]] || got[3] != tags[order[2]] {
 		t.Fatalf("got %v, want a's shortest tag, b's only one, then a's next two", got)
 	}
-	for i := range owners {
-		owners[i] = []*shard{a, b}[i*2/slot.Count]
+	for i := range slot.Count {
+		owners.setOwner(i, []*shard{a, b}[i*2/slot.Count])
 	}
-	got = splitTags(&owners, tags, order, 5)
+	got = splitTags(owners, tags, order, 5)
 	for i, tag := range got {
-		if want := []*shard{a, b}[i%2]; owners[slot.Of("{"+tag+"}")] != want {
-			t.Fatalf("tag %d %q is on %s, want %s", i, tag, owners[slot.Of("{"+tag+"}")].addr, want.addr)
+		if want := []*shard{a, b}[i%2]; owners.ownerOf("{"+tag+"}") != want {
+			t.Fatalf("tag %d %q is on %s, want %s", i, tag, owners.ownerOf("{"+tag+"}").addr, want.addr)
 		}
 		if len(tag) > 2 {
 			t.Fatalf("tag %q: want the shortest", tag)

@@ -45,7 +45,7 @@ func TestSplitTTFOnTheShardsClocks(t *testing.T) {
 	// On sluice's own connections, which it keeps open: a client closed
 	// while its server is paused waits for the pause to end.
 	paused := map[*shard]bool{}
-	for _, s := range topo.owners {
+	for _, s := range topo.shards {
 		if s == nil || paused[s] {
 			continue
 		}

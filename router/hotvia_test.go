@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // hotPipe is a cluster whose one shard owns every slot and whose key "k"
@@ -34,8 +35,8 @@ func hotPipe(t *testing.T) (*Cluster, *Pipe, onePipe, *shard) {
 	sh := &shard{addr: "127.0.0.1:1"}
 	sh.healthy.Store(true)
 	topo := &topology{}
-	for i := range topo.owners {
-		topo.owners[i] = sh
+	for i := range slot.Count {
+		topo.setOwner(i, sh)
 	}
 	c.topo.Store(topo)
 	// SubmitVia sends bucket calls only once a cluster client exists; the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router/bucket"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // pipeReplies are replies a node sends, of every shape Feed must find the
@@ -174,8 +175,8 @@ func forwardRound(n int, reply string) func() error {
 	c := &Cluster{}
 	t := &topology{}
 	sh := &shard{addr: "127.0.0.1:1"}
-	for i := range t.owners {
-		t.owners[i] = sh
+	for i := range slot.Count {
+		t.setOwner(i, sh)
 	}
 	c.topo.Store(t)
 	p := c.NewPipe(sh.addr, false, false)

@@ -18,10 +18,10 @@ func TestMarkerRenamedTagsIsReadAsItsOwn(t *testing.T) {
 	down, up := &shard{addr: "down"}, &shard{addr: "up"}
 	up.healthy.Store(true)
 	topo := &topology{}
-	for i := range topo.owners {
-		topo.owners[i] = up
+	for i := range slot.Count {
+		topo.setOwner(i, up)
 	}
-	topo.owners[slot.Of("{a}")] = down
+	topo.setOwner(slot.Of("{a}"), down)
 	for _, tags := range [][]string{{"a"}, {"a", "b", "c", "d"}} {
 		hk := newHotKey("k", false)
 		now := time.Now().UnixNano()

@@ -29,7 +29,7 @@ func TestReviewRollingReadSlotsPrefersAWholeMap(t *testing.T) {
 			_ = n.Do(ctx, "CLUSTER", "DELSLOTS", "0").Error()
 		}
 		c.refreshTopology(ctx)
-		s := c.topo.Load().owners[0]
+		s := c.topo.Load().owner(0)
 		if s == nil {
 			t.Fatalf("round %d: slot 0 has no owner in sluice's map; %s still serves it", round, owner.Addr)
 		}
