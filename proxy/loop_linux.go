@@ -67,6 +67,11 @@ const (
 // the next round, so one client cannot fill a round alone.
 const readSize = 16 << 10
 
+// longRead is the most a round reads from a socket into a command longer
+// than readSize (readLong): a copy of about 50 µs, no longer than a pass
+// of small commands takes.
+const longRead = 256 << 10
+
 // passParts is about the most parts of commands (a command split per slot
 // counting as its parts, as for maxInFlight) a pass takes of one client:
 // the rest of what it read waits in its pend for the next pass (backlog).
@@ -986,11 +991,18 @@ func (l *loop) takeBacklog() {
 }
 
 // readLong reads into c.pend itself, so that each read of a long command
-// does not copy what came of it before.
+// does not copy what came of it before. The buffer doubles when full, so
+// it holds at most twice what arrived (never what the command's header
+// announced), and each byte is copied about once as it grows: grown a
+// read at a time, append's quarter steps copied a 1 MB value five times
+// over and made as much garbage. Reads take up to longRead: a 16 KiB read
+// a pass made such a value 64 passes.
 func (l *loop) readLong(c *fdConn) {
 	framed := len(c.pend)
-	c.pend = slices.Grow(c.pend, readSize)
-	n, ok := l.readFD(c, c.pend[framed:framed+readSize])
+	if cap(c.pend)-framed < readSize {
+		c.pend = slices.Grow(c.pend, max(framed, readSize))
+	}
+	n, ok := l.readFD(c, c.pend[framed:min(cap(c.pend), framed+longRead)])
 	if !ok {
 		return
 	}

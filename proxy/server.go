@@ -848,6 +848,11 @@ const keepCommands = 64 << 10
 
 // command encodes args in r's buffer, for one of its fwd.
 func (r *round) command(args [][]byte) []byte {
+	if n := router.CommandLen(args); n > keepCommands/4 {
+		// Alone, at its size: in the round's buffer each long command
+		// that outgrew it copied every one before it again.
+		return router.AppendCommand(make([]byte, 0, n), args)
+	}
 	at := len(r.cmds)
 	r.cmds = router.AppendCommand(r.cmds, args)
 	return r.cmds[at:len(r.cmds):len(r.cmds)]

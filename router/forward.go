@@ -1660,6 +1660,23 @@ func (b *backend) lostConn() {
 	}
 }
 
+// CommandLen is the length of args encoded as a command (AppendCommand).
+func CommandLen(args [][]byte) int {
+	n := 1 + decimalLen(len(args)) + 2
+	for _, a := range args {
+		n += 1 + decimalLen(len(a)) + 2 + len(a) + 2
+	}
+	return n
+}
+
+func decimalLen(n int) int {
+	d := 1
+	for ; n >= 10; n /= 10 {
+		d++
+	}
+	return d
+}
+
 // unsentCode is the error code of fail's answer to commands sent nowhere.
 const unsentCode = "CLUSTERDOWN"
 

@@ -43,7 +43,10 @@ type Pipe struct {
 	readonly bool
 	timeout  time.Duration // how long a node may hold a command: hung past it
 
-	out  []byte
+	out []byte
+	// lent: out is a long command's own buffer (send), which Wrote must
+	// not write over: a redirect sends the command again.
+	lent bool
 	sent fifo   // in out or written, waiting for their replies
 	in   []byte // read, not yet a whole reply
 	// scan knows how much of the reply in starts is whole: a big reply
@@ -132,10 +135,19 @@ func (p *Pipe) Dial() (net.Conn, error) {
 }
 
 func (p *Pipe) send(f *forwarded) {
-	if f.asking {
-		p.out = append(p.out, askingCmd...)
+	switch {
+	case len(p.out) == 0 && !f.asking && len(f.cmd) >= lendOut:
+		// Written from the command's buffer, not copied into the pipe's
+		// (a copy of a 1 MB value, and the garbage of a buffer grown to
+		// hold it). Its capacity ends at its length, so the append of
+		// the next command copies what is left of it instead.
+		p.out, p.lent = f.cmd[:len(f.cmd):len(f.cmd)], true
+	default:
+		if f.asking {
+			p.out = append(p.out, askingCmd...)
+		}
+		p.out, p.lent = append(p.out, f.cmd...), false
 	}
-	p.out = append(p.out, f.cmd...)
 	f.expect, f.queued = f.replies+btoi(f.asking), false
 	// A read sent again from a replica that timed out carries the time
 	// it reached the replica: kept, it would make this node look hung
@@ -149,6 +161,13 @@ func (p *Pipe) Out() []byte { return p.out }
 
 // Wrote drops the first n bytes of Out, which the node took.
 func (p *Pipe) Wrote(n int) {
+	if p.lent {
+		p.out = p.out[n:]
+		if len(p.out) == 0 {
+			p.out, p.lent = nil, false
+		}
+		return
+	}
 	p.out = p.out[:copy(p.out, p.out[n:])]
 	if len(p.out) == 0 && cap(p.out) > 64<<10 {
 		p.out = nil
@@ -265,13 +284,17 @@ const (
 	minArenaLeft = 1 << 10
 )
 
+// lendOut is the length from which a command is written from its own
+// buffer when nothing else waits to be written (Pipe.send).
+const lendOut = 64 << 10
+
 // Fail answers every command waiting an error: the connection is lost
 // (closed by the loop), and none of them will get its reply now. Its
 // buffers go too: a loop keeps a pipe for every address it has named, and
 // nodes that move (a restarted pod's new address) would leave theirs held.
 func (p *Pipe) Fail(err error) {
 	lost := p.sent.takeAll()
-	p.out, p.in, p.scan = nil, nil, reply.Scanner{}
+	p.out, p.lent, p.in, p.scan = nil, false, nil, reply.Scanner{}
 	fail(lost, p.addr, err)
 	p.failQueued()
 }

@@ -454,3 +454,35 @@ func TestPipeBigReplyAllocatesAFewTimesItsSize(t *testing.T) {
 		t.Fatalf("allocated %d bytes for a reply of %d", n, size)
 	}
 }
+
+// A long command is written from its own buffer, in as many writes as
+// the socket takes, and what is left of it goes before the next command:
+// its bytes are never written over, since a redirect sends it again.
+func TestPipeWritesALongCommandFromItsOwnBuffer(t *testing.T) {
+	var got []string
+	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	long := "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$70000\r\n" + strings.Repeat("v", 70000) + "\r\n"
+	ping := "*1\r\n$4\r\nPING\r\n"
+	f := answered(long, 1, &got)
+	p.send(f)
+	if out := p.Out(); len(out) != len(long) || &out[0] != &f.cmd[0] {
+		t.Fatalf("out is %d bytes of another buffer, want the command's own %d", len(out), len(long))
+	}
+	p.Wrote(1000)
+	p.send(answered(ping, 1, &got))
+	p.Wrote(500)
+	if string(f.cmd) != long {
+		t.Fatal("the command's buffer was written over")
+	}
+	if want := long[1500:] + ping; string(p.Out()) != want {
+		t.Fatalf("out holds %d bytes, want the command's last %d then PING", len(p.Out()), len(long)-1500)
+	}
+	p.Wrote(len(p.Out()))
+	p.send(answered(ping, 1, &got))
+	if string(p.Out()) != ping || string(f.cmd) != long {
+		t.Fatalf("after the rest was written: out %q", p.Out())
+	}
+	if err := p.Feed(copy(p.ReadBuf(21), "+OK\r\n+PONG\r\n+PONG\r\n")); err != nil || len(got) != 3 || got[0] != "+OK\r\n" {
+		t.Fatalf("answers %q, %v", got, err)
+	}
+}
