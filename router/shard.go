@@ -109,11 +109,18 @@ func (t *topology) ownerOf(key string) *shard {
 	return t.owner(slot.Of(key))
 }
 
+// owner is slot sl's primary, nil without one. Index 0 is no owner
+// whether or not shards holds its nil: a map in which no slot has an
+// owner (a cluster not yet given its slots answers CLUSTER SLOTS with
+// none) never called setOwner, and its shards is empty.
 func (t *topology) owner(sl int) *shard {
 	if t == nil {
 		return nil
 	}
-	return t.shards[t.owners[sl]]
+	if i := t.owners[sl]; i != 0 {
+		return t.shards[i]
+	}
+	return nil
 }
 
 // setOwner makes s the owner of slot sl.
