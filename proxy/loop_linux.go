@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -1000,7 +999,16 @@ func (l *loop) takeBacklog() {
 func (l *loop) readLong(c *fdConn) {
 	framed := len(c.pend)
 	if cap(c.pend)-framed < readSize {
-		c.pend = slices.Grow(c.pend, max(framed, readSize))
+		grow := max(framed, readSize)
+		if c.f.state == inBulkBody {
+			// No more than the argument being read still needs (and a
+			// read for what may follow it): the doubling past a 1 MB
+			// value's end would allocate, and clear, another MB.
+			grow = max(min(grow, int(c.f.left)+readSize), readSize)
+		}
+		// Not slices.Grow: append's own steps would round it up by a
+		// quarter.
+		c.pend = append(make([]byte, 0, framed+grow), c.pend...)
 	}
 	n, ok := l.readFD(c, c.pend[framed:min(cap(c.pend), framed+longRead)])
 	if !ok {

@@ -143,10 +143,15 @@ func (p *Pipe) send(f *forwarded) {
 		// the next command copies what is left of it instead.
 		p.out, p.lent = f.cmd[:len(f.cmd):len(f.cmd)], true
 	default:
+		if p.lent {
+			// Copied out before anything is added (even nothing: an
+			// append of no bytes would keep the command's buffer).
+			p.out, p.lent = append([]byte(nil), p.out...), false
+		}
 		if f.asking {
 			p.out = append(p.out, askingCmd...)
 		}
-		p.out, p.lent = append(p.out, f.cmd...), false
+		p.out = append(p.out, f.cmd...)
 	}
 	f.expect, f.queued = f.replies+btoi(f.asking), false
 	// A read sent again from a replica that timed out carries the time

@@ -125,6 +125,11 @@ func (t *topology) owner(sl int) *shard {
 
 // setOwner makes s the owner of slot sl.
 func (t *topology) setOwner(sl int, s *shard) {
+	t.setOwners(sl, sl, s)
+}
+
+// setOwners makes s the owner of slots lo to hi.
+func (t *topology) setOwners(lo, hi int, s *shard) {
 	if len(t.shards) == 0 {
 		t.shards = []*shard{nil}
 	}
@@ -133,7 +138,9 @@ func (t *topology) setOwner(sl int, s *shard) {
 		i = len(t.shards)
 		t.shards = append(t.shards, s)
 	}
-	t.owners[sl] = uint16(i)
+	for sl := lo; sl <= hi; sl++ {
+		t.owners[sl] = uint16(i)
+	}
 }
 
 // sameOwners reports whether t and u give every slot the same primary.
@@ -445,9 +452,7 @@ func (c *Cluster) refreshTopology(ctx context.Context) {
 				}
 			}
 		}
-		for sl := lo; sl <= hi; sl++ {
-			t.setOwner(int(sl), s)
-		}
+		t.setOwners(int(lo), int(hi), s)
 	}
 	// A primary that lost its slots (failed over, or moved away) is
 	// forgotten; if it comes back as a primary it starts healthy, with the
