@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"bytes"
-	"fmt"
 	"syscall"
 	"testing"
 )
@@ -11,15 +9,7 @@ import (
 // the argument needs: doubling past the end of a 1 MiB value would hold,
 // and clear, another MiB that nothing fills.
 func TestLongArgumentBufferStopsAtItsEnd(t *testing.T) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	defer syscall.Close(fds[1])
-	const size = 1 << 20
-	cmd := fmt.Appendf(nil, "*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", size, bytes.Repeat([]byte("x"), size))
-	l, c := newTestLoop(t, allow{}, fds[1])
+	fds, cmd, l, c := longEcho(t)
 	most := 0
 	for p := cmd[:len(cmd)-10]; len(p) > 0; {
 		n, err := syscall.Write(fds[0], p[:min(4<<10, len(p))])

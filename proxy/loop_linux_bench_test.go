@@ -77,19 +77,28 @@ func BenchmarkLoopThrottle(b *testing.B) {
 	}
 }
 
+// longEcho is a loop serving one end of a socket pair, the other end
+// (fds[0]) to write to, and an ECHO of 1 MiB to write.
+func longEcho(tb testing.TB) (fds [2]int, cmd []byte, l *loop, c *fdConn) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		syscall.Close(fds[0])
+		syscall.Close(fds[1])
+	})
+	const size = 1 << 20
+	cmd = fmt.Appendf(nil, "*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", size, bytes.Repeat([]byte("x"), size))
+	l, c = newTestLoop(tb, allow{}, fds[1])
+	return fds, cmd, l, c
+}
+
 // BenchmarkLoopLongCommand is the loop reading a 1 MiB ECHO that arrives
 // 4 KiB at a time from a real socket: linear in the command's length, not
 // its square.
 func BenchmarkLoopLongCommand(b *testing.B) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	defer syscall.Close(fds[1])
-	const size = 1 << 20
-	cmd := fmt.Appendf(nil, "*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n", size, bytes.Repeat([]byte("x"), size))
-	l, c := newTestLoop(b, allow{}, fds[1])
+	fds, cmd, l, c := longEcho(b)
 	b.SetBytes(int64(len(cmd)))
 	b.ReportAllocs()
 	for b.Loop() {
