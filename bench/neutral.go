@@ -301,6 +301,11 @@ func (nt *neutral) connectNodes(ctx context.Context, seed string) error {
 // sluice's own keys (sluice:...) do not match it.
 func directKeys(id string) string { return "rate:*" + id + "*" }
 
+// benchmarkKeys are the SCAN patterns of the keys redis-benchmark's -t
+// get and -t set name: key:<12 digits>, and key:{<tag>}:<12 digits> with
+// --cluster. Nothing else is of that shape.
+var benchmarkKeys = []string{"key:" + strings.Repeat("[0-9]", 12), "key:{*}:" + strings.Repeat("[0-9]", 12)}
+
 // sluiceKeys is the SCAN pattern of the buckets sluice keeps for this
 // invocation's THROTTLE calls (sluice:<id>:<row>:<n>, the hot key's
 // sub-buckets and marker), and nothing of the article script's.
@@ -627,6 +632,14 @@ func runNeutral(cfg config, out io.Writer) error {
 			passRows = append(passRows, &neutralRow{name: name, clients: cfg.clients, pipe: p, served: t.served,
 				direct: append([]string{"--cluster", "-h", seedHost, "-p", seedPort, "-r", strconv.Itoa(clusterKeys(cfg.keys.n, cfg.clients, nt.primaries))}, common...),
 				sluice: append([]string{"-h", sluiceHost, "-p", sluicePort, "-r", keys}, common...)})
+		}
+	}
+	// The GET rows read whatever the cluster holds under redis-benchmark's
+	// keys: big values left there (by hand, say) weighed on one path and
+	// not the other, whose keys differ. Dropped, both read missing keys.
+	for _, pattern := range benchmarkKeys {
+		if err := nt.dropKeys(ctx, pattern); err != nil {
+			return err
 		}
 	}
 	for _, row := range append(slices.Clone(rows), passRows...) {
