@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,23 +118,12 @@ func TestPassthroughBlockingAnsweredAsTheClientEnds(t *testing.T) {
 // established, 08 the peer ended its side), holds exactly n bytes unread.
 func nodeHolds(t *testing.T, port int, st string, n int) bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 5 || f[3] != st {
-			continue
-		}
-		i := strings.LastIndexByte(f[1], ':')
-		lp, _ := strconv.ParseUint(f[1][i+1:], 16, 16)
-		j := strings.IndexByte(f[4], ':')
-		rx, _ := strconv.ParseUint(f[4][j+1:], 16, 32)
+	for _, s := range tcpSockets(t, false) {
+		rx := s.rx
 		if st == "08" {
 			rx-- // the end counts as a byte read
 		}
-		if int(lp) == port && int(rx) == n {
+		if s.state == st && s.local == port && rx == n {
 			return true
 		}
 	}

@@ -136,23 +136,8 @@ func TestPassthroughPublishBeforeEOFIsDelivered(t *testing.T) {
 // port peer is open (in any state but TIME_WAIT).
 func hasSocket(t *testing.T, port, peer int) bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 4 || f[3] == "06" {
-			continue
-		}
-		var lp, rp int
-		if _, err := fmt.Sscanf(f[1][strings.LastIndexByte(f[1], ':')+1:], "%X", &lp); err != nil {
-			continue
-		}
-		if _, err := fmt.Sscanf(f[2][strings.LastIndexByte(f[2], ':')+1:], "%X", &rp); err != nil {
-			continue
-		}
-		if lp == port && rp == peer {
+	for _, s := range tcpSockets(t, false) {
+		if s.state != "06" && s.local == port && s.remote == peer {
 			return true
 		}
 	}
@@ -162,21 +147,10 @@ func hasSocket(t *testing.T, port, peer int) bool {
 // busHolds is how many bytes the sockets of local port port hold unread.
 func busHolds(t *testing.T, port int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 5 || f[3] != "01" {
-			continue
-		}
-		var lp, rx int
-		fmt.Sscanf(f[1][strings.LastIndexByte(f[1], ':')+1:], "%X", &lp)
-		fmt.Sscanf(f[4][strings.IndexByte(f[4], ':')+1:], "%X", &rx)
-		if lp == port {
-			n += rx
+	for _, s := range tcpSockets(t, false) {
+		if s.state == "01" && s.local == port {
+			n += s.rx
 		}
 	}
 	return n

@@ -2,9 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
-	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -134,22 +132,9 @@ func socketSends(t *testing.T, addr string, peer int) int {
 	t.Helper()
 	_, ps, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(ps)
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		// sl local_address rem_address st tx_queue:rx_queue ...
-		f := strings.Fields(line)
-		if len(f) < 5 || f[3] != "01" {
-			continue
-		}
-		var lp, rp, tx int
-		fmt.Sscanf(f[1][strings.LastIndexByte(f[1], ':')+1:], "%X", &lp)
-		fmt.Sscanf(f[2][strings.LastIndexByte(f[2], ':')+1:], "%X", &rp)
-		fmt.Sscanf(f[4][:strings.IndexByte(f[4], ':')], "%X", &tx)
-		if lp == port && rp == peer {
-			return tx
+	for _, s := range tcpSockets(t, false) {
+		if s.state == "01" && s.local == port && s.remote == peer {
+			return s.tx
 		}
 	}
 	t.Fatalf("no socket of %s to port %d", addr, peer)

@@ -4,7 +4,6 @@ package proxy_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,18 +56,9 @@ func TestIdleBlockingConnClosedByNodeIsLetGo(t *testing.T) {
 // process has not closed (CLOSE-WAIT).
 func closeWaits(t *testing.T, port int) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) < 4 || f[3] != "08" {
-			continue
-		}
-		i := strings.LastIndexByte(f[2], ':')
-		if rp, _ := strconv.ParseUint(f[2][i+1:], 16, 16); int(rp) == port {
+	for _, s := range tcpSockets(t, false) {
+		if s.state == "08" && s.remote == port {
 			n++
 		}
 	}
