@@ -211,9 +211,23 @@ func (p *Pipe) Sent(now time.Time) {
 	}
 }
 
-// ReadBuf is where the next read from the node goes, at least n bytes.
+// ReadBuf is where the next read from the node goes: at least n bytes,
+// or all that the string a reply is in the middle of still needs.
 func (p *Pipe) ReadBuf(n int) []byte {
-	if cap(p.in)-len(p.in) < n {
+	free := cap(p.in) - len(p.in)
+	switch s := p.scan.Short(); {
+	case s >= n && s <= len(p.in)+exactAhead:
+		// The rest of a string whose length came: allocated once at its
+		// size. Doubled toward it instead, a reply of a MB made its buffer
+		// five times over. Past exactAhead more than has come, a node's
+		// word is not taken: the buffer doubles, as it does for an array
+		// of small elements.
+		if free < s {
+			p.in = slices.Grow(p.in, s)
+		}
+	case s > 0 && free >= s && len(p.in) >= exactAhead:
+		// The end of a big string: room enough to make it whole.
+	case free < n:
 		// Doubled while a big reply arrives: grown by n at a time
 		// (append's 1.25x), a reply of a MB allocated five times its size.
 		p.in = slices.Grow(p.in, max(n, len(p.in)))
@@ -271,9 +285,10 @@ func (p *Pipe) Feed(n int) error {
 	switch {
 	case rest == 0 && cap(p.in) > 64<<10:
 		p.in = nil
-	case cap(p.in) > 256<<10 && rest < cap(p.in)/8:
+	case cap(p.in) > 256<<10 && rest+p.scan.Short() < cap(p.in)/8:
 		// A big reply's buffer, and the start of the next reply: kept
-		// as it is, it would stay while the connection stays busy.
+		// as it is, it would stay while the connection stays busy. (What
+		// a string still to come needs is what ReadBuf sized it for.)
 		p.in = append(make([]byte, 0, max(2*rest, 64<<10)), p.in...)
 	}
 	// src would hold on to in's array (a big reply's) until the node next
@@ -288,6 +303,10 @@ const (
 	arenaSize    = 32 << 10
 	minArenaLeft = 1 << 10
 )
+
+// exactAhead is how far past what a reply has brought so far its buffer
+// may be sized at once by a string's length (ReadBuf).
+const exactAhead = 1 << 20
 
 // lendOut is the length from which a command is written from its own
 // buffer when nothing else waits to be written (Pipe.send).

@@ -344,8 +344,32 @@ func TestScannerFindsEachReply(t *testing.T) {
 	}
 }
 
+// Short says how much of a string is still to come, the bytes of its
+// end included, inside an aggregate too; 0 once the reply is whole and
+// while no string's length is read.
+func TestScannerShort(t *testing.T) {
+	for _, tt := range []struct {
+		in    string
+		short int
+	}{
+		{"$5\r\nab", 5},
+		{"$5\r\n", 7},
+		{"$5\r\nabcde\r", 1},
+		{"$5", 0},
+		{"*2\r\n$1\r\na\r\n$10\r\n0123", 8},
+		{"*2\r\n$1\r\na\r\n", 0},
+		{"$0\r\n\r\n", 0},
+	} {
+		var s Scanner
+		if n := s.Whole([]byte(tt.in)); s.Short() != tt.short {
+			t.Errorf("%q: Short %d (Whole %d), want %d", tt.in, s.Short(), n, tt.short)
+		}
+	}
+}
+
 // FuzzScanner: fed what Read reads a byte at a time, the Scanner finds the
 // reply's end where Read does, never claims a reply Read finds unfinished,
+// never says it needs more than the rest of a reply Read takes (Short),
 // and says a reply Read refuses is whole, for Read to refuse, by the time
 // all of it is in.
 func FuzzScanner(f *testing.F) {
@@ -360,6 +384,9 @@ func FuzzScanner(f *testing.F) {
 		n, at := 0, 0
 		for k := 1; k <= len(in) && n == 0; k++ {
 			n, at = s.Whole(in[:k]), k
+			if n == 0 && err == nil && k+s.Short() > len(got) {
+				t.Fatalf("at %d of a reply of %d bytes, %d more said needed", k, len(got), s.Short())
+			}
 		}
 		switch {
 		case err == nil && (n != len(got) || at != len(got)):

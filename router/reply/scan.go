@@ -13,13 +13,23 @@ import "bytes"
 type Scanner struct {
 	at   int     // where the next element starts, from the reply's start
 	open []int64 // elements each aggregate around it is still owed, innermost last
+	// short: how many bytes past b the string that b ends in still needs
+	// (Short).
+	short int
 }
+
+// Short is how many more bytes, at least, the reply needs, as far as the
+// length of a string it is in the middle of says; 0 when Whole did not
+// end in one. A reader may size its buffer by it once rather than growing
+// it toward a big string a read at a time.
+func (s *Scanner) Short() int { return s.short }
 
 // Whole returns the length of the reply that b starts with once b holds
 // all of it, and 0 while it does not. Until Whole returns more than 0, b
 // must start with the same bytes at each call (the reply's, and those
 // that came since); then the Scanner starts over, for the next reply.
 func (s *Scanner) Whole(b []byte) int {
+	s.short = 0
 	for s.at < len(b) {
 		nl := bytes.IndexByte(b[s.at:], '\n')
 		if nl < 0 {
@@ -36,6 +46,7 @@ func (s *Scanner) Whole(b []byte) int {
 		next := end
 		if body >= 0 {
 			if int64(len(b)-end) < body+2 {
+				s.short = int(body + 2 - int64(len(b)-end))
 				return 0
 			}
 			next = end + int(body) + 2
