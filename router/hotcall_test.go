@@ -76,17 +76,15 @@ func TestSplitTags(t *testing.T) {
 	order := slotsByTagLength(tags)
 	a, b := &shard{addr: "a"}, &shard{addr: "b"}
 	owners := &topology{}
-	for i := range slot.Count {
-		owners.setOwner(i, a)
-	}
-	owners.setOwner(5, b) // b owns one slot only
+	owners.setOwners(0, slot.Count-1, a)
+	owners.setOwners(5, 5, b) // b owns one slot only
 	got := splitTags(owners, tags, order, 4)
 	if len(got) != 4 || got[0] != tags[order[0]] || slot.Of("{"+got[1]+"}") != 5 ||
 		got[2] != tags[order[1]] || got[3] != tags[order[2]] {
 		t.Fatalf("got %v, want a's shortest tag, b's only one, then a's next two", got)
 	}
 	for i := range slot.Count {
-		owners.setOwner(i, []*shard{a, b}[i*2/slot.Count])
+		owners.setOwners(i, i, []*shard{a, b}[i*2/slot.Count])
 	}
 	got = splitTags(owners, tags, order, 5)
 	for i, tag := range got {

@@ -35,9 +35,7 @@ func hotPipe(t *testing.T) (*Cluster, *Pipe, onePipe, *shard) {
 	sh := &shard{addr: "127.0.0.1:1"}
 	sh.healthy.Store(true)
 	topo := &topology{}
-	for i := range slot.Count {
-		topo.setOwner(i, sh)
-	}
+	topo.setOwners(0, slot.Count-1, sh)
 	c.topo.Store(topo)
 	// SubmitVia sends bucket calls only once a cluster client exists; the
 	// pipe's calls never use it.

@@ -175,9 +175,7 @@ func forwardRound(n int, reply string) func() error {
 	c := &Cluster{}
 	t := &topology{}
 	sh := &shard{addr: "127.0.0.1:1"}
-	for i := range slot.Count {
-		t.setOwner(i, sh)
-	}
+	t.setOwners(0, slot.Count-1, sh)
 	c.topo.Store(t)
 	p := c.NewPipe(sh.addr, false, false)
 	cmds := make([]Forward, n)

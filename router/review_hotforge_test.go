@@ -18,10 +18,8 @@ func TestMarkerRenamedTagsIsReadAsItsOwn(t *testing.T) {
 	down, up := &shard{addr: "down"}, &shard{addr: "up"}
 	up.healthy.Store(true)
 	topo := &topology{}
-	for i := range slot.Count {
-		topo.setOwner(i, up)
-	}
-	topo.setOwner(slot.Of("{a}"), down)
+	topo.setOwners(0, slot.Count-1, up)
+	topo.setOwners(slot.Of("{a}"), slot.Of("{a}"), down)
 	for _, tags := range [][]string{{"a"}, {"a", "b", "c", "d"}} {
 		hk := newHotKey("k", false)
 		now := time.Now().UnixNano()

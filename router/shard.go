@@ -112,7 +112,7 @@ func (t *topology) ownerOf(key string) *shard {
 // owner is slot sl's primary, nil without one. Index 0 is no owner
 // whether or not shards holds its nil: a map in which no slot has an
 // owner (a cluster not yet given its slots answers CLUSTER SLOTS with
-// none) never called setOwner, and its shards is empty.
+// none) never called setOwners, and its shards is empty.
 func (t *topology) owner(sl int) *shard {
 	if t == nil {
 		return nil
@@ -121,11 +121,6 @@ func (t *topology) owner(sl int) *shard {
 		return t.shards[i]
 	}
 	return nil
-}
-
-// setOwner makes s the owner of slot sl.
-func (t *topology) setOwner(sl int, s *shard) {
-	t.setOwners(sl, sl, s)
 }
 
 // setOwners makes s the owner of slots lo to hi.
