@@ -7,7 +7,7 @@ CLUSTER_DIR := .cluster
 # Tests that need a real Redis Cluster fail instead of skipping.
 export SLUICE_REQUIRE_REDIS := 1
 
-.PHONY: test deps vet fmt-check cluster cluster-stop fuzz cross bench bench-hot soak
+.PHONY: test deps vet fmt-check deadcode cluster cluster-stop fuzz cross bench bench-hot soak
 
 # deps installs what the tests use when it is missing (TestCompat and
 # TestRedisBenchmarkSuite fail without it under make test). The Node
@@ -44,6 +44,14 @@ vet:
 # admission) should not compete with each other for two cores.
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -p 1 -timeout 9m ./...
+
+# Functions only tests call, which gofmt and vet do not see: none should
+# be listed (router/clustertest and router/bucket/buckettest are the
+# tests' own helpers). Not in make test: it fetches its tool.
+deadcode:
+	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@v0.53.0 ./... 2>&1 | \
+		grep -v -e '^router/clustertest/' -e '^router/bucket/buckettest/'); \
+		if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
 
 # The binary on the systems without event loops (the goroutine path):
 # not in make test, whose minutes it would cost on a cold cache.
