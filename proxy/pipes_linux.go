@@ -200,10 +200,9 @@ func (l *loop) writeNode(n *node) {
 	}
 }
 
-// nodeEvent reads n's replies, which answers their commands, or writes
-// what waited for room.
-// nodeEvent reads n and writes it, as events say it may; it reports
-// whether it read replies.
+// nodeEvent reads n's replies, which answers their commands, and writes
+// what waited for room, as events say it may; it reports whether it read
+// replies.
 func (l *loop) nodeEvent(n *node, events uint32) (fed bool) {
 	if events&(syscall.EPOLLIN|syscall.EPOLLERR|syscall.EPOLLHUP) != 0 {
 		k, err := rawRead(n.fd, n.p.ReadBuf(readSize))
