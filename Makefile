@@ -7,7 +7,7 @@ CLUSTER_DIR := .cluster
 # Tests that need a real Redis Cluster fail instead of skipping.
 export SLUICE_REQUIRE_REDIS := 1
 
-.PHONY: test deps vet fmt-check deadcode cluster cluster-stop fuzz cross bench bench-hot soak
+.PHONY: test deps vet fmt-check lint cluster cluster-stop fuzz cross bench bench-hot soak
 
 # deps installs what the tests use when it is missing (TestCompat and
 # TestRedisBenchmarkSuite fail without it under make test). The Node
@@ -45,10 +45,14 @@ vet:
 test: deps fmt-check vet
 	$(GO) test -race -count=1 -p 1 -timeout 9m ./...
 
-# Functions only tests call, which gofmt and vet do not see: none should
-# be listed (router/clustertest and router/bucket/buckettest are the
-# tests' own helpers). Not in make test: it fetches its tool.
-deadcode:
+# What vet does not see: staticcheck (its checks but the naming and
+# comment styles, and ST1005: sluice's error texts are Redis's, word for
+# word), and functions only tests call (router/clustertest and
+# router/bucket/buckettest are the tests' own helpers). Not in make test:
+# it fetches its tools.
+lint:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 \
+		-checks 'all,-ST1000,-ST1003,-ST1005,-ST1020,-ST1021,-ST1022' ./...
 	@out=$$($(GO) run golang.org/x/tools/cmd/deadcode@v0.53.0 ./... 2>&1 | \
 		grep -v -e '^router/clustertest/' -e '^router/bucket/buckettest/'); \
 		if [ -n "$$out" ]; then echo "$$out"; exit 1; fi

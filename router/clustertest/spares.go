@@ -53,11 +53,11 @@ type sparePool struct {
 	seq    int                 // names their directories
 }
 
-// spareShape is cfg's shape, and whether a cluster of cfg may be made of
+// spareShape is c's shape, and whether a cluster of c may be made of
 // spares.
-func (cfg Config) spareShape() (shape, bool) {
-	s := shape{cfg.primaries(), cfg.replicas()}
-	return s, spareGroups[s] > 0 && !cfg.TLS && cfg.User == ""
+func (c Config) spareShape() (shape, bool) {
+	s := shape{c.primaries(), c.replicas()}
+	return s, spareGroups[s] > 0 && !c.TLS && c.User == ""
 }
 
 // take hands out the oldest group of shape s, or nil.
