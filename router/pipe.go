@@ -228,8 +228,9 @@ func (p *Pipe) ReadBuf(n int) []byte {
 	case s > 0 && free >= s && len(p.in) >= exactAhead:
 		// The end of a big string: room enough to make it whole.
 	case free < n:
-		// Doubled while a big reply arrives: grown by n at a time
-		// (append's 1.25x), a reply of a MB allocated five times its size.
+		// Doubled while a big array, or a string past exactAhead, arrives:
+		// grown by n at a time (append's 1.25x), a reply of a MB allocated
+		// five times its size.
 		p.in = slices.Grow(p.in, max(n, len(p.in)))
 	}
 	return p.in[len(p.in):cap(p.in)]
