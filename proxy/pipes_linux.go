@@ -108,7 +108,7 @@ func (l *loop) flushNodes() {
 		n.dirty = false
 		switch {
 		case n.fd >= 0:
-			l.writeNode(n)
+			l.writeNode(n, now)
 			n.p.Sent(now)
 		case len(n.p.Out()) > 0:
 			// Stamped now, as if written: a call's deadline runs while its
@@ -166,14 +166,15 @@ func (l *loop) connected(ds []dialed) {
 			continue
 		}
 		l.nodeIDs[n.id] = n
-		l.writeNode(n)
-		n.p.Sent(time.Now()) // what gathered during the dial
+		now := time.Now()
+		l.writeNode(n, now)
+		n.p.Sent(now) // what gathered during the dial
 	}
 }
 
 // writeNode writes n's pipe as far as the socket takes it, and watches for
 // room to write the rest.
-func (l *loop) writeNode(n *node) {
+func (l *loop) writeNode(n *node, now time.Time) {
 	for out := n.p.Out(); len(out) > 0; out = n.p.Out() {
 		k, err := rawWrite(n.fd, out)
 		if err == syscall.EINTR {
@@ -186,7 +187,7 @@ func (l *loop) writeNode(n *node) {
 			l.lost(n, err)
 			return
 		}
-		n.p.Wrote(k)
+		n.p.Wrote(k, now)
 	}
 	want := uint32(syscall.EPOLLIN)
 	if len(n.p.Out()) > 0 {
@@ -227,7 +228,7 @@ func (l *loop) nodeEvent(n *node, events uint32) (fed bool) {
 		}
 	}
 	if events&syscall.EPOLLOUT != 0 && n.fd >= 0 {
-		l.writeNode(n)
+		l.writeNode(n, l.now)
 	}
 	return fed
 }

@@ -71,7 +71,9 @@ type ClusterConfig struct {
 	ReadFromReplicas bool
 	// ForwardTimeout bounds how long a node may hold an ordinary command
 	// forwarded to it, or a subscriber's command (not the subscriber's
-	// wait for messages); 0 means 10s. Past it the node's connection is
+	// wait for messages), from when it was written (a long one's last
+	// part) or the node last sent or, while it is written, took bytes;
+	// 0 means 10s. Past it the node's connection is
 	// closed and its commands answered an error; a subscriber's client is
 	// closed after those errors, its subscriptions gone.
 	ForwardTimeout time.Duration

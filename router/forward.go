@@ -943,9 +943,12 @@ type forwarded struct {
 	slot      int      // its keys' slot, or AnySlot
 	addr      string   // the node it was sent to
 	sentAt    time.Time
-	batch     *fwdBatch // where its reply goes: batch.replies[i]
-	i         int
-	bucket    *bucketCall // or a script call of bucket steps, on a loop's pipe
+	// start and end: where its bytes begin and end in all that its pipe
+	// writes (Pipe.written).
+	start, end int64
+	batch      *fwdBatch // where its reply goes: batch.replies[i]
+	i          int
+	bucket     *bucketCall // or a script call of bucket steps, on a loop's pipe
 	// check: cmd ends with ownsCheck (Forward.Primary), whose reply is
 	// the last; ran is the command's own, the answer.
 	check bool
@@ -1560,7 +1563,7 @@ func (b *backend) write() {
 		clear(b.queue)
 		b.queue = b.queue[:0]
 		b.mu.Unlock()
-		_, err := conn.Write(buf)
+		err := writeLong(conn, buf, b.c.forwardTimeout())
 		b.mu.Lock()
 		if cap(buf) <= 64<<10 {
 			b.buf = buf
@@ -1570,6 +1573,31 @@ func (b *backend) write() {
 			b.broken(conn, err)
 		}
 	}
+}
+
+// longWrite is the most of what a backend sends that is written at once.
+const longWrite = 1 << 20
+
+// writeLong writes buf to a node, longWrite at a time past that length,
+// and moves the connection's read deadline on after each part: a node
+// taking a value of many MB a part at a time is alive, and its reply is
+// due a timeout after the last part, as on the loops (Pipe.Wrote). A
+// stopped node's socket takes no more than its buffers hold, so the
+// deadline then passes as it would have.
+func writeLong(conn net.Conn, buf []byte, timeout time.Duration) error {
+	if len(buf) <= longWrite {
+		_, err := conn.Write(buf)
+		return err
+	}
+	for len(buf) > 0 {
+		n := min(len(buf), longWrite)
+		if _, err := conn.Write(buf[:n]); err != nil {
+			return err
+		}
+		buf = buf[n:]
+		conn.SetReadDeadline(time.Now().Add(timeout))
+	}
+	return nil
 }
 
 // read matches replies to the commands sent, in order.

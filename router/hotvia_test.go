@@ -51,7 +51,7 @@ func hotPipe(t *testing.T) (*Cluster, *Pipe, onePipe, *shard) {
 func written(t *testing.T, p *Pipe) [][]string {
 	t.Helper()
 	br := bufio.NewReader(bytes.NewReader(p.Out()))
-	p.Wrote(len(p.Out()))
+	p.Wrote(len(p.Out()), time.Now())
 	var calls [][]string
 	for {
 		args, err := readCommand(br)

@@ -61,6 +61,19 @@ type Pipe struct {
 	// through, and the commands behind it, sent with it, must not fail
 	// for it. (A bucket call's deadline stays its own: a step is small.)
 	heard time.Time
+	// written counts the bytes ever written, which places each command
+	// (forwarded.start, end); whole is how many of sent's first commands
+	// are written to their last byte; progress is when the node last took
+	// bytes. While a passthrough pipe's oldest command is not whole (a
+	// value of many MB on its way), the node taking its bytes is alive:
+	// its hang is counted from the last it took, and from the command's
+	// last byte once it has all of it. A command written whole counts from
+	// its first write, as before: bytes taken after it are the kernel's
+	// buffers filling, not the node reading, which a hung node's socket
+	// does for as long as commands trickle in.
+	written  int64
+	whole    int
+	progress time.Time
 
 	// A bucket pipe's calls: queued, and script calls in flight.
 	bq        []queued
@@ -153,6 +166,8 @@ func (p *Pipe) send(f *forwarded) {
 		}
 		p.out = append(p.out, f.cmd...)
 	}
+	f.end = p.written + int64(len(p.out))
+	f.start = f.end - int64(len(f.cmd)+btoi(f.asking)*len(askingCmd))
 	f.expect, f.queued = f.replies+btoi(f.asking), false
 	// A read sent again from a replica that timed out carries the time
 	// it reached the replica: kept, it would make this node look hung
@@ -164,8 +179,19 @@ func (p *Pipe) send(f *forwarded) {
 // Out is what is to be written to the node.
 func (p *Pipe) Out() []byte { return p.out }
 
-// Wrote drops the first n bytes of Out, which the node took.
-func (p *Pipe) Wrote(n int) {
+// Wrote drops the first n bytes of Out, which the node took at now.
+func (p *Pipe) Wrote(n int, now time.Time) {
+	prev := p.written
+	p.written += int64(n)
+	if n > 0 && !p.bucket {
+		p.progress = now
+		all := p.sent.all()
+		for ; p.whole < len(all) && all[p.whole].end <= p.written; p.whole++ {
+			if f := all[p.whole]; f.start < prev {
+				f.sentAt = now // whole only now, after a write or more
+			}
+		}
+	}
 	if p.lent {
 		p.out = p.out[n:]
 		if len(p.out) == 0 {
@@ -188,12 +214,16 @@ func (p *Pipe) Idle() bool { return len(p.out) == 0 && p.sent.len() == 0 && len(
 
 // Deadline is when the node is taken as hung if the oldest command
 // written is not answered (for a passthrough pipe, nor anything more
-// heard from the node); false when none waits.
+// heard from the node, nor, while that command is still being written,
+// more of it taken: see written); false when none waits.
 func (p *Pipe) Deadline() (time.Time, bool) {
 	if p.sent.len() == 0 || p.sent.all()[0].sentAt.IsZero() {
 		return time.Time{}, false
 	}
 	from := p.sent.all()[0].sentAt
+	if !p.bucket && p.whole == 0 && p.progress.After(from) {
+		from = p.progress
+	}
 	if !p.bucket && p.heard.After(from) {
 		from = p.heard
 	}
@@ -278,6 +308,9 @@ func (p *Pipe) Feed(n int) error {
 			return err
 		}
 		if whole {
+			// Taken off sent: answered, so written whole (or refused
+			// before its end, when it was not: then none after it is).
+			p.whole = max(p.whole-1, 0)
 			f.answer(r)
 		}
 	}
@@ -319,6 +352,7 @@ const lendOut = 64 << 10
 // nodes that move (a restarted pod's new address) would leave theirs held.
 func (p *Pipe) Fail(err error) {
 	lost := p.sent.takeAll()
+	p.whole = 0
 	p.out, p.lent, p.in, p.scan = nil, false, nil, reply.Scanner{}
 	fail(lost, p.addr, err)
 	p.failQueued()

@@ -190,7 +190,7 @@ func forwardRound(n int, reply string) func() error {
 		clear(replies)
 		answered = 0
 		c.Forward(context.Background(), onePipe{p: p}, cmds, replies, done)
-		p.Wrote(len(p.Out()))
+		p.Wrote(len(p.Out()), time.Now())
 		if err := p.Feed(copy(p.ReadBuf(len(stream)), stream)); err != nil {
 			return err
 		}
@@ -354,6 +354,76 @@ func TestPipeNodeSendingIsNotHung(t *testing.T) {
 	}
 }
 
+// A passthrough pipe's node that is taking a long command's bytes, a
+// write at a time, is not hung: its hang counts from the last bytes it
+// took, then from the command's last byte. A bucket pipe's deadline stays
+// its call's own. Bytes taken after a command that went whole count for
+// nothing (a hung node's socket takes them until its buffers are full).
+func TestPipeNodeTakingALongCommandIsNotHung(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	long := "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$200000\r\n" + strings.Repeat("v", 200000) + "\r\n"
+	for _, bucket := range []bool{false, true} {
+		c := &Cluster{}
+		p := c.NewPipe("127.0.0.1:1", false, false)
+		if bucket {
+			p = c.NewBucketPipe("127.0.0.1:1")
+		}
+		p.timeout = time.Second
+		var got []string
+		p.send(answered(long, 1, &got))
+		p.Sent(t0)
+		want := func(step string, ms, bucketMs int) {
+			t.Helper()
+			if bucket {
+				ms = bucketMs
+			}
+			if d, ok := p.Deadline(); !ok || !d.Equal(at(ms)) {
+				t.Fatalf("bucket %v, %s: deadline %v, %v, want %v", bucket, step, d, ok, at(ms))
+			}
+		}
+		want("sent", 1000, 1000)
+		p.Wrote(64<<10, at(600))
+		want("part of it taken 600 ms on", 1600, 1000)
+		p.Wrote(64<<10, at(1200))
+		want("more taken 1200 ms on", 2200, 1000)
+		p.Wrote(len(p.Out()), at(1900))
+		want("its last byte taken 1900 ms on", 2900, 1000)
+		// A small command after it, written whole: the node taking it
+		// says nothing of the long one, which still waits.
+		p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+		p.Sent(at(2500))
+		p.Wrote(len(p.Out()), at(2500))
+		want("a PING taken 2500 ms on", 2900, 1000)
+		if err := p.Feed(copy(p.ReadBuf(5), "+OK\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		want("the SET answered", 3500, 3500)
+	}
+}
+
+// A command written whole counts from when it was sent, however long its
+// pipe then takes bytes of the commands after it: a node stopped with its
+// socket open takes a trickle of commands into its buffers for minutes.
+func TestPipeTrickleDoesNotHideAHungNode(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	p := (&Cluster{}).NewPipe("127.0.0.1:1", false, false)
+	p.timeout = time.Second
+	var got []string
+	p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+	p.Sent(t0)
+	p.Wrote(len(p.Out()), t0)
+	for ms := 100; ms <= 900; ms += 100 {
+		now := t0.Add(time.Duration(ms) * time.Millisecond)
+		p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
+		p.Sent(now)
+		p.Wrote(len(p.Out()), now)
+	}
+	if d, ok := p.Deadline(); !ok || !d.Equal(t0.Add(time.Second)) {
+		t.Fatalf("deadline %v, %v after a trickle of PINGs, want the first's %v", d, ok, t0.Add(time.Second))
+	}
+}
+
 // Deciding on a loop's bucket pipe allocates per round and per script
 // call, not per request: a round of 100 THROTTLEs (made with KeyRequest,
 // as the proxy makes them) costs a few allocations, where one per request
@@ -379,7 +449,7 @@ func TestBucketRoundAllocations(t *testing.T) {
 	round := func() {
 		decided = 0
 		c.SubmitVia(context.Background(), via, c.Map(), reqs, res, done)
-		p.Wrote(len(p.Out()))
+		p.Wrote(len(p.Out()), time.Now())
 		if e := p.Feed(copy(p.ReadBuf(len(reply)), reply)); e != nil && err == nil {
 			err = e
 		}
@@ -481,16 +551,16 @@ func TestPipeWritesALongCommandFromItsOwnBuffer(t *testing.T) {
 	if out := p.Out(); len(out) != len(long) || &out[0] != &f.cmd[0] {
 		t.Fatalf("out is %d bytes of another buffer, want the command's own %d", len(out), len(long))
 	}
-	p.Wrote(1000)
+	p.Wrote(1000, time.Now())
 	p.send(answered(ping, 1, &got))
-	p.Wrote(500)
+	p.Wrote(500, time.Now())
 	if string(f.cmd) != long {
 		t.Fatal("the command's buffer was written over")
 	}
 	if want := long[1500:] + ping; string(p.Out()) != want {
 		t.Fatalf("out holds %d bytes, want the command's last %d then PING", len(p.Out()), len(long)-1500)
 	}
-	p.Wrote(len(p.Out()))
+	p.Wrote(len(p.Out()), time.Now())
 	p.send(answered(ping, 1, &got))
 	if string(p.Out()) != ping || string(f.cmd) != long {
 		t.Fatalf("after the rest was written: out %q", p.Out())
