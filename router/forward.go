@@ -944,7 +944,7 @@ type forwarded struct {
 	addr      string   // the node it was sent to
 	sentAt    time.Time
 	// start and end: where its bytes begin and end in all that its pipe
-	// writes (Pipe.written).
+	// writes (Pipe.written); on a backend, end only (backend.written).
 	start, end int64
 	batch      *fwdBatch // where its reply goes: batch.replies[i]
 	i          int
@@ -1275,6 +1275,11 @@ type backend struct {
 	// gone: dropped from the cluster's backends, its node no longer in
 	// the slot map (dropGone); what is sent on it goes on a new one.
 	gone bool
+	// written counts the bytes ever given to its connections to write,
+	// which places each command's end (forwarded.end): a long write moves
+	// the read deadline on only while the oldest command waiting is still
+	// being written (writeLong).
+	written int64
 }
 
 // Pin is one client's own pipelined connection to a node, for WATCH:
@@ -1541,13 +1546,15 @@ func (b *backend) write() {
 			b.conn = conn
 			go b.read(conn, br)
 		}
-		conn, buf := b.conn, b.buf[:0]
+		conn, buf, at := b.conn, b.buf[:0], b.written
 		for _, f := range b.queue {
 			if f.asking {
 				buf = append(buf, askingCmd...)
 			}
 			buf = append(buf, f.cmd...)
+			f.end = at + int64(len(buf))
 		}
+		b.written += int64(len(buf))
 		now := time.Now()
 		if b.sent.len() == 0 {
 			conn.SetReadDeadline(now.Add(b.c.forwardTimeout()))
@@ -1563,7 +1570,7 @@ func (b *backend) write() {
 		clear(b.queue)
 		b.queue = b.queue[:0]
 		b.mu.Unlock()
-		err := writeLong(conn, buf, b.c.forwardTimeout())
+		err := b.writeLong(conn, buf, at)
 		b.mu.Lock()
 		if cap(buf) <= 64<<10 {
 			b.buf = buf
@@ -1578,13 +1585,19 @@ func (b *backend) write() {
 // longWrite is the most of what a backend sends that is written at once.
 const longWrite = 1 << 20
 
-// writeLong writes buf to a node, longWrite at a time past that length,
-// and moves the connection's read deadline on after each part: a node
-// taking a value of many MB a part at a time is alive, and its reply is
-// due a timeout after the last part, as on the loops (Pipe.Wrote). A
-// stopped node's socket takes no more than its buffers hold, so the
-// deadline then passes as it would have.
-func writeLong(conn net.Conn, buf []byte, timeout time.Duration) error {
+// writeLong writes buf, which starts at byte at of all the backend writes,
+// longWrite at a time past that length, and moves the connection's read
+// deadline on after each part while the oldest command waiting was still
+// being written: a node taking a value of many MB a part at a time is
+// alive, and its reply is due a timeout after the last part, as on the
+// loops (Pipe.Wrote). As there, bytes taken after that command was whole
+// count for nothing: a node that holds it (stopped behind buffers that
+// take more, a proxy's, say) is hung from its write, however much more
+// comes. Looked at under b.mu, where read clears the deadline once
+// nothing waits: moved after a command that was answered, meanwhile or
+// before its end, it would close an idle connection a timeout later (a
+// pin's, with its watches).
+func (b *backend) writeLong(conn net.Conn, buf []byte, at int64) error {
 	if len(buf) <= longWrite {
 		_, err := conn.Write(buf)
 		return err
@@ -1595,7 +1608,12 @@ func writeLong(conn net.Conn, buf []byte, timeout time.Duration) error {
 			return err
 		}
 		buf = buf[n:]
-		conn.SetReadDeadline(time.Now().Add(timeout))
+		b.mu.Lock()
+		if b.conn == conn && b.sent.len() > 0 && b.sent.all()[0].end > at {
+			conn.SetReadDeadline(time.Now().Add(b.c.forwardTimeout()))
+		}
+		b.mu.Unlock()
+		at += int64(n)
 	}
 	return nil
 }
