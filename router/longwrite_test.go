@@ -37,24 +37,11 @@ func TestBackendNodeTakingALongCommandIsNotHung(t *testing.T) {
 		io.Copy(io.Discard, conn)
 	})
 	c := &Cluster{cfg: ClusterConfig{ForwardTimeout: time.Second}, backends: map[string]*backend{}}
-	var mu sync.Mutex
-	var got []string
-	f := answered(cmd, 1, &got)
-	done := f.batch.done
-	f.batch.done = func(idx []int) {
-		mu.Lock()
-		defer mu.Unlock()
-		done(idx)
-	}
+	f, reply := answeredAcross(t, cmd)
 	start := time.Now()
 	c.backend(addr, false, false).send(f)
-	pollFor(t, 10*time.Second, "the SET's answer", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) > 0
-	})
-	if got[0] != "+OK\r\n" {
-		t.Fatalf("after %v the SET was answered %q", time.Since(start).Round(time.Millisecond), got[0])
+	if r, _ := reply("the SET's answer"); r != "+OK\r\n" {
+		t.Fatalf("after %v the SET was answered %q", time.Since(start).Round(time.Millisecond), r)
 	}
 	if took := time.Since(start); took < c.cfg.ForwardTimeout*3/2 {
 		t.Fatalf("the node took the command in %v: not slower than the timeout, nothing tested", took)
@@ -91,21 +78,9 @@ func TestBackendLongWriteLeavesNoDeadlineOnceAnswered(t *testing.T) {
 		io.Copy(io.Discard, conn) // until sluice closes the connection
 	})
 	c := &Cluster{cfg: ClusterConfig{ForwardTimeout: 200 * time.Millisecond}, backends: map[string]*backend{}}
-	var mu sync.Mutex
-	var got []string
-	f := answered(cmd, 1, &got)
-	done := f.batch.done
-	f.batch.done = func(idx []int) {
-		mu.Lock()
-		defer mu.Unlock()
-		done(idx)
-	}
+	f, reply := answeredAcross(t, cmd)
 	c.backend(addr, false, false).send(f)
-	pollFor(t, 10*time.Second, "the SET's answer", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) > 0
-	})
+	reply("the SET's answer")
 	close(seen)
 	select {
 	case <-all:
@@ -149,17 +124,7 @@ func TestBackendLongWritesDoNotHideAHungNode(t *testing.T) {
 	})
 	c := &Cluster{cfg: ClusterConfig{ForwardTimeout: 300 * time.Millisecond}, backends: map[string]*backend{}}
 	b := c.backend(addr, false, false)
-	var mu sync.Mutex
-	var got []string
-	var answeredAt time.Time
-	f := answered(ping, 1, &got)
-	done := f.batch.done
-	f.batch.done = func(idx []int) {
-		mu.Lock()
-		defer mu.Unlock()
-		answeredAt = time.Now()
-		done(idx)
-	}
+	f, reply := answeredAcross(t, ping)
 	start := time.Now()
 	b.send(f)
 	pollFor(t, 5*time.Second, "the node taking the PING", func() bool {
@@ -189,18 +154,38 @@ func TestBackendLongWritesDoNotHideAHungNode(t *testing.T) {
 	}()
 	defer sets.Wait()
 	defer close(stop)
-	pollFor(t, 10*time.Second, "the PING's answer", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) > 0
-	})
-	mu.Lock()
-	took, r := answeredAt.Sub(start), got[0]
-	mu.Unlock()
+	r, answeredAt := reply("the PING's answer")
+	took := answeredAt.Sub(start)
 	if !strings.Contains(r, ErrNoReply.Error()) {
 		t.Fatalf("the PING was answered %q", r)
 	}
 	if took > 5*c.cfg.ForwardTimeout {
 		t.Fatalf("the node holding the PING was taken as hung after %v, with a timeout of %v", took.Round(time.Millisecond), c.cfg.ForwardTimeout)
+	}
+}
+
+// answeredAcross is answered for a command answered on another goroutine
+// (a backend's reader): reply waits for its answer, and says when it came.
+func answeredAcross(t *testing.T, cmd string) (f *forwarded, reply func(what string) (string, time.Time)) {
+	var mu sync.Mutex
+	var got []string
+	var at time.Time
+	f = answered(cmd, 1, &got)
+	done := f.batch.done
+	f.batch.done = func(idx []int) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = time.Now()
+		done(idx)
+	}
+	return f, func(what string) (string, time.Time) {
+		pollFor(t, 10*time.Second, what, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) > 0
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return got[0], at
 	}
 }

@@ -326,12 +326,7 @@ func TestKeylessCommandsPassOverAnUnhealthyPrimary(t *testing.T) {
 func TestPipeNodeSendingIsNotHung(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	for _, bucket := range []bool{false, true} {
-		c := &Cluster{}
-		p := c.NewPipe("127.0.0.1:1", false, false)
-		if bucket {
-			p = c.NewBucketPipe("127.0.0.1:1")
-		}
-		p.timeout = time.Second
+		p := secondPipe(bucket)
 		var got []string
 		p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
 		p.send(answered("*1\r\n$4\r\nPING\r\n", 1, &got))
@@ -354,6 +349,18 @@ func TestPipeNodeSendingIsNotHung(t *testing.T) {
 	}
 }
 
+// secondPipe is a passthrough pipe, or a bucket pipe, whose node is hung
+// a second after it is owed a reply.
+func secondPipe(bucket bool) *Pipe {
+	c := &Cluster{}
+	p := c.NewPipe("127.0.0.1:1", false, false)
+	if bucket {
+		p = c.NewBucketPipe("127.0.0.1:1")
+	}
+	p.timeout = time.Second
+	return p
+}
+
 // A passthrough pipe's node that is taking a long command's bytes, a
 // write at a time, is not hung: its hang counts from the last bytes it
 // took, then from the command's last byte. A bucket pipe's deadline stays
@@ -364,12 +371,7 @@ func TestPipeNodeTakingALongCommandIsNotHung(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	long := "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$200000\r\n" + strings.Repeat("v", 200000) + "\r\n"
 	for _, bucket := range []bool{false, true} {
-		c := &Cluster{}
-		p := c.NewPipe("127.0.0.1:1", false, false)
-		if bucket {
-			p = c.NewBucketPipe("127.0.0.1:1")
-		}
-		p.timeout = time.Second
+		p := secondPipe(bucket)
 		var got []string
 		p.send(answered(long, 1, &got))
 		p.Sent(t0)
