@@ -454,7 +454,7 @@ type framedConn struct {
 	// errors are the server's error replies, a protocol error's counted
 	// as it is written, as Redis counts it: not once the connection
 	// closes, up to lingerTime later.
-	errors *atomic.Int64
+	errors *errorStats
 }
 
 // connSet is the goroutine path's open client connections. Shutdown wakes
@@ -824,7 +824,7 @@ func (c *framedConn) fail() error {
 		c.cl.emptyCommand()
 	}
 	if c.errors != nil {
-		c.errors.Add(1)
+		c.errors.add(protocolErrorCode)
 	}
 	if c.cl == nil || !c.cl.silenced() {
 		c.Conn.SetWriteDeadline(time.Now().Add(lingerTime))
@@ -864,8 +864,12 @@ func (c *framedConn) linger() {
 // appendProtocolError is the one reply to bytes that are not RESP; the
 // connection closes after it, as Redis closes it.
 func appendProtocolError(b []byte, msg string) []byte {
-	return redcon.AppendError(b, "ERR Protocol error: "+msg)
+	return redcon.AppendError(b, protocolErrorCode+" Protocol error: "+msg)
 }
+
+// protocolErrorCode is the code of appendProtocolError's replies, which
+// is how errorStats counts them.
+const protocolErrorCode = "ERR"
 
 var errProtocolClosed = errors.New("proxy: protocol error")
 

@@ -14,20 +14,23 @@ import (
 )
 
 // infoSections are INFO's sections in the order "INFO" and "INFO all" list
-// them.
+// them. As in Redis, a plain INFO (or "default") leaves the extra ones
+// out: "all", "everything" or their names ask for them.
 var infoSections = []struct {
 	name, title string
 	write       func(s *Server, b *strings.Builder)
+	extra       bool
 }{
-	{"server", "Server", (*Server).infoServer},
-	{"clients", "Clients", (*Server).infoClients},
-	{"stats", "Stats", (*Server).infoStats},
-	{"policies", "Policies", (*Server).infoPolicies},
-	{"memory", "Memory", (*Server).infoMemory},
-	{"backend", "Backend", (*Server).infoBackend},
-	{"replication", "Replication", (*Server).infoReplication},
-	{"cpu", "CPU", (*Server).infoCPU},
-	{"cluster", "Cluster", (*Server).infoCluster},
+	{"server", "Server", (*Server).infoServer, false},
+	{"clients", "Clients", (*Server).infoClients, false},
+	{"stats", "Stats", (*Server).infoStats, false},
+	{"policies", "Policies", (*Server).infoPolicies, false},
+	{"memory", "Memory", (*Server).infoMemory, false},
+	{"backend", "Backend", (*Server).infoBackend, false},
+	{"replication", "Replication", (*Server).infoReplication, false},
+	{"cpu", "CPU", (*Server).infoCPU, false},
+	{"errorstats", "Errorstats", func(s *Server, b *strings.Builder) { s.stats.errors.write(b) }, true},
+	{"cluster", "Cluster", (*Server).infoCluster, false},
 }
 
 // infoReplication says sluice is a primary, as HELLO's role does: tools
@@ -69,9 +72,10 @@ func infoWants(args [][]byte) (map[string]bool, bool) {
 // infoText is sluice's own sections of INFO args.
 func (s *Server) infoText(args [][]byte) string {
 	want, all := infoWants(args)
+	every := want["all"] || want["everything"]
 	var b strings.Builder
 	for _, sec := range infoSections {
-		if !all && !want[sec.name] {
+		if !want[sec.name] && !(all && (!sec.extra || every)) {
 			continue
 		}
 		if b.Len() > 0 {
@@ -129,7 +133,7 @@ func (s *Server) infoStats(b *strings.Builder) {
 	// a command once it has run, so its count leaves that INFO out.
 	fmt.Fprintf(b, "total_commands_processed:%d\r\n", s.stats.commands.Load()-1)
 	fmt.Fprintf(b, "instantaneous_ops_per_sec:%d\r\n", s.stats.ops.perSecond())
-	fmt.Fprintf(b, "total_error_replies:%d\r\n", s.stats.errors.Load())
+	fmt.Fprintf(b, "total_error_replies:%d\r\n", s.stats.errors.total.Load())
 	fmt.Fprintf(b, "throttle_allowed:%d\r\n", s.stats.allowed.Load())
 	fmt.Fprintf(b, "throttle_limited:%d\r\n", s.stats.limited.Load())
 	fmt.Fprintf(b, "throttle_shadow_limited:%d\r\n", s.stats.shadowLimited.Load())

@@ -1085,7 +1085,7 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 			if ferr == errQueryBuffer {
 				logQueryBuffer(l.s.log, c.addr, c.f.maxQuery)
 			}
-			l.s.stats.errors.Add(1)
+			l.s.stats.errors.add(protocolErrorCode)
 			l.s.fenceReset(&c.client) // before the error's place is chosen
 			c.protocolError(ferr.Error())
 			break
@@ -1136,7 +1136,7 @@ func (l *loop) take(c *fdConn, raw []byte) bool {
 	case !ok && c.tunnel != nil && c.subs && c.inFlight() > 0:
 		taken = false // as a framing error (frame)
 	case !ok:
-		l.s.stats.errors.Add(1)
+		l.s.stats.errors.add(protocolErrorCode)
 		l.s.fenceReset(&c.client)
 		c.protocolError(errUnbalancedQuotes.Error())
 	case len(l.argv) == 0:

@@ -192,7 +192,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAccepted, float64(s.stats.connections.Load()))
 	counter(descRejected, float64(s.stats.rejected.Load()))
 	counter(descCommands, float64(s.stats.commands.Load()))
-	counter(descErrors, float64(s.stats.errors.Load()))
+	counter(descErrors, float64(s.stats.errors.total.Load()))
 	m.mu.RLock()
 	for _, name := range sortedKeys(m.commands) {
 		counter(descForwarded, float64(m.commands[name].Load()), name)

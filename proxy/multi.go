@@ -387,28 +387,26 @@ func lowerName(b []byte) string {
 	return string(buf[:len(b)])
 }
 
-// execErrors is how many error replies EXEC's reply raw holds: Redis
-// counts in total_error_replies each queued command answered an error,
+// execErrors calls each with every error reply EXEC's reply raw holds:
+// Redis counts in its error stats each queued command answered an error,
 // as it counts the same command's error outside a transaction.
-func execErrors(raw []byte) int64 {
+func execErrors(raw []byte, each func(raw []byte)) {
 	if len(raw) < 4 || raw[0] != '*' {
-		return 0
+		return
 	}
 	head, _, ok := bytes.Cut(raw[1:], []byte("\r\n"))
 	n, err := strconv.Atoi(string(head))
 	if !ok || err != nil || n <= 0 {
-		return 0
+		return
 	}
 	br := bufio.NewReader(bytes.NewReader(raw[len(head)+3:]))
-	var errs int64
 	var buf []byte
 	for range n {
 		if buf, err = reply.Read(br, buf[:0]); err != nil || len(buf) == 0 {
 			break
 		}
 		if buf[0] == '-' || buf[0] == '!' {
-			errs++
+			each(buf)
 		}
 	}
-	return errs
 }

@@ -163,7 +163,7 @@ type stats struct {
 	commands    atomic.Int64
 	allowed     atomic.Int64
 	limited     atomic.Int64
-	errors      atomic.Int64 // error replies
+	errors      errorStats
 	rejected    atomic.Int64 // connections turned away: --maxclients
 
 	// shadowLimited are allowed replies that a shadow policy's limit
@@ -1068,9 +1068,9 @@ func (s *Server) drain(c *client) {
 				// A node's error reply is one sluice sends: Redis counts
 				// every error reply, writeError only sluice's own.
 				if len(sl.raw) > 0 && sl.raw[0] == '-' {
-					s.stats.errors.Add(1)
+					s.stats.errors.addReply(sl.raw)
 				} else if sl.exec {
-					s.stats.errors.Add(execErrors(sl.raw))
+					execErrors(sl.raw, s.stats.errors.addReply)
 				}
 				c.out.b = append(c.out.b, sl.raw...)
 				c.waiting -= len(sl.raw)
@@ -1336,11 +1336,11 @@ func (s *Server) keyLen(args [][]byte) error {
 // that starts with an error code (WRONGTYPE, CLUSTERDOWN, ...) keeps it;
 // anything else gets ERR.
 func (s *Server) writeError(conn respConn, err error) {
-	s.stats.errors.Add(1)
 	msg := err.Error()
 	if !hasErrorCode(msg) {
 		msg = "ERR " + msg
 	}
+	s.stats.errors.add(msg)
 	conn.WriteError(strings.ReplaceAll(strings.ReplaceAll(msg, "\r", " "), "\n", " "))
 }
 
