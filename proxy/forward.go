@@ -128,6 +128,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		return errNoTable
 	}
 	spec, err := cmdspec.Lookup(specs, args)
+	if spec != nil {
+		c.named = &spec.Name
+	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "ERR unknown") {
 			c.view.cmd.Store(nil) // CLIENT LIST says NULL, as Redis

@@ -29,6 +29,7 @@ var infoSections = []struct {
 	{"backend", "Backend", (*Server).infoBackend, false},
 	{"replication", "Replication", (*Server).infoReplication, false},
 	{"cpu", "CPU", (*Server).infoCPU, false},
+	{"commandstats", "Commandstats", func(s *Server, b *strings.Builder) { s.cmdStats.write(b) }, true},
 	{"errorstats", "Errorstats", func(s *Server, b *strings.Builder) { s.stats.errors.write(b) }, true},
 	{"cluster", "Cluster", (*Server).infoCluster, false},
 }

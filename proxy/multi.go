@@ -129,6 +129,9 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 	if specs != nil {
 		var spec *cmdspec.Spec
 		spec, lookupErr = cmdspec.Lookup(specs, args)
+		if spec != nil && cmd == nil {
+			c.named = &spec.Name
+		}
 		// CLIENT LIST names what was last read, queued or not, as Redis.
 		switch {
 		case cmd != nil: // sluice's own, named already
@@ -185,7 +188,11 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		}
 		exec.Cmd = append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
 		s.forwardOne(c, r, exec)
-		c.q[len(c.q)-1].exec = true
+		q := &c.q[len(c.q)-1]
+		q.exec, q.txn = true, make([]*cmdStat, len(t.names))
+		for i, n := range t.names {
+			q.txn[i] = s.cmdStats.of(n)
+		}
 		if t.invalN > 0 {
 			r.items[len(r.items)-1].inval = invalidation(t.invalN, t.inval)
 		}
@@ -232,6 +239,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		t.names = append(t.names, spec)
 		c.published() // CLIENT LIST's multi= counts it
 	}
+	c.queued = true
 	s.replyNow(c, "+QUEUED\r\n")
 	return nil
 }
@@ -387,10 +395,10 @@ func lowerName(b []byte) string {
 	return string(buf[:len(b)])
 }
 
-// execErrors calls each with every error reply EXEC's reply raw holds:
-// Redis counts in its error stats each queued command answered an error,
-// as it counts the same command's error outside a transaction.
-func execErrors(raw []byte, each func(raw []byte)) {
+// execReplies calls each with every reply EXEC's reply raw holds, the
+// i-th queued command's: Redis counts each in its stats as it counts the
+// same command outside a transaction.
+func execReplies(raw []byte, each func(i int, raw []byte)) {
 	if len(raw) < 4 || raw[0] != '*' {
 		return
 	}
@@ -401,12 +409,10 @@ func execErrors(raw []byte, each func(raw []byte)) {
 	}
 	br := bufio.NewReader(bytes.NewReader(raw[len(head)+3:]))
 	var buf []byte
-	for range n {
+	for i := range n {
 		if buf, err = reply.Read(br, buf[:0]); err != nil || len(buf) == 0 {
 			break
 		}
-		if buf[0] == '-' || buf[0] == '!' {
-			each(buf)
-		}
+		each(i, buf)
 	}
 }

@@ -150,6 +150,9 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 	if specs != nil {
 		// CLIENT LIST names what was last read, refused or not, as Redis.
 		spec, lookupErr = cmdspec.Lookup(specs, args)
+		if spec != nil {
+			c.named = &spec.Name
+		}
 		switch {
 		case lookupErr == nil:
 			c.view.cmd.Store(&spec.Name)

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sluice-rl/sluice/router"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
 )
 
 // Decider decides bucket requests asynchronously, so that a transport goes
@@ -136,9 +137,11 @@ type Server struct {
 	// loopErr is why a loop stopped serving, if one did.
 	loopErr error
 
-	stats   stats
-	metrics *metrics
-	clients clientTable // every connected client, for CLIENT LIST
+	stats stats
+	// cmdStats are INFO commandstats'.
+	cmdStats commandStats
+	metrics  *metrics
+	clients  clientTable // every connected client, for CLIENT LIST
 	// policies is swapped whole on a reload; a command keeps the policy it
 	// was parsed with.
 	policies atomic.Pointer[Policies]
@@ -623,8 +626,13 @@ type client struct {
 	// counted: the command to be taken again was counted as read, once:
 	// taking the count back until then would make a counter that
 	// Prometheus scrapes go down.
-	counted  bool
-	softOver time.Time // since when its pending replies passed the soft output limit
+	counted bool
+	// named is the command being taken, as commandstats names it (nil:
+	// unknown); refused, that sluice refused it before it ran; queued,
+	// that it was queued in a transaction (counted by the node at EXEC).
+	named           *string
+	refused, queued bool
+	softOver        time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
 	user *User
@@ -703,6 +711,11 @@ type slot struct {
 	// exec: raw is EXEC's reply to a transaction's block, whose errors
 	// count each (execErrors).
 	exec bool
+	// stat counts it in commandstats once answered, read at at (ns);
+	// txn, EXEC's queued commands, each by its reply.
+	stat *cmdStat
+	at   int64
+	txn  []*cmdStat
 }
 
 // inFlight is how many commands were read and not yet replied to.
@@ -862,18 +875,25 @@ func (r *round) command(args [][]byte) []byte {
 // else is answered at once. It reports false after QUIT: nothing after it
 // runs.
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
-	c.view.last.Store(r.start.UnixNano())
+	at := r.start.UnixNano()
+	c.view.last.Store(at)
+	c.named, c.refused, c.queued = nil, false, false
+	q0, out0, held0 := len(c.q), len(c.out.b), len(c.held.b)
 	if !c.replyOff && !c.skip {
-		return s.takeOne(c, r, args)
+		more := s.takeOne(c, r, args)
+		if !c.retake {
+			s.counted(c, at, q0, out0, held0)
+		}
+		return more
 	}
 	skip := c.skip
 	c.skip, c.replyOn = false, false
-	q0, out0, held0 := len(c.q), len(c.out.b), len(c.held.b)
 	more := s.takeOne(c, r, args)
 	if c.retake {
 		c.skip = skip // not taken: it skips its reply when it is
 		return more
 	}
+	s.counted(c, at, q0, out0, held0)
 	if (c.replyOff || skip) && !c.replyOn {
 		// Its reply is dropped: what it wrote now, and what it waits for
 		// once rendered. A slot stays, so that later slots keep their
@@ -897,6 +917,8 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		s.stats.commands.Add(1)
 	}
 	cmd, err := lookup(args)
+	// Its arity, or its subcommand's, as Redis rejects them.
+	c.refused = err != nil && err != errUnknownCommand
 	if c.track != nil {
 		c.tracked = c.track.tracks()
 		if c.track.caching {
@@ -904,7 +926,8 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		}
 	}
 	if cmd != nil {
-		c.view.cmd.Store(cmd.fullName(args))
+		c.named = cmd.fullName(args)
+		c.view.cmd.Store(c.named)
 	} else if s.cfg.Forwarder == nil {
 		c.view.cmd.Store(nil) // unknown: CLIENT LIST says NULL, as Redis
 	}
@@ -922,6 +945,13 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			mark := len(w.b)
 			s.writeError(w, aerr)
 			c.wrote(w, mark)
+			c.refused = true
+			if cmd == nil && s.cfg.Forwarder != nil {
+				// The cluster's command, refused before forward names it.
+				if spec, _ := cmdspec.Lookup(s.cfg.Forwarder.Commands(), args); spec != nil {
+					c.named = &spec.Name
+				}
+			}
 			return true
 		}
 	}
@@ -929,7 +959,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 		if err = s.subscribedCommand(c, args); err == nil {
 			return true
 		}
-		cmd = nil
+		cmd, c.refused = nil, true
 	} else if c.multi != nil && cmd != quitCommand && cmd != resetCommand && (cmd == nil || err == nil) {
 		if err = s.queue(c, r, cmd, args); err == nil {
 			return true
@@ -938,7 +968,9 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			c.retake, c.counted = true, true
 			return true
 		}
-		cmd = nil
+		// MULTI, WATCH and EXEC of an aborted transaction run, and fail;
+		// anything else is refused before it runs.
+		cmd, c.refused = nil, err != errNested && err != errWatchInside && err != errExecAbort
 	} else if c.multi != nil && err != nil {
 		// sluice's own command (RESET too) of a wrong number of arguments
 		// or an unknown subcommand: Redis refuses it as it queues it, with
@@ -959,6 +991,7 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			c.retake, c.counted = true, true
 			return true
 		}
+		c.refused = true
 	}
 	if err == nil && cmd.name == "hello" && c.pin != nil && s.helloPinned(c, r, args) {
 		return true
@@ -1053,6 +1086,7 @@ func (c *client) wrote(w *replyBuf, mark int) {
 
 // drain moves c's replies to out, in order, up to the first undecided one.
 func (s *Server) drain(c *client) {
+	var now int64 // read once, for the first answer commandstats counts
 	for ; c.head < len(c.q); c.head++ {
 		sl := &c.q[c.head]
 		switch sl.state {
@@ -1063,6 +1097,12 @@ func (s *Server) drain(c *client) {
 			c.out.b = append(c.out.b, c.held.b[c.heldOff:c.heldOff+sl.n]...)
 			c.heldOff += sl.n
 		case slotDecided:
+			if sl.stat != nil {
+				if now == 0 {
+					now = time.Now().UnixNano()
+				}
+				sl.stat.answered(sl.at, now, sl.cmd == nil && len(sl.raw) > 0 && sl.raw[0] == '-' || sl.cmd != nil && sl.res.Err != nil)
+			}
 			mark := len(c.out.b)
 			if sl.cmd == nil {
 				// A node's error reply is one sluice sends: Redis counts
@@ -1070,7 +1110,15 @@ func (s *Server) drain(c *client) {
 				if len(sl.raw) > 0 && sl.raw[0] == '-' {
 					s.stats.errors.addReply(sl.raw)
 				} else if sl.exec {
-					execErrors(sl.raw, s.stats.errors.addReply)
+					execReplies(sl.raw, func(i int, raw []byte) {
+						failed := raw[0] == '-' || raw[0] == '!'
+						if failed {
+							s.stats.errors.addReply(raw)
+						}
+						if i < len(sl.txn) {
+							sl.txn[i].ran(failed)
+						}
+					})
 				}
 				c.out.b = append(c.out.b, sl.raw...)
 				c.waiting -= len(sl.raw)

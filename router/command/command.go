@@ -440,7 +440,8 @@ func numKeys(b []byte, argc int) (int, bool) {
 // subcommands and args[1] is present, the subcommand by args[1], both
 // regardless of case. It checks arity as Redis does before anything else.
 // Its errors are replies for the client: their text is Redis 7's error
-// reply, word for word.
+// reply, word for word. A wrong arity comes with the spec it is wrong
+// for.
 //
 // Lookup does not allocate when it finds a spec.
 func Lookup(specs map[string]*Spec, args [][]byte) (*Spec, error) {
@@ -462,7 +463,7 @@ func Lookup(specs map[string]*Spec, args [][]byte) (*Spec, error) {
 		s = sub
 	}
 	if s.Arity > 0 && len(args) != s.Arity || len(args) < -s.Arity {
-		return nil, errors.New("ERR wrong number of arguments for '" + s.Name + "' command")
+		return s, errors.New("ERR wrong number of arguments for '" + s.Name + "' command")
 	}
 	return s, nil
 }
