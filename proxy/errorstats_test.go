@@ -24,8 +24,8 @@ func errorstats(t *testing.T, conn *rawConn) map[string]int {
 }
 
 // INFO errorstats through sluice counts what a node counts for the same
-// commands: the node's own errors passed on (within EXEC's reply too) under
-// their codes, sluice's refusals under theirs, a code looked for within
+// commands: the node's own errors passed on (within a script's table and
+// EXEC's reply too) under their codes, sluice's refusals under theirs, a code looked for within
 // its first 32 bytes as Redis does. Their sum is total_error_replies.
 func TestErrorstatsAsANode(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
@@ -36,7 +36,9 @@ func TestErrorstatsAsANode(t *testing.T) {
 		{"LPUSH", key, "x"}, // WRONGTYPE
 		{"EVAL", "return redis.error_reply('MYERR boom')", "0"},
 		{"EVAL", "return redis.error_reply('" + long + "')", "0"}, // no code within 32 bytes: ERR
-		{"MULTI"}, {"LPUSH", key, "x"}, {"INCR", key}, {"GET", key}, {"EXEC"},
+		// An error within a reply counts as one alone.
+		{"EVAL", "return {1, {redis.error_reply('NESTED in a table')}}", "0"},
+		{"MULTI"}, {"LPUSH", key, "x"}, {"INCR", key}, {"GET", key}, {"EVAL", "return {redis.error_reply('NESTED in EXEC')}", "0"}, {"EXEC"},
 		{"MSETNX", key, "1", "es:{f}", "2"}, // sluice's own CROSSSLOT, as the node's
 		{"GET"},                             // arity: sluice's ERR, as the node's
 	}
@@ -56,7 +58,7 @@ func TestErrorstatsAsANode(t *testing.T) {
 			delete(want, code)
 		}
 	}
-	if want["WRONGTYPE"] != 2 || want["MYERR"] != 1 || want["CROSSSLOT"] != 1 || want["ERR"] != 3 {
+	if want["WRONGTYPE"] != 2 || want["MYERR"] != 1 || want["CROSSSLOT"] != 1 || want["ERR"] != 3 || want["NESTED"] != 2 {
 		t.Fatalf("the node counted %v", want)
 	}
 	r := newForwarding(t, c)

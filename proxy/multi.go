@@ -188,10 +188,9 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		}
 		exec.Cmd = append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
 		s.forwardOne(c, r, exec)
-		q := &c.q[len(c.q)-1]
-		q.exec, q.txn = true, make([]*cmdStat, len(t.names))
+		c.q[len(c.q)-1].txn = make([]*cmdStat, len(t.names))
 		for i, n := range t.names {
-			q.txn[i] = s.cmdStats.of(n)
+			c.q[len(c.q)-1].txn[i] = s.cmdStats.of(n)
 		}
 		if t.invalN > 0 {
 			r.items[len(r.items)-1].inval = invalidation(t.invalN, t.inval)

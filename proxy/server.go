@@ -708,9 +708,6 @@ type slot struct {
 	// tunnel: raw is what the client's tunnel sent until it answered, of
 	// which a silent slot keeps the pushes (appendPushes).
 	tunnel bool
-	// exec: raw is EXEC's reply to a transaction's block, whose errors
-	// count each (execErrors).
-	exec bool
 	// stat counts it in commandstats once answered, read at at (ns);
 	// txn, EXEC's queued commands, each by its reply.
 	stat *cmdStat
@@ -1107,16 +1104,11 @@ func (s *Server) drain(c *client) {
 			if sl.cmd == nil {
 				// A node's error reply is one sluice sends: Redis counts
 				// every error reply, writeError only sluice's own.
-				if len(sl.raw) > 0 && sl.raw[0] == '-' {
-					s.stats.errors.addReply(sl.raw)
-				} else if sl.exec {
+				s.stats.errors.addReplies(sl.raw)
+				if len(sl.txn) > 0 {
 					execReplies(sl.raw, func(i int, raw []byte) {
-						failed := raw[0] == '-' || raw[0] == '!'
-						if failed {
-							s.stats.errors.addReply(raw)
-						}
 						if i < len(sl.txn) {
-							sl.txn[i].ran(failed)
+							sl.txn[i].ran(raw[0] == '-' || raw[0] == '!')
 						}
 					})
 				}
