@@ -97,17 +97,18 @@ func equalCounts(a, b map[string]int) bool {
 	return true
 }
 
-// Errorstats is one of INFO's extra sections, as in Redis: a plain INFO
-// and "default" leave it out, "all", "everything" and its name ask for
-// it. A protocol error counts under ERR, and what a client makes up as
-// codes does not grow what sluice keeps past 128 of them.
+// Errorstats is one of INFO's default sections, as in Redis 7.0: a plain
+// INFO, "default", "all", "everything" and its name give it, another
+// section's name does not. A protocol error counts under ERR, and what a
+// client makes up as codes does not grow what sluice keeps past 128 of
+// them.
 func TestErrorstatsSectionAndBound(t *testing.T) {
 	eachIOConfig(t, proxy.Config{}, func(t *testing.T, cfg proxy.Config) {
 		cfg.Decider, cfg.Backend = router.NewMemory(0), "embedded"
 		_, addr := serveServer(t, cfg)
 		conn := dialRaw(t, addr)
 		conn.do("THROTTLE", "k", "0", "1", "1s") // ERR
-		for args, in := range map[string]bool{"": false, "default": false, "all": true, "everything": true, "errorstats": true, "default errorstats": true} {
+		for args, in := range map[string]bool{"": true, "default": true, "all": true, "everything": true, "errorstats": true, "stats": false} {
 			info := conn.do(append([]string{"INFO"}, strings.Fields(args)...)...)
 			if got := strings.Contains(info, "# Errorstats\r\nerrorstat_ERR:count=1\r\n"); got != in {
 				t.Errorf("INFO %s: errorstats shown %v, want %v:\n%s", args, got, in, info)
@@ -138,6 +139,9 @@ func TestErrorstatsSectionAndBound(t *testing.T) {
 		}
 		if stats := conn.do("INFO", "stats"); !strings.Contains(stats, "\r\ntotal_error_replies:200\r\n") {
 			t.Errorf("INFO stats %q, want all 200 counted", stats)
+		}
+		if info := conn.do("INFO"); !strings.Contains(info, "# Errorstats\r\nerrorstat_C0:count=1\r\n") {
+			t.Errorf("INFO with a cluster's keyspace, without errorstats:\n%s", info)
 		}
 	})
 }

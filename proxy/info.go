@@ -30,7 +30,7 @@ var infoSections = []struct {
 	{"replication", "Replication", (*Server).infoReplication, false},
 	{"cpu", "CPU", (*Server).infoCPU, false},
 	{"commandstats", "Commandstats", func(s *Server, b *strings.Builder) { s.cmdStats.write(b) }, true},
-	{"errorstats", "Errorstats", func(s *Server, b *strings.Builder) { s.stats.errors.write(b) }, true},
+	{"errorstats", "Errorstats", func(s *Server, b *strings.Builder) { s.stats.errors.write(b) }, false},
 	{"cluster", "Cluster", (*Server).infoCluster, false},
 }
 
