@@ -23,8 +23,9 @@ type errorStats struct {
 
 // maxErrorCodes bounds the codes errorStats keeps: a script can answer an
 // error under any code it makes up, and what sluice holds must not grow
-// with what clients send. Redis 7.2 stops at the same number; past it
-// sluice counts an error of a new code in the total only.
+// with what clients send. Past it sluice counts an error of a new code in
+// the total only. Redis 7.0 keeps every code; 7.4 stops at the same
+// number, but then drops them all for one ERRORSTATS_DISABLED.
 const maxErrorCodes = 128
 
 // add counts one error reply whose message (without '-' and CRLF) is
