@@ -27,3 +27,22 @@ func TestAddReplies(t *testing.T) {
 		}
 	}
 }
+
+// addReplies takes whatever bytes come without a panic, and each error it
+// counts is in the total and, while codes are kept, under one code.
+func FuzzAddReplies(f *testing.F) {
+	for _, seed := range []string{"-ERR x\r\n", "*2\r\n$3\r\n\n-a\r\n!4\r\nE x\r\n", "*1\r\n$99\r\n\n-", "*1\r\n!-5\r\n\n!"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var e errorStats
+		e.addReplies(raw)
+		var sum int64
+		for _, n := range e.codes {
+			sum += n
+		}
+		if len(e.codes) < maxErrorCodes && sum != e.total.Load() {
+			t.Errorf("%q: codes sum to %d, total %d", raw, sum, e.total.Load())
+		}
+	})
+}
