@@ -47,7 +47,10 @@ func TestCommandstatsAsANode(t *testing.T) {
 		{"GET", key},
 		{"EVAL", "return redis.error_reply('MYERR boom')", "0"}, // failed
 		{"MSETNX", key, "1", "cs:{d}", "2"},                     // rejected: CROSSSLOT
-		{"MULTI"}, {"SET", key, "1"}, {"INCR", key}, {"LPUSH", key, "x"}, {"GET", key}, {"EXEC"},
+		{"EVAL", "return {1, redis.error_reply('IN x')}", "0"},  // failed: an error within
+		{"EVAL", "return {1, 2}", "0"},
+		{"MULTI"}, {"SET", key, "1"}, {"INCR", key}, {"LPUSH", key, "x"}, {"GET", key},
+		{"EVAL", "return {redis.error_reply('IN x')}", "0"}, {"EXEC"},
 		{"MULTI"}, {"MULTI"}, {"GET"}, {"EXEC"}, // a failed MULTI, a rejected GET, a failed EXEC
 		{"MULTI"}, {"DISCARD"},
 	}
@@ -67,7 +70,7 @@ func TestCommandstatsAsANode(t *testing.T) {
 		a, b := after[n], before[n]
 		want[n] = callCounts{a.calls - b.calls, a.rejected - b.rejected, a.failed - b.failed}
 	}
-	if want["get"] != (callCounts{2, 2, 0}) || want["exec"] != (callCounts{2, 0, 1}) || want["incr"] != (callCounts{1, 0, 0}) {
+	if want["get"] != (callCounts{2, 2, 0}) || want["exec"] != (callCounts{2, 0, 1}) || want["incr"] != (callCounts{1, 0, 0}) || want["eval"] != (callCounts{4, 0, 3}) {
 		t.Fatalf("the node counted %v", want)
 	}
 	r := newForwarding(t, c)

@@ -49,39 +49,51 @@ func (e *errorStats) add(msg string) {
 
 // addReplies counts the error replies in raw, what a node sent that
 // sluice passes on, at any depth: Redis counts each error it puts in a
-// reply, one of a script's table or of EXEC's array as one alone.
-func (e *errorStats) addReplies(raw []byte) {
+// reply, one of a script's table or of EXEC's array as one alone. It
+// returns how many there were.
+func (e *errorStats) addReplies(raw []byte) int { return replyErrors(raw, e.addReply) }
+
+// replyErrors calls each (when not nil) with every error reply in raw, at
+// any depth, and returns how many there were.
+func replyErrors(raw []byte, each func(raw []byte)) (n int) {
 	switch {
 	case len(raw) == 0:
-		return
+		return 0
 	case raw[0] == '-' || raw[0] == '!':
 	case strings.IndexByte("*%~|>", raw[0]) < 0:
-		return // a string, a number: no error within
+		return 0 // a string, a number: no error within
 	case !bytes.Contains(raw, []byte("\n-")) && !bytes.Contains(raw, []byte("\n!")):
-		return // the many aggregates holding none, without a walk
+		return 0 // the many aggregates holding none, without a walk
+	}
+	found := func(raw []byte) {
+		n++
+		if each != nil {
+			each(raw)
+		}
 	}
 	for at := 0; at < len(raw); {
 		nl := bytes.IndexByte(raw[at:], '\n')
 		if nl < 2 {
-			return
+			return n
 		}
 		next := at + nl + 1
 		switch raw[at] {
 		case '-':
-			e.addReply(raw[at:next])
+			found(raw[at:next])
 		case '$', '!', '=':
 			// A string's bytes are skipped: what they hold is no reply.
-			n, ok := parseInt(raw[at+1 : next-2])
-			if !ok || n < 0 || n > int64(len(raw)-next-2) {
+			size, ok := parseInt(raw[at+1 : next-2])
+			if !ok || size < 0 || size > int64(len(raw)-next-2) {
 				break
 			}
 			if raw[at] == '!' {
-				e.addReply(raw[at : next+int(n)+2])
+				found(raw[at : next+int(size)+2])
 			}
-			next += int(n) + 2
+			next += int(size) + 2
 		}
 		at = next
 	}
+	return n
 }
 
 // addReply counts raw, a whole error reply: "-CODE message\r\n", or

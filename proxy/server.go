@@ -1094,24 +1094,31 @@ func (s *Server) drain(c *client) {
 			c.out.b = append(c.out.b, c.held.b[c.heldOff:c.heldOff+sl.n]...)
 			c.heldOff += sl.n
 		case slotDecided:
+			// Failed, for commandstats: as Redis marks a command that
+			// added an error to its reply, at any depth; EXEC only by its
+			// own, its queued commands each by theirs.
+			failed := sl.res.Err != nil
+			if sl.cmd == nil {
+				// A node's error reply is one sluice sends: Redis counts
+				// every error reply, writeError only sluice's own.
+				failed = s.stats.errors.addReplies(sl.raw) > 0
+				if len(sl.txn) > 0 {
+					failed = len(sl.raw) > 0 && sl.raw[0] == '-'
+					execReplies(sl.raw, func(i int, raw []byte) {
+						if i < len(sl.txn) {
+							sl.txn[i].ran(replyErrors(raw, nil) > 0)
+						}
+					})
+				}
+			}
 			if sl.stat != nil {
 				if now == 0 {
 					now = time.Now().UnixNano()
 				}
-				sl.stat.answered(sl.at, now, sl.cmd == nil && len(sl.raw) > 0 && sl.raw[0] == '-' || sl.cmd != nil && sl.res.Err != nil)
+				sl.stat.answered(sl.at, now, failed)
 			}
 			mark := len(c.out.b)
 			if sl.cmd == nil {
-				// A node's error reply is one sluice sends: Redis counts
-				// every error reply, writeError only sluice's own.
-				s.stats.errors.addReplies(sl.raw)
-				if len(sl.txn) > 0 {
-					execReplies(sl.raw, func(i int, raw []byte) {
-						if i < len(sl.txn) {
-							sl.txn[i].ran(raw[0] == '-' || raw[0] == '!')
-						}
-					})
-				}
 				c.out.b = append(c.out.b, sl.raw...)
 				c.waiting -= len(sl.raw)
 			} else {
