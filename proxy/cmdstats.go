@@ -3,16 +3,19 @@ package proxy
 import (
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 )
 
-// cmdStat is one command's line of INFO commandstats.
+// cmdStat is one command's line of INFO commandstats, and of
+// latencystats.
 type cmdStat struct {
 	calls, rejected, failed atomic.Int64
 	ns                      atomic.Int64 // usec, in ns
+	lat                     atomic.Pointer[latencies]
 }
 
 // commandStats are INFO commandstats' counts, by the command's name as
@@ -79,19 +82,26 @@ func (s *Server) counted(c *client, at int64, q0, out0, held0 int) {
 		c.q[n-1].stat, c.q[n-1].at = st, at
 		return
 	}
-	st.calls.Add(1)
 	reply := c.out.b[min(out0, len(c.out.b)):]
 	if len(c.q) > q0 {
 		reply = c.held.b[min(held0, len(c.held.b)):]
 	}
-	if len(reply) > 0 && reply[0] == '-' {
-		st.failed.Add(1)
-	}
+	// Answered as it was read: no time of sluice's own is counted.
+	st.answered(at, at, len(reply) > 0 && reply[0] == '-')
 }
 
 // answered counts a command read at at whose answer came now (ns).
 func (st *cmdStat) answered(at, now int64, failed bool) {
-	st.ns.Add(max(now-at, 0))
+	d := max(now-at, 0)
+	st.ns.Add(d)
+	lat := st.lat.Load()
+	if lat == nil {
+		// Made on a command's first answer: most of the table's commands
+		// are never sent.
+		st.lat.CompareAndSwap(nil, new(latencies))
+		lat = st.lat.Load()
+	}
+	lat.record(d)
 	st.ran(failed)
 }
 
@@ -100,5 +110,82 @@ func (st *cmdStat) ran(failed bool) {
 	st.calls.Add(1)
 	if failed {
 		st.failed.Add(1)
+	}
+}
+
+// latencies count a command's answer times for INFO latencystats, in
+// buckets of a log-linear scale over ns: exact below 16 ns, then 16 to
+// each power of two, so a percentile is within 1/16 of the time (Redis's
+// HDR histogram keeps 2 significant digits), in 8 KiB a command.
+type latencies struct {
+	counts [60 * 16]atomic.Int64
+}
+
+func (l *latencies) record(ns int64) { l.counts[latencyBucket(ns)].Add(1) }
+
+// latencyBucket is ns's bucket: its top 5 bits, and where they are.
+func latencyBucket(ns int64) int {
+	if ns < 16 {
+		return int(max(ns, 0))
+	}
+	shift := bits.Len64(uint64(ns)) - 5
+	return (shift+1)*16 + int(ns>>shift&15)
+}
+
+// latencyTop is the longest time in bucket i, what Redis's percentiles
+// report (hdr_value_at_percentile gives a bucket's highest value).
+func latencyTop(i int) int64 {
+	if i < 16 {
+		return int64(i)
+	}
+	shift := i/16 - 1
+	return (int64(16+i%16)+1)<<shift - 1
+}
+
+// latencyPercentiles are Redis's default
+// latency-tracking-info-percentiles.
+var latencyPercentiles = []struct {
+	name string
+	p    float64
+}{{"50", 50}, {"99", 99}, {"99.9", 99.9}}
+
+// write renders l's line of INFO latencystats, in µs as Redis gives them.
+func (l *latencies) write(b *strings.Builder, name string) {
+	var counts [len(latencies{}.counts)]int64
+	var total int64
+	for i := range l.counts {
+		counts[i] = l.counts[i].Load()
+		total += counts[i]
+	}
+	fmt.Fprintf(b, "latency_percentiles_usec_%s:", infoSafe(name))
+	for k, pc := range latencyPercentiles {
+		// As HDR counts to a percentile: rounded, and at least one.
+		want := max(int64(pc.p/100*float64(total)+0.5), 1)
+		var seen int64
+		top := int64(0)
+		for i, n := range counts {
+			if seen += n; seen >= want {
+				top = latencyTop(i)
+				break
+			}
+		}
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(b, "p%s=%.3f", pc.name, float64(top)/1000)
+	}
+	b.WriteString("\r\n")
+}
+
+// writeLatencies renders INFO latencystats: a line for each command
+// answered at least once, in name order.
+func (cs *commandStats) writeLatencies(b *strings.Builder) {
+	cs.mu.RLock()
+	by := maps.Clone(cs.by)
+	cs.mu.RUnlock()
+	for _, name := range slices.Sorted(maps.Keys(by)) {
+		if lat := by[name].lat.Load(); lat != nil {
+			lat.write(b, name)
+		}
 	}
 }

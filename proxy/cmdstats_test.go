@@ -132,6 +132,25 @@ func TestCommandstatsOfSluicesCommands(t *testing.T) {
 				t.Errorf("INFO %s: commandstats shown %v, want %v", args, got, in)
 			}
 		}
+		// latencystats: the decisions' times from read to answer, and
+		// none of sluice's own for what it answers as it reads.
+		lat := conn.do("INFO", "latencystats")
+		m := regexp.MustCompile(`latency_percentiles_usec_throttle:p50=([\d.]+),p99=([\d.]+),p99\.9=([\d.]+)\r\n`).FindStringSubmatch(lat)
+		if m == nil {
+			t.Fatalf("no latencies of THROTTLE: %q", lat)
+		}
+		p50, _ := strconv.ParseFloat(m[1], 64)
+		p99, _ := strconv.ParseFloat(m[2], 64)
+		p999, _ := strconv.ParseFloat(m[3], 64)
+		if !(p50 > 0 && p50 <= p99 && p99 <= p999) {
+			t.Errorf("THROTTLE's percentiles %v, %v, %v", p50, p99, p999)
+		}
+		if !strings.Contains(lat, "latency_percentiles_usec_client|id:p50=0.000,p99=0.000,p99.9=0.000\r\n") {
+			t.Errorf("CLIENT ID's latencies: %q", lat)
+		}
+		if info := conn.do("INFO"); strings.Contains(info, "Latencystats") {
+			t.Errorf("a plain INFO gives latencystats")
+		}
 	})
 }
 

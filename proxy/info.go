@@ -31,6 +31,7 @@ var infoSections = []struct {
 	{"cpu", "CPU", (*Server).infoCPU, false},
 	{"commandstats", "Commandstats", func(s *Server, b *strings.Builder) { s.cmdStats.write(b) }, true},
 	{"errorstats", "Errorstats", func(s *Server, b *strings.Builder) { s.stats.errors.write(b) }, false},
+	{"latencystats", "Latencystats", func(s *Server, b *strings.Builder) { s.cmdStats.writeLatencies(b) }, true},
 	{"cluster", "Cluster", (*Server).infoCluster, false},
 }
 

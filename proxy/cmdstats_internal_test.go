@@ -1,0 +1,44 @@
+package proxy
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// A time's bucket holds it, and its top is within 1/16 of it: the
+// percentiles latencystats gives are as close, over every int64.
+func TestLatencyBuckets(t *testing.T) {
+	prev := -1
+	for _, ns := range []int64{-5, 0, 1, 15, 16, 17, 31, 32, 33, 1000, 1023, 1024, 123456789, 1 << 40, math.MaxInt64} {
+		i := latencyBucket(ns)
+		if i < prev || i >= len(latencies{}.counts) {
+			t.Fatalf("%d ns: bucket %d after %d (of %d)", ns, i, prev, len(latencies{}.counts))
+		}
+		prev = i
+		top := latencyTop(i)
+		if top < ns || float64(top-max(ns, 0)) > float64(max(ns, 0))/16 {
+			t.Errorf("%d ns: bucket %d's top %d", ns, i, top)
+		}
+		if i > 0 && latencyTop(i-1) >= max(ns, 0) {
+			t.Errorf("%d ns: the bucket below %d holds it too (top %d)", ns, i, latencyTop(i-1))
+		}
+	}
+}
+
+// Percentiles as Redis reports them: the time by which that share of the
+// answers came, in µs.
+func TestLatencyPercentiles(t *testing.T) {
+	var l latencies
+	for range 98 {
+		l.record(1000)
+	}
+	l.record(2_000_000)
+	l.record(3_000_000)
+	var b strings.Builder
+	l.write(&b, "get")
+	want := "latency_percentiles_usec_get:p50=1.023,p99=2031.615,p99.9=3014.655\r\n"
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
