@@ -35,8 +35,9 @@ func commandstats(t *testing.T, conn *rawConn) map[string]callCounts {
 // INFO commandstats through sluice counts what a node counts for the same
 // commands: calls, those refused before they ran (a wrong arity, a
 // CROSSSLOT) and those that ran and failed (a node's WRONGTYPE, a script's
-// error, EXECABORT, MULTI nested), and a transaction's commands once EXEC
-// ran them, each failed or not by its reply.
+// error, EXECABORT, MULTI nested, EXEC and DISCARD without MULTI), and a
+// transaction's commands once EXEC ran them, each failed or not by its
+// reply.
 func TestCommandstatsAsANode(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	key := "cs:{c}"
@@ -53,6 +54,7 @@ func TestCommandstatsAsANode(t *testing.T) {
 		{"EVAL", "return {redis.error_reply('IN x')}", "0"}, {"EXEC"},
 		{"MULTI"}, {"MULTI"}, {"GET"}, {"EXEC"}, // a failed MULTI, a rejected GET, a failed EXEC
 		{"MULTI"}, {"DISCARD"},
+		{"EXEC"}, {"DISCARD"}, // without MULTI: they run, and fail
 	}
 	names := []string{"set", "lpush", "get", "eval", "msetnx", "multi", "incr", "exec", "discard"}
 	node, err := c.Primary(context.Background(), int(slot.Of(key)))
@@ -70,7 +72,7 @@ func TestCommandstatsAsANode(t *testing.T) {
 		a, b := after[n], before[n]
 		want[n] = callCounts{a.calls - b.calls, a.rejected - b.rejected, a.failed - b.failed}
 	}
-	if want["get"] != (callCounts{2, 2, 0}) || want["exec"] != (callCounts{2, 0, 1}) || want["incr"] != (callCounts{1, 0, 0}) || want["eval"] != (callCounts{4, 0, 3}) {
+	if want["get"] != (callCounts{2, 2, 0}) || want["exec"] != (callCounts{3, 0, 2}) || want["discard"] != (callCounts{2, 0, 1}) || want["incr"] != (callCounts{1, 0, 0}) || want["eval"] != (callCounts{4, 0, 3}) {
 		t.Fatalf("the node counted %v", want)
 	}
 	r := newForwarding(t, c)

@@ -988,7 +988,8 @@ func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
 			c.retake, c.counted = true, true
 			return true
 		}
-		c.refused = true
+		// EXEC and DISCARD without MULTI run, and fail, as in Redis.
+		c.refused = err != errExecNoMulti && err != errDiscard
 	}
 	if err == nil && cmd.name == "hello" && c.pin != nil && s.helloPinned(c, r, args) {
 		return true
