@@ -437,6 +437,15 @@ func (s *Server) clientUnblock(conn respConn, args [][]byte) {
 				reply = []byte("-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n")
 			}
 			if f.Blocked.Unblock(reply) {
+				// Redis 7.0 counts the command it unblocks as failed,
+				// whatever it answers it (updateStatsOnUnblock): by its
+				// error reply, or here for its timeout's. The error
+				// counts against CLIENT UNBLOCK too, which added it.
+				if withError {
+					s.cmdStats.of("client|unblock").failed.Add(1)
+				} else if name := v.cmd.Load(); name != nil {
+					s.cmdStats.of(*name).failed.Add(1)
+				}
 				conn.WriteInt(1)
 				return
 			}

@@ -173,3 +173,49 @@ func TestCommandstatsCountsNOPERMAsRejected(t *testing.T) {
 		t.Errorf("lpush %+v, throttle %+v, want one rejected call each", got["lpush"], got["throttle"])
 	}
 }
+
+// A blocking command counts as a node counts it: once, answered by a push
+// or timed out; failed when CLIENT UNBLOCK ended it, with an error or its
+// timeout's reply (Redis 7.0's updateStatsOnUnblock), and CLIENT UNBLOCK
+// failed for the error it put in that reply.
+func TestCommandstatsOfBlockingCommands(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	key := "cs:{b}"
+	names := []string{"blpop", "client|unblock", "lpush"}
+	steps := func(t *testing.T, addr string) map[string]callCounts {
+		admin, v := dialRaw(t, addr), dialRaw(t, addr)
+		before := commandstats(t, admin)
+		id := strings.TrimSuffix(strings.TrimPrefix(v.do("CLIENT", "ID"), ":"), "\r\n")
+		for _, end := range [][]string{{"CLIENT", "UNBLOCK", id, "ERROR"}, {"CLIENT", "UNBLOCK", id}, {"LPUSH", key, "x"}} {
+			v.send([]string{"BLPOP", key, "0"})
+			waitUntil(t, "the client blocks", func() bool {
+				return strings.Contains(clientLine(t, admin.do("CLIENT", "LIST", "ID", id)), " flags=b ")
+			})
+			admin.do(end...)
+			v.read()
+		}
+		v.do("BLPOP", key, "0.01")
+		admin.do("CLIENT", "UNBLOCK", id, "ERROR") // not blocked: 0
+		after := commandstats(t, admin)
+		got := map[string]callCounts{}
+		for _, n := range names {
+			a, b := after[n], before[n]
+			got[n] = callCounts{a.calls - b.calls, a.rejected - b.rejected, a.failed - b.failed}
+		}
+		return got
+	}
+	want := steps(t, primaryOf(t, c, key).Addr)
+	if want["blpop"] != (callCounts{4, 0, 2}) || want["client|unblock"] != (callCounts{3, 0, 1}) {
+		t.Fatalf("the node counted %v", want)
+	}
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		_, addr := serveServer(t, cfg)
+		got := steps(t, addr)
+		for _, n := range names {
+			if got[n] != want[n] {
+				t.Errorf("%s counted %+v, the node %+v", n, got[n], want[n])
+			}
+		}
+	})
+}
