@@ -102,11 +102,6 @@ func (st *cmdStat) answered(at, now int64, failed bool) {
 		lat = st.lat.Load()
 	}
 	lat.record(d)
-	st.ran(failed)
-}
-
-// ran counts a command that ran, failed or not.
-func (st *cmdStat) ran(failed bool) {
 	st.calls.Add(1)
 	if failed {
 		st.failed.Add(1)

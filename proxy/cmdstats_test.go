@@ -93,6 +93,11 @@ func TestCommandstatsAsANode(t *testing.T) {
 			if got["hello"].calls != 1 {
 				t.Errorf("RESP%s: hello counted %+v", proto, got["hello"])
 			}
+			// INCR ran in the transaction only: a node has its
+			// latencies too.
+			if lat := conn.do("INFO", "latencystats"); !strings.Contains(lat, "latency_percentiles_usec_incr:") {
+				t.Errorf("RESP%s: no latencies of INCR: %q", proto, lat)
+			}
 		}
 	})
 }
