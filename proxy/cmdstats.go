@@ -22,36 +22,52 @@ type cmdStat struct {
 // Redis names it (lower case, a subcommand as "client|list"). The names
 // come from sluice's command table and the cluster's, never from what a
 // client sends: an unknown command is counted nowhere, as in Redis.
+//
+// Every command reads the map, and a name is new only a few hundred times
+// at most: it is copied on write, so that a read shares no lock, whose
+// cache line every loop's CPU would take in turn.
 type commandStats struct {
-	mu sync.RWMutex
-	by map[string]*cmdStat
+	mu sync.Mutex // held to add a name
+	by atomic.Pointer[map[string]*cmdStat]
 }
 
 func (cs *commandStats) of(name string) *cmdStat {
-	cs.mu.RLock()
-	st := cs.by[name]
-	cs.mu.RUnlock()
-	if st != nil {
-		return st
+	if by := cs.by.Load(); by != nil {
+		if st := (*by)[name]; st != nil {
+			return st
+		}
 	}
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if st = cs.by[name]; st == nil {
-		if cs.by == nil {
-			cs.by = map[string]*cmdStat{}
-		}
-		st = new(cmdStat)
-		cs.by[name] = st
+	var old map[string]*cmdStat
+	if by := cs.by.Load(); by != nil {
+		old = *by
 	}
+	if st := old[name]; st != nil {
+		return st
+	}
+	by := maps.Clone(old)
+	if by == nil {
+		by = map[string]*cmdStat{}
+	}
+	st := new(cmdStat)
+	by[name] = st
+	cs.by.Store(&by)
 	return st
+}
+
+// all is every name's counts, for INFO.
+func (cs *commandStats) all() map[string]*cmdStat {
+	if by := cs.by.Load(); by != nil {
+		return *by
+	}
+	return nil
 }
 
 // write renders INFO's commandstats, as Redis: a line for each command
 // called or refused at least once, here in name order.
 func (cs *commandStats) write(b *strings.Builder) {
-	cs.mu.RLock()
-	by := maps.Clone(cs.by)
-	cs.mu.RUnlock()
+	by := cs.all()
 	for _, name := range slices.Sorted(maps.Keys(by)) {
 		st := by[name]
 		calls, usec := st.calls.Load(), st.ns.Load()/1000
@@ -175,9 +191,7 @@ func (l *latencies) write(b *strings.Builder, name string) {
 // writeLatencies renders INFO latencystats: a line for each command
 // answered at least once, in name order.
 func (cs *commandStats) writeLatencies(b *strings.Builder) {
-	cs.mu.RLock()
-	by := maps.Clone(cs.by)
-	cs.mu.RUnlock()
+	by := cs.all()
 	for _, name := range slices.Sorted(maps.Keys(by)) {
 		if lat := by[name].lat.Load(); lat != nil {
 			lat.write(b, name)

@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -40,5 +42,27 @@ func TestLatencyPercentiles(t *testing.T) {
 	want := "latency_percentiles_usec_get:p50=1.023,p99=2031.615,p99.9=3014.655\r\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+// Loops and goroutines count at once: each name gets one cmdStat, and no
+// count is lost while names are being added.
+func TestCommandStatsConcurrent(t *testing.T) {
+	var cs commandStats
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 1000 {
+				cs.of(fmt.Sprintf("cmd%d", (i+g)%50)).calls.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	var total int64
+	for _, st := range cs.all() {
+		total += st.calls.Load()
+	}
+	if len(cs.all()) != 50 || total != 8000 {
+		t.Errorf("%d names, %d calls; want 50 and 8000", len(cs.all()), total)
 	}
 }
