@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // callCounts is a commandstats line's calls, rejected_calls and
@@ -57,15 +55,9 @@ func TestCommandstatsAsANode(t *testing.T) {
 		{"EXEC"}, {"DISCARD"}, // without MULTI: they run, and fail
 	}
 	names := []string{"set", "lpush", "get", "eval", "msetnx", "multi", "incr", "exec", "discard"}
-	node, err := c.Primary(context.Background(), int(slot.Of(key)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct := dialRaw(t, node.Addr)
+	direct := dialRaw(t, nodeOf(t, c, key).Addr)
 	before := commandstats(t, direct)
-	for _, st := range steps {
-		direct.do(st...)
-	}
+	direct.doAll(steps)
 	after := commandstats(t, direct)
 	want := map[string]callCounts{}
 	for _, n := range names {
@@ -75,29 +67,20 @@ func TestCommandstatsAsANode(t *testing.T) {
 	if want["get"] != (callCounts{2, 2, 0}) || want["exec"] != (callCounts{3, 0, 2}) || want["discard"] != (callCounts{2, 0, 1}) || want["incr"] != (callCounts{1, 0, 0}) || want["eval"] != (callCounts{4, 0, 3}) {
 		t.Fatalf("the node counted %v", want)
 	}
-	r := newForwarding(t, c)
-	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
-		for _, proto := range []string{"2", "3"} {
-			_, addr := serveServer(t, cfg)
-			conn := dialRaw(t, addr)
-			conn.do("HELLO", proto)
-			for _, st := range steps {
-				conn.do(st...)
+	throughSluice(t, c, steps, func(t *testing.T, proto string, conn *rawConn) {
+		got := commandstats(t, conn)
+		for _, n := range names {
+			if got[n] != want[n] {
+				t.Errorf("RESP%s: %s counted %+v, the node %+v", proto, n, got[n], want[n])
 			}
-			got := commandstats(t, conn)
-			for _, n := range names {
-				if got[n] != want[n] {
-					t.Errorf("RESP%s: %s counted %+v, the node %+v", proto, n, got[n], want[n])
-				}
-			}
-			if got["hello"].calls != 1 {
-				t.Errorf("RESP%s: hello counted %+v", proto, got["hello"])
-			}
-			// INCR ran in the transaction only: a node has its
-			// latencies too.
-			if lat := conn.do("INFO", "latencystats"); !strings.Contains(lat, "latency_percentiles_usec_incr:") {
-				t.Errorf("RESP%s: no latencies of INCR: %q", proto, lat)
-			}
+		}
+		if got["hello"].calls != 1 {
+			t.Errorf("RESP%s: hello counted %+v", proto, got["hello"])
+		}
+		// INCR ran in the transaction only: a node has its latencies
+		// too.
+		if lat := conn.do("INFO", "latencystats"); !strings.Contains(lat, "latency_percentiles_usec_incr:") {
+			t.Errorf("RESP%s: no latencies of INCR: %q", proto, lat)
 		}
 	})
 }

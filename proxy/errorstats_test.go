@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
-	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // errorstats parses INFO errorstats into counts by code.
@@ -43,15 +41,9 @@ func TestErrorstatsAsANode(t *testing.T) {
 		{"GET"},                             // arity: sluice's ERR, as the node's
 	}
 	// What the node counts, before any sluice talks to the cluster.
-	node, err := c.Primary(context.Background(), int(slot.Of(key)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct := dialRaw(t, node.Addr)
+	direct := dialRaw(t, nodeOf(t, c, key).Addr)
 	before := errorstats(t, direct)
-	for _, st := range steps {
-		direct.do(st...)
-	}
+	direct.doAll(steps)
 	want := errorstats(t, direct)
 	for code, n := range before {
 		if want[code] -= n; want[code] == 0 {
@@ -61,26 +53,41 @@ func TestErrorstatsAsANode(t *testing.T) {
 	if want["WRONGTYPE"] != 2 || want["MYERR"] != 1 || want["CROSSSLOT"] != 1 || want["ERR"] != 3 || want["NESTED"] != 2 {
 		t.Fatalf("the node counted %v", want)
 	}
+	throughSluice(t, c, steps, func(t *testing.T, proto string, conn *rawConn) {
+		got := errorstats(t, conn)
+		if !equalCounts(got, want) {
+			t.Errorf("RESP%s: errorstats %v, the node's %v", proto, got, want)
+		}
+		sum := 0
+		for _, n := range got {
+			sum += n
+		}
+		if stats := conn.do("INFO", "stats"); !strings.Contains(stats, "\r\ntotal_error_replies:"+strconv.Itoa(sum)+"\r\n") {
+			t.Errorf("RESP%s: errorstats sum to %d, INFO stats says %q", proto, sum, stats)
+		}
+	})
+}
+
+// doAll sends each of steps and reads its reply.
+func (r *rawConn) doAll(steps [][]string) {
+	r.t.Helper()
+	for _, st := range steps {
+		r.do(st...)
+	}
+}
+
+// throughSluice sends steps through a new sluice on c, on both serving
+// paths and in both protocols, and gives check the connection that sent
+// them.
+func throughSluice(t *testing.T, c *clustertest.Cluster, steps [][]string, check func(t *testing.T, proto string, conn *rawConn)) {
 	r := newForwarding(t, c)
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
 		for _, proto := range []string{"2", "3"} {
 			_, addr := serveServer(t, cfg)
 			conn := dialRaw(t, addr)
 			conn.do("HELLO", proto)
-			for _, st := range steps {
-				conn.do(st...)
-			}
-			got := errorstats(t, conn)
-			if !equalCounts(got, want) {
-				t.Errorf("RESP%s: errorstats %v, the node's %v", proto, got, want)
-			}
-			sum := 0
-			for _, n := range got {
-				sum += n
-			}
-			if stats := conn.do("INFO", "stats"); !strings.Contains(stats, "\r\ntotal_error_replies:"+strconv.Itoa(sum)+"\r\n") {
-				t.Errorf("RESP%s: errorstats sum to %d, INFO stats says %q", proto, sum, stats)
-			}
+			conn.doAll(steps)
+			check(t, proto, conn)
 		}
 	})
 }
