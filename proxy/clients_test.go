@@ -332,6 +332,7 @@ func TestClientListCmdInSubscribedMode(t *testing.T) {
 		{[]string{"PSUBSCRIBE", "sc:*"}, "psubscribe"},
 		{[]string{"GET", "sc:k"}, "get"}, // refused in subscribed mode
 		{[]string{"NOSUCH"}, "NULL"},
+		{[]string{"GET"}, "get"}, // its arity refused first
 		{[]string{"PING"}, "ping"},
 		{[]string{"PUNSUBSCRIBE", "sc:*"}, "punsubscribe"},
 	}
@@ -348,6 +349,39 @@ func TestClientListCmdInSubscribedMode(t *testing.T) {
 		}
 	}
 	t.Run("node", func(t *testing.T) { run(t, c.Nodes[0].Addr) })
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		run(t, serveConfig(t, cfg))
+	})
+}
+
+// CLIENT LIST's cmd= names a command of the cluster's whose arity was
+// refused, as a node names the command it last looked up, in a
+// transaction too.
+func TestClientListCmdOfARefusedArity(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	steps := []struct {
+		args []string
+		cmd  string
+	}{
+		{[]string{"SET", "ca:{k}", "v"}, "set"},
+		{[]string{"GET"}, "get"},
+		{[]string{"MULTI"}, "multi"},
+		{[]string{"SET"}, "set"},
+		{[]string{"DISCARD"}, "discard"},
+		{[]string{"EXEC", "x"}, "exec"},
+	}
+	run := func(t *testing.T, addr string) {
+		other, conn := dialRaw(t, addr), dialRaw(t, addr)
+		id := strings.TrimSuffix(strings.TrimPrefix(conn.do("CLIENT", "ID"), ":"), "\r\n")
+		for _, st := range steps {
+			conn.do(st.args...)
+			if list := other.do("CLIENT", "LIST", "ID", id); !strings.Contains(list, " cmd="+st.cmd+" ") {
+				t.Errorf("after %q: %q, want cmd=%s", st.args, list, st.cmd)
+			}
+		}
+	}
+	t.Run("node", func(t *testing.T) { run(t, nodeOf(t, c, "ca:{k}").Addr) })
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
 		run(t, serveConfig(t, cfg))
 	})

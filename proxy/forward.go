@@ -129,7 +129,10 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	}
 	spec, err := cmdspec.Lookup(specs, args)
 	if spec != nil {
+		// Named by CLIENT LIST also when its arity is refused, as Redis
+		// names the command it last looked up.
 		c.named = &spec.Name
+		c.view.cmd.Store(c.named)
 	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "ERR unknown") {
@@ -148,7 +151,6 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 			s.metrics.forwarded(spec.Name)
 		}
 	}()
-	c.view.cmd.Store(&spec.Name)
 	if fo, ok := fanOuts[spec.Name]; ok {
 		return s.fanOut(c, r, spec, args, fo)
 	}

@@ -135,7 +135,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		// CLIENT LIST names what was last read, queued or not, as Redis.
 		switch {
 		case cmd != nil: // sluice's own, named already
-		case lookupErr == nil:
+		case spec != nil: // its arity refused too
 			c.view.cmd.Store(&spec.Name)
 		case strings.HasPrefix(lookupErr.Error(), "ERR unknown"):
 			c.view.cmd.Store(nil)

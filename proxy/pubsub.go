@@ -154,7 +154,7 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 			c.named = &spec.Name
 		}
 		switch {
-		case lookupErr == nil:
+		case spec != nil: // its arity refused too
 			c.view.cmd.Store(&spec.Name)
 		case strings.HasPrefix(lookupErr.Error(), "ERR unknown"):
 			if own, ownErr := lookup(args); own == nil { // sluice's own is named already
