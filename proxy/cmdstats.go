@@ -64,13 +64,30 @@ func (cs *commandStats) all() map[string]*cmdStat {
 	return nil
 }
 
+// reset zeroes every command's counts in place and drops its latencies,
+// as Redis's resetCommandTableStats: a command in flight keeps its line
+// (slot.stat), and counts in it once answered.
+func (cs *commandStats) reset() {
+	for _, st := range cs.all() {
+		st.calls.Store(0)
+		st.rejected.Store(0)
+		st.failed.Store(0)
+		st.ns.Store(0)
+		st.lat.Store(nil)
+	}
+}
+
 // write renders INFO's commandstats, as Redis: a line for each command
-// called or refused at least once, here in name order.
+// called or refused at least once (since CONFIG RESETSTAT), here in name
+// order.
 func (cs *commandStats) write(b *strings.Builder) {
 	by := cs.all()
 	for _, name := range slices.Sorted(maps.Keys(by)) {
 		st := by[name]
 		calls, usec := st.calls.Load(), st.ns.Load()/1000
+		if calls == 0 && st.rejected.Load() == 0 && st.failed.Load() == 0 {
+			continue
+		}
 		perCall := 0.0
 		if calls > 0 {
 			perCall = float64(usec) / float64(calls)
@@ -96,6 +113,7 @@ func (s *Server) counted(c *client, at int64, q0, out0, held0 int) {
 	}
 	if n := len(c.q); n > q0 && c.q[n-1].state == slotWaiting {
 		c.q[n-1].stat, c.q[n-1].at = st, at
+		c.q[n-1].resets = *name == "config|resetstat"
 		return
 	}
 	reply := c.out.b[min(out0, len(c.out.b)):]

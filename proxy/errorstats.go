@@ -47,6 +47,14 @@ func (e *errorStats) add(msg string) {
 	}
 }
 
+// reset forgets the codes, for CONFIG RESETSTAT (the total's base is in
+// stats.since).
+func (e *errorStats) reset() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.codes = nil
+}
+
 // addReplies counts the error replies in raw, what a node sent that
 // sluice passes on, at any depth: Redis counts each error it puts in a
 // reply, one of a script's table or of EXEC's array as one alone. It

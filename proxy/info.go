@@ -129,16 +129,17 @@ func (s *Server) infoClients(b *strings.Builder) {
 }
 
 func (s *Server) infoStats(b *strings.Builder) {
-	fmt.Fprintf(b, "total_connections_received:%d\r\n", s.stats.connections.Load())
-	fmt.Fprintf(b, "rejected_connections:%d\r\n", s.stats.rejected.Load())
+	st := &s.stats
+	fmt.Fprintf(b, "total_connections_received:%d\r\n", st.connections.Load()-st.since.connections.Load())
+	fmt.Fprintf(b, "rejected_connections:%d\r\n", st.rejected.Load()-st.since.rejected.Load())
 	// Less the INFO being answered, counted when it was read: Redis counts
 	// a command once it has run, so its count leaves that INFO out.
-	fmt.Fprintf(b, "total_commands_processed:%d\r\n", s.stats.commands.Load()-1)
-	fmt.Fprintf(b, "instantaneous_ops_per_sec:%d\r\n", s.stats.ops.perSecond())
-	fmt.Fprintf(b, "total_error_replies:%d\r\n", s.stats.errors.total.Load())
-	fmt.Fprintf(b, "throttle_allowed:%d\r\n", s.stats.allowed.Load())
-	fmt.Fprintf(b, "throttle_limited:%d\r\n", s.stats.limited.Load())
-	fmt.Fprintf(b, "throttle_shadow_limited:%d\r\n", s.stats.shadowLimited.Load())
+	fmt.Fprintf(b, "total_commands_processed:%d\r\n", st.commands.Load()-st.since.commands.Load()-1)
+	fmt.Fprintf(b, "instantaneous_ops_per_sec:%d\r\n", st.ops.perSecond())
+	fmt.Fprintf(b, "total_error_replies:%d\r\n", st.errors.total.Load()-st.since.errors.Load())
+	fmt.Fprintf(b, "throttle_allowed:%d\r\n", st.allowed.Load()-st.since.allowed.Load())
+	fmt.Fprintf(b, "throttle_limited:%d\r\n", st.limited.Load()-st.since.limited.Load())
+	fmt.Fprintf(b, "throttle_shadow_limited:%d\r\n", st.shadowLimited.Load()-st.since.shadowLimited.Load())
 }
 
 // infoPolicies lists the policies in force, each with its decisions as

@@ -174,6 +174,30 @@ type stats struct {
 	shadowLimited atomic.Int64
 
 	ops opsRate
+
+	// since are the counts INFO starts from: theirs at the last CONFIG
+	// RESETSTAT (resetStats). Prometheus's counters read the atomics
+	// above whole, as a counter never goes back.
+	since struct {
+		connections, rejected, commands, errors, allowed, limited, shadowLimited atomic.Int64
+	}
+}
+
+// resetStats is sluice's part of CONFIG RESETSTAT, done as its answer
+// reaches c (drain), so that what c sent before it counts before it and
+// the RESETSTAT with what c sent after it counts after, as on a node.
+func (s *Server) resetStats(c *client) {
+	st := &s.stats
+	st.since.connections.Store(st.connections.Load())
+	st.since.rejected.Store(st.rejected.Load())
+	st.since.commands.Store(st.commands.Load() - int64(c.inFlight()))
+	st.since.errors.Store(st.errors.total.Load())
+	st.since.allowed.Store(st.allowed.Load())
+	st.since.limited.Store(st.limited.Load())
+	st.since.shadowLimited.Store(st.shadowLimited.Load())
+	st.errors.reset()
+	st.ops.reset(time.Now(), st.commands.Load())
+	s.cmdStats.reset()
 }
 
 // opsRate is Redis's instantaneous_ops_per_sec: commands per second,
@@ -202,6 +226,14 @@ func (o *opsRate) sample(now time.Time, commands int64) {
 			o.next = (o.next + 1) % opsSamples
 		}
 	}
+	o.lastAt, o.lastCmd = now, commands
+}
+
+// reset forgets the samples, as Redis's resetServerStats.
+func (o *opsRate) reset(now time.Time, commands int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rates, o.next = [opsSamples]float64{}, 0
 	o.lastAt, o.lastCmd = now, commands
 }
 
@@ -708,6 +740,9 @@ type slot struct {
 	// tunnel: raw is what the client's tunnel sent until it answered, of
 	// which a silent slot keeps the pushes (appendPushes).
 	tunnel bool
+	// resets: it is CONFIG RESETSTAT, which resets sluice's counts too
+	// once its answer is in (resetStats).
+	resets bool
 	// stat counts it in commandstats once answered, read at at (ns);
 	// txn, EXEC's queued commands, each by its reply.
 	stat *cmdStat
@@ -1113,6 +1148,9 @@ func (s *Server) drain(c *client) {
 						}
 					})
 				}
+			}
+			if sl.resets && !failed {
+				s.resetStats(c)
 			}
 			if sl.stat != nil {
 				if now == 0 {
