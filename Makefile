@@ -63,32 +63,10 @@ cross:
 	GOOS=darwin $(GO) build -o /dev/null ./cmd/sluice
 	GOOS=windows $(GO) build -o /dev/null ./cmd/sluice
 
-# Short fuzzing runs of every parser; the corpora live in testdata/.
+# Short fuzzing runs of every fuzz target (.ci/fuzz finds them); the
+# corpora live in testdata/.
 fuzz:
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseThrottle -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzParsePeriod -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseGCRA -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzFramer$$' -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz '^FuzzLoopRead$$' -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzFramerHugeMax -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzLoopReadHugeMax -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzAtoi -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzCountedKeys -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzElements -fuzztime 20s
-	$(GO) test ./lua -run '^$$' -fuzz FuzzMarker -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzCompletions -fuzztime 20s
-	$(GO) test ./router/reply -run '^$$' -fuzz FuzzRead -fuzztime 20s
-	$(GO) test ./router/reply -run '^$$' -fuzz FuzzScanner -fuzztime 20s
-	$(GO) test ./router/command -run '^$$' -fuzz FuzzKeys -fuzztime 20s
-	$(GO) test ./router/command -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20s
-	$(GO) test ./router -run '^$$' -fuzz '^FuzzPipeFeed$$' -fuzztime 20s
-	$(GO) test ./router -run '^$$' -fuzz FuzzPipeFeedBytes -fuzztime 20s
-	$(GO) test ./router -run '^$$' -fuzz FuzzHotCalls -fuzztime 20s
-	$(GO) test ./lua -run '^$$' -fuzz FuzzReadMany -fuzztime 20s
-	$(GO) test ./lua -run '^$$' -fuzz FuzzParseInt -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzServer -fuzztime 20s
-	$(GO) test ./router/glob -run '^$$' -fuzz FuzzMatch -fuzztime 20s
-	$(GO) test ./proxy -run '^$$' -fuzz FuzzParseUsers -fuzztime 20s
+	GO=$(GO) ./.ci/fuzz
 
 # A local 6-node cluster (3 primaries, 3 replicas) on ports 7000-7005.
 cluster: deps
