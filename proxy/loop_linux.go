@@ -1069,7 +1069,8 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 			break
 		}
 		c.f.unauth = c.user == nil // AUTH, taken, lifts the bounds for what follows
-		k, whole, ferr := c.f.next(data[pos:])
+		l.argv = l.argv[:0]
+		k, whole, split, ferr := c.f.nextArgs(data[pos:], &l.argv)
 		pos += k
 		if ferr != nil {
 			if c.tunnel != nil && c.subs && c.inFlight() > 0 {
@@ -1092,7 +1093,7 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 		}
 		if whole {
 			raw := data[cmdStart:pos]
-			if !l.take(c, raw) {
+			if !l.take(c, raw, split) {
 				// Framed again once what came before it is answered.
 				c.drainFirst = true
 				break
@@ -1116,18 +1117,21 @@ func (l *loop) frame(c *fdConn, data []byte, framed int) int {
 // reset is.
 var throttleResetName = []byte("throttle.reset")
 
-// take parses one whole command, as framed, and takes it into c's queue.
-// Redis runs nothing for a blank inline line or a multibulk of no
-// arguments, but spends a CLIENT REPLY SKIP on it (emptyCommand). It
-// reports false for a command that must wait until what c sent before it
-// is answered (subscribesAfter, errRouteAgain): not taken.
-func (l *loop) take(c *fdConn, raw []byte) bool {
+// take parses one whole command, as framed, and takes it into c's queue;
+// split: the framer put its arguments in l.argv already. Redis runs
+// nothing for a blank inline line or a multibulk of no arguments, but
+// spends a CLIENT REPLY SKIP on it (emptyCommand). It reports false for a
+// command that must wait until what c sent before it is answered
+// (subscribesAfter, errRouteAgain): not taken.
+func (l *loop) take(c *fdConn, raw []byte, split bool) bool {
 	ok := true
-	if raw[0] == '*' {
+	switch {
+	case split:
+	case raw[0] == '*':
 		l.argv = splitArgs(l.argv[:0], raw)
-	} else if blank(raw) {
+	case blank(raw):
 		l.argv = l.argv[:0]
-	} else {
+	default:
 		l.argv, ok = splitInline(l.argv[:0], raw)
 	}
 	taken := true

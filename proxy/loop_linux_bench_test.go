@@ -77,6 +77,24 @@ func BenchmarkLoopThrottle(b *testing.B) {
 	}
 }
 
+// BenchmarkLoopThrottle16 is BenchmarkLoopThrottle for a pipeline of 16
+// (redis-benchmark -P 16), read at once: the framer finds each command
+// whole (framer.whole), and a round holds them all.
+func BenchmarkLoopThrottle16(b *testing.B) {
+	l, c := newTestLoop(b, allow{}, -1)
+	raw := bytes.Repeat([]byte("*6\r\n$8\r\nTHROTTLE\r\n$10\r\nuser:12345\r\n$3\r\n100\r\n$2\r\n10\r\n$2\r\n1s\r\n$1\r\n1\r\n"), 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.mark(&c.client)
+		l.frame(c, raw, 0)
+		l.settle()
+		if bytes.Count(c.out.b, []byte("*5\r\n")) != 16 || c.closing {
+			b.Fatalf("not 16 replies: %q", c.out.b)
+		}
+		c.out.b = c.out.b[:0]
+	}
+}
+
 // longEcho is a loop serving one end of a socket pair, the other end
 // (fds[0]) to write to, and an ECHO of 1 MiB to write.
 func longEcho(tb testing.TB) (fds [2]int, cmd []byte, l *loop, c *fdConn) {

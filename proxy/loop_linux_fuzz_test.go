@@ -154,7 +154,7 @@ func FuzzCompletions(f *testing.F) {
 					raw = fmt.Sprintf("ECHO e%d\r\n", op)
 					want = fmt.Appendf(want, "$%d\r\ne%d\r\n", len(fmt.Sprint(op))+1, op)
 				}
-				l.take(c, []byte(raw))
+				l.take(c, []byte(raw), false)
 			case op%4 == 1:
 				l.submit()
 			case op%4 == 2 && len(h.rounds) > 0:
