@@ -93,12 +93,18 @@ func (f *framer) next(p []byte) (n int, complete bool, err error) {
 }
 
 // nextArgs is next, but a command found whole at once (whole) comes with
-// its arguments appended to *argv, when argv is not nil, and reported
-// split: they need no splitArgs.
+// its arguments in *argv (empty before), when argv is not nil, and
+// reported split: they need no splitArgs.
 func (f *framer) nextArgs(p []byte, argv *[][]byte) (n int, complete, split bool, err error) {
 	if f.state == atCommand && len(p) > 0 && p[0] == '*' {
 		if n := f.whole(p, argv); n > 0 {
 			return n, true, argv != nil, nil
+		}
+		if argv != nil {
+			// What whole split of a command it then left: nothing may
+			// keep the client's input from its collection.
+			clear(*argv)
+			*argv = (*argv)[:0]
 		}
 	}
 	n, complete, err = f.walk(p)
