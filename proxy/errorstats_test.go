@@ -92,7 +92,7 @@ func throughSluice(t *testing.T, c *clustertest.Cluster, steps [][]string, check
 	})
 }
 
-func equalCounts(a, b map[string]int) bool {
+func equalCounts[V comparable](a, b map[string]V) bool {
 	if len(a) != len(b) {
 		return false
 	}

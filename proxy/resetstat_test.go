@@ -57,7 +57,7 @@ func TestConfigResetstatAsANode(t *testing.T) {
 		if got := infoField(t, info, "throttle_allowed"); got != "0" {
 			t.Errorf("throttle_allowed:%s after RESETSTAT", got)
 		}
-		if got := commandstats(t, conn); !equalCallCounts(got, want) {
+		if got := commandstats(t, conn); !equalCounts(got, want) {
 			t.Errorf("commandstats %v, the node %v", got, want)
 		}
 		if got := errorstats(t, conn); len(got) != 0 {
@@ -79,16 +79,4 @@ func TestConfigResetstatAsANode(t *testing.T) {
 			t.Errorf("after a pipelined RESETSTAT: %v", cs)
 		}
 	})
-}
-
-func equalCallCounts(a, b map[string]callCounts) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
