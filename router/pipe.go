@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"time"
@@ -52,8 +51,6 @@ type Pipe struct {
 	// scan knows how much of the reply in starts is whole: a big reply
 	// is gone over once, not once per read it comes in.
 	scan  reply.Scanner
-	src   bytes.Reader
-	br    *bufio.Reader
 	arena []byte // replies are cut from it, never overwritten
 	// heard is when the node last sent bytes. A passthrough pipe's node
 	// is hung once it sends nothing for the timeout while commands wait:
@@ -88,9 +85,7 @@ type Pipe struct {
 
 // NewPipe makes the protocol half of a loop's connection to a node.
 func (c *Cluster) NewPipe(addr string, resp3, readonly bool) *Pipe {
-	p := &Pipe{c: c, addr: addr, resp3: resp3, readonly: readonly, timeout: c.forwardTimeout()}
-	p.br = bufio.NewReaderSize(&p.src, 16<<10)
-	return p
+	return &Pipe{c: c, addr: addr, resp3: resp3, readonly: readonly, timeout: c.forwardTimeout()}
 }
 
 // NewBucketPipe makes the protocol half of a loop's connection to a node
@@ -272,13 +267,15 @@ func (p *Pipe) ReadBuf(n int) []byte {
 // Fail.
 func (p *Pipe) Feed(n int) error {
 	p.in = p.in[:len(p.in)+n]
-	p.src.Reset(p.in)
-	p.br.Reset(&p.src)
 	used := 0
 	for used < len(p.in) {
 		size := p.scan.Whole(p.in[used:])
 		if size == 0 {
 			break
+		}
+		if p.scan.Refused() {
+			_, err := reply.Read(bufio.NewReader(bytes.NewReader(p.in[used:])), nil)
+			return err
 		}
 		if cap(p.arena)-len(p.arena) < minArenaLeft {
 			// A reply that does not fit in what is left is allocated on
@@ -292,17 +289,12 @@ func (p *Pipe) Feed(n int) error {
 			// Its size is known (it is all here): allocated once.
 			dst = make([]byte, 0, size)
 		}
-		r, err := reply.Read(p.br, dst)
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
+		// The Scanner checked it as Read would: its bytes are the reply.
+		r := append(dst, p.in[used:used+size]...)
 		if len(r) <= cap(p.arena)-at && &r[:1][0] == &p.arena[at : at+1][0] {
 			p.arena = p.arena[:at+len(r)]
 		}
-		used = len(p.in) - p.src.Len() - p.br.Buffered()
+		used += size
 		f, whole, err := matchReply(&p.sent, r)
 		if err != nil {
 			return err
@@ -325,9 +317,6 @@ func (p *Pipe) Feed(n int) error {
 		// a string still to come needs is what ReadBuf sized it for.)
 		p.in = append(make([]byte, 0, max(2*rest, 64<<10)), p.in...)
 	}
-	// src would hold on to in's array (a big reply's) until the node next
-	// sends, for good on a connection left idle.
-	p.src.Reset(nil)
 	return nil
 }
 

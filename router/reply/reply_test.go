@@ -371,7 +371,8 @@ func TestScannerShort(t *testing.T) {
 // reply's end where Read does, never claims a reply Read finds unfinished,
 // never says it needs more than the rest of a reply Read takes (Short),
 // and says a reply Read refuses is whole, for Read to refuse, by the time
-// all of it is in.
+// all of it is in, and refused (Refused) where Read refuses it: a pipe
+// passes the bytes of a reply not refused on without Read.
 func FuzzScanner(f *testing.F) {
 	for _, tt := range valid {
 		f.Add([]byte(tt.in))
@@ -391,8 +392,13 @@ func FuzzScanner(f *testing.F) {
 		switch {
 		case err == nil && (n != len(got) || at != len(got)):
 			t.Fatalf("whole at %d of %d bytes with %d; Read took %d", at, len(in), n, len(got))
+		case err == nil && s.Refused():
+			t.Fatalf("a reply Read takes (%q) said refused", got)
 		case errors.Is(err, ErrProtocol) && n == 0:
 			t.Fatalf("a reply Read refuses (%v) never whole", err)
+		case errors.Is(err, ErrProtocol) && !s.Refused():
+			// A pipe would pass it on as a reply (Pipe.Feed).
+			t.Fatalf("a reply Read refuses (%v) not said refused", err)
 		case (err == io.EOF || err == io.ErrUnexpectedEOF) && n != 0:
 			t.Fatalf("whole at %d with %d; Read: %v", at, n, err)
 		}

@@ -16,7 +16,14 @@ type Scanner struct {
 	// short: how many bytes past b the string that b ends in still needs
 	// (Short).
 	short int
+	// refused: the reply Whole last ended is one Read refuses (Refused).
+	refused bool
 }
+
+// Refused says whether the reply Whole last said whole is one Read
+// refuses: Read then says why. One it does not refuse is the bytes Read
+// would take, to be taken as they are.
+func (s *Scanner) Refused() bool { return s.refused }
 
 // Short is how many more bytes, at least, the reply needs, as far as the
 // length of a string it is in the middle of says; 0 when Whole did not
@@ -29,7 +36,7 @@ func (s *Scanner) Short() int { return s.short }
 // must start with the same bytes at each call (the reply's, and those
 // that came since); then the Scanner starts over, for the next reply.
 func (s *Scanner) Whole(b []byte) int {
-	s.short = 0
+	s.short, s.refused = 0, false
 	for s.at < len(b) {
 		nl := bytes.IndexByte(b[s.at:], '\n')
 		if nl < 0 {
@@ -37,11 +44,11 @@ func (s *Scanner) Whole(b []byte) int {
 		}
 		end := s.at + nl + 1
 		if end-s.at < 3 || b[end-2] != '\r' {
-			return s.judge(len(b))
+			return s.refuse(len(b))
 		}
 		body, elems, err := parseLine(b[s.at], b[s.at+1:end-2])
 		if err != nil {
-			return s.judge(len(b))
+			return s.refuse(len(b))
 		}
 		next := end
 		if body >= 0 {
@@ -52,13 +59,13 @@ func (s *Scanner) Whole(b []byte) int {
 			next = end + int(body) + 2
 			// As Read checks a body's end, and a verbatim string's format.
 			if b[next-2] != '\r' || b[next-1] != '\n' || (b[s.at] == '=' && (body < 4 || b[end+3] != ':')) {
-				return s.judge(len(b))
+				return s.refuse(len(b))
 			}
 		}
 		s.at = next
 		if elems > 0 {
 			if len(s.open) == maxDepth {
-				return s.judge(len(b))
+				return s.refuse(len(b))
 			}
 			s.open = append(s.open, elems)
 			continue
@@ -78,9 +85,14 @@ func (s *Scanner) Whole(b []byte) int {
 	return 0
 }
 
-// judge starts over, and returns n: where the reply ends, or all of b for
-// Read to refuse.
+// judge starts over, and returns n: where the reply ends.
 func (s *Scanner) judge(n int) int {
 	s.at, s.open = 0, s.open[:0]
 	return n
+}
+
+// refuse is judge for a reply Read refuses: all of b, for Read to say why.
+func (s *Scanner) refuse(n int) int {
+	s.refused = true
+	return s.judge(n)
 }
