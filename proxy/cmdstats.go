@@ -113,7 +113,13 @@ func (s *Server) counted(c *client, at int64, q0, out0, held0 int) {
 	}
 	if n := len(c.q); n > q0 && c.q[n-1].state == slotWaiting {
 		c.q[n-1].stat, c.q[n-1].at = st, at
-		c.q[n-1].resets = *name == "config|resetstat"
+		if *name == "config|resetstat" {
+			// What c sent after it waits until it is answered: counted
+			// meanwhile (a PING answered at once, a refusal, a decision)
+			// the reset would drop it, and a pipelined INFO would show
+			// the counts from before.
+			c.q[n-1].resets, c.drainFirst = true, true
+		}
 		return
 	}
 	reply := c.out.b[min(out0, len(c.out.b)):]

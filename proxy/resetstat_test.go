@@ -80,3 +80,54 @@ func TestConfigResetstatAsANode(t *testing.T) {
 		}
 	})
 }
+
+// What a client pipelines after CONFIG RESETSTAT counts after it, as on a
+// node, also what sluice answers at once (a PING, a GET refused for its
+// arity, an INFO) or decides (a THROTTLE) before the primaries answer the
+// RESETSTAT: a pipelined INFO shows the counts reset.
+func TestConfigResetstatPipelinedAfter(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Primaries: 1, Replicas: -1})
+	pipeline := [][]string{{"CONFIG", "RESETSTAT"}, {"PING"}, {"GET"}, {"INFO", "stats"}}
+	direct := dialRaw(t, c.Nodes[0].Addr)
+	direct.do("GET") // an error before
+	direct.send(pipeline...)
+	var info string
+	for range pipeline {
+		info = direct.read()
+	}
+	wantErrors := infoField(t, info, "total_error_replies")
+	want, wantErrstats := commandstats(t, direct), errorstats(t, direct)
+
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", AllowAdmin: true}, func(t *testing.T, cfg proxy.Config) {
+		_, addr := serveServer(t, cfg)
+		conn := dialRaw(t, addr)
+		conn.do("GET")
+		conn.send(append(pipeline, []string{"THROTTLE", "rsp", "5", "1", "1s"})...)
+		var got []string
+		for range len(pipeline) + 1 {
+			got = append(got, conn.read())
+		}
+		if !strings.HasPrefix(got[0], "+OK") || !strings.HasPrefix(got[4], "*") {
+			t.Fatalf("the pipeline answered %q", got)
+		}
+		if e := infoField(t, got[3], "total_error_replies"); e != wantErrors {
+			t.Errorf("a pipelined INFO: total_error_replies:%s, the node %s", e, wantErrors)
+		}
+		// THROTTLE is sluice's, not the node's.
+		cs, es := commandstats(t, conn), errorstats(t, conn)
+		if cs["throttle"] != (callCounts{1, 0, 0}) {
+			t.Errorf("throttle %v after RESETSTAT", cs["throttle"])
+		}
+		delete(cs, "throttle")
+		if !equalCounts(cs, want) {
+			t.Errorf("commandstats %v, the node %v", cs, want)
+		}
+		if len(es) != len(wantErrstats) || es["ERR"] != wantErrstats["ERR"] {
+			t.Errorf("errorstats %v, the node %v", es, wantErrstats)
+		}
+		if a := infoField(t, conn.do("INFO", "stats"), "throttle_allowed"); a != "1" {
+			t.Errorf("throttle_allowed:%s, the THROTTLE after RESETSTAT not counted", a)
+		}
+	})
+}
