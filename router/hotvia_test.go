@@ -21,11 +21,18 @@ import (
 
 // hotPipe is a cluster whose one shard owns every slot and whose key "k"
 // is declared hot, with an event loop's bucket pipe to that shard.
-func hotPipe(t *testing.T) (*Cluster, *Pipe, onePipe, *shard) {
+func hotPipe(t testing.TB) (*Cluster, *Pipe, onePipe, *shard) {
+	t.Helper()
+	return pipeOf(t, ClusterConfig{HotKeys: []string{"k"}, Share: 1})
+}
+
+// pipeOf is hotPipe for a router of cfg.
+func pipeOf(t testing.TB, cfg ClusterConfig) (*Cluster, *Pipe, onePipe, *shard) {
 	t.Helper()
 	// Its background work runs once, finds no cluster, and then not for
 	// an hour: the client stored below is not one it could use.
-	c := NewCluster(ClusterConfig{Seeds: []string{"127.0.0.1:1"}, HotKeys: []string{"k"}, Share: 1, ProbeInterval: 2 * time.Hour})
+	cfg.Seeds, cfg.ProbeInterval = []string{"127.0.0.1:1"}, 2*time.Hour
+	c := NewCluster(cfg)
 	t.Cleanup(c.Close)
 	for end := time.Now().Add(10 * time.Second); c.connectErr.Load() == nil; time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {

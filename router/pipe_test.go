@@ -426,18 +426,18 @@ func TestPipeTrickleDoesNotHideAHungNode(t *testing.T) {
 	}
 }
 
-// Deciding on a loop's bucket pipe allocates per round and per script
-// call, not per request: a round of 100 THROTTLEs (made with KeyRequest,
-// as the proxy makes them) costs a few allocations, where one per request
-// would be 100.
-func TestBucketRoundAllocations(t *testing.T) {
-	c, p, via, _ := hotPipe(t)
+// bucketRound is a round of 100 THROTTLEs (made with KeyRequest, as the
+// proxy makes them) decided on a loop's bucket pipe: the script calls
+// encoded, their replies fed and read back. It reports what went wrong.
+func bucketRound(tb testing.TB) (round func() error, res []Result) {
+	// Detection off: a benchmark's rounds would make every key hot.
+	c, p, via, _ := pipeOf(tb, ClusterConfig{HotThreshold: -1})
 	reqs := make([]Request, 100)
 	for i := range reqs {
 		reqs[i] = KeyRequest(Take, fmt.Appendf(nil, "user:%d", i))
 		reqs[i].Interval, reqs[i].Cost = bucket.Interval{Capacity: 10, U: 1, V: 1}, 1
 	}
-	res := make([]Result, len(reqs))
+	res = make([]Result, len(reqs))
 	var reply []byte
 	for _, n := range []int{maxPipeline, len(reqs) - maxPipeline} {
 		reply = fmt.Appendf(reply, "*%d\r\n", 5*n)
@@ -447,19 +447,31 @@ func TestBucketRoundAllocations(t *testing.T) {
 	}
 	decided := 0
 	done := func(idx []int) { decided += len(idx) }
-	var err error
-	round := func() {
+	return func() error {
 		decided = 0
 		c.SubmitVia(context.Background(), via, c.Map(), reqs, res, done)
 		p.Wrote(len(p.Out()), time.Now())
-		if e := p.Feed(copy(p.ReadBuf(len(reply)), reply)); e != nil && err == nil {
+		if err := p.Feed(copy(p.ReadBuf(len(reply)), reply)); err != nil {
+			return err
+		}
+		if decided != len(reqs) {
+			return fmt.Errorf("%d of %d requests decided", decided, len(reqs))
+		}
+		return nil
+	}, res
+}
+
+// Deciding on a loop's bucket pipe allocates per round and per script
+// call, not per request: a round of 100 THROTTLEs costs a few
+// allocations, where one per request would be 100.
+func TestBucketRoundAllocations(t *testing.T) {
+	round, res := bucketRound(t)
+	var err error
+	allocs := testing.AllocsPerRun(40, func() {
+		if e := round(); e != nil && err == nil {
 			err = e
 		}
-		if decided != len(reqs) && err == nil {
-			err = fmt.Errorf("%d of %d requests decided", decided, len(reqs))
-		}
-	}
-	allocs := testing.AllocsPerRun(40, round)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,6 +482,19 @@ func TestBucketRoundAllocations(t *testing.T) {
 	}
 	if allocs > 25 {
 		t.Fatalf("%.0f allocations per round of 100 bucket requests, want a few", allocs)
+	}
+}
+
+// BenchmarkBucketRound is a decision's own work on a loop's bucket pipe,
+// besides its syscalls: a round of 100 THROTTLEs, encoded into script
+// calls, and their replies read back.
+func BenchmarkBucketRound(b *testing.B) {
+	round, _ := bucketRound(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := round(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
