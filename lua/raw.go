@@ -72,6 +72,10 @@ func ReadMany(r []byte, out []Outcome) error {
 		return fmt.Errorf("lua: throttle answered %.40q for %d buckets", r, len(out))
 	}
 	for k := range out {
+		if o, after, ok := decided(rest); ok {
+			out[k], rest = o, after
+			continue
+		}
 		var v [5]rawValue
 		for e := range v {
 			if v[e], rest, ok = rawElem(rest); !ok {
@@ -85,6 +89,28 @@ func ReadMany(r []byte, out []Outcome) error {
 		out[k] = o
 	}
 	return nil
+}
+
+// decided reads a bucket of a many reply that is a decision, the common
+// case: five integers, the first 0 or 1, each of at most 18 digits. It
+// gives what the general reading (rawElem, rawOutcome) gives for them, at
+// a fraction of its cost (BenchmarkBucketRound), and leaves anything else
+// to it.
+func decided(b []byte) (Outcome, []byte, bool) {
+	var v [5]int64
+	for e := range v {
+		var ok bool
+		if len(b) == 0 || b[0] != ':' {
+			return Outcome{}, nil, false
+		}
+		if v[e], b, ok = shortInt(b); !ok {
+			return Outcome{}, nil, false
+		}
+	}
+	if v[0] != 0 && v[0] != 1 {
+		return Outcome{}, nil, false
+	}
+	return Outcome{Result: Result{Limited: v[0] == 1, Remaining: v[1], RetryAfter: v[2], ResetAfter: v[3]}, Taken: v[4]}, b, true
 }
 
 // rawValue is one element of a many reply: an integer or a string.
@@ -133,6 +159,30 @@ func rawElem(b []byte) (rawValue, []byte, bool) {
 		return rawValue{s: rest[:n]}, rest[n+2:], true
 	}
 	return rawValue{}, nil, false
+}
+
+// shortInt reads ":<integer>\r\n" at the start of b (its ':' checked by
+// the caller) as rawLine does, for an integer of at most 18 digits, which
+// cannot overflow, in one pass, where rawLine finds the line's end with
+// IndexByte and then reads its digits.
+func shortInt(b []byte) (int64, []byte, bool) {
+	i := 1
+	neg := i < len(b) && b[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var n int64
+	for ; i < len(b) && i-start < 18 && b[i] >= '0' && b[i] <= '9'; i++ {
+		n = n*10 + int64(b[i]-'0')
+	}
+	if i == start || i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
+		return 0, nil, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, b[i+2:], true
 }
 
 // rawLine reads "<typ><integer>\r\n" at the start of b. An array's or a
