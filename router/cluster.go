@@ -389,8 +389,8 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, m SlotMap, reqs []Re
 			at += n[k]
 		}
 		for _, kc := range kept {
-			g, r := groups[kc.group], &reqs[kc.req]
-			g.calls = append(g.calls, call{req: kc.req, owner: g.owner, step: step(kc.key, r.Interval, r.Cost)})
+			g := groups[kc.group]
+			g.calls = append(g.calls, call{req: kc.req, owner: g.owner, key: kc.key})
 			g.idx = append(g.idx, kc.req)
 		}
 	}
@@ -495,11 +495,19 @@ type keptCall struct {
 	key        string
 }
 
-// call is a Lua step on a key's own bucket.
+// call is a Lua step on a key's own bucket. The step is made from its
+// request when it is encoded, not kept: a round holds a call per request
+// while its shard answers, and the step is four times a call's size.
 type call struct {
 	req   int
 	owner *shard // nil when sluice has no slot map yet
-	step  lua.Call
+	key   string // stored
+}
+
+// stepIn is cl's Lua step, for cl a call on reqs.
+func (cl *call) stepIn(reqs []Request) lua.Call {
+	r := &reqs[cl.req]
+	return step(cl.key, r.Interval, r.Cost)
 }
 
 // settle stores the outcome of a step on a key's own bucket in res. A key

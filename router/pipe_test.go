@@ -248,9 +248,10 @@ func TestBucketQueueKeepsNoFinishedCalls(t *testing.T) {
 	sh := &shard{addr: "127.0.0.1:1"}
 	p := c.NewBucketPipe(sh.addr)
 	n := maxFlushes*maxPipeline + 10 // more than go out at once
-	g := &shardCalls{owner: sh, calls: make([]call, n)}
+	g := &shardCalls{owner: sh, calls: make([]call, n), reqs: make([]Request, n)}
 	for i := range g.calls {
-		g.calls[i] = call{req: i, owner: sh, step: step(fmt.Sprintf("k%d", i), bucket.Interval{Capacity: 10, U: 1, V: 1}, 1)}
+		g.reqs[i] = Request{Op: Take, Interval: bucket.Interval{Capacity: 10, U: 1, V: 1}, Cost: 1}
+		g.calls[i] = call{req: i, owner: sh, key: fmt.Sprintf("k%d", i)}
 	}
 	c.sendVia(onePipe{p: p}, g)
 	if len(p.bq) != 10 {

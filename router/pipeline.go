@@ -63,12 +63,12 @@ func (q *shardQueue) next() ([]call, []*shardCalls) {
 	for ; i < len(q.queue) && len(calls) < maxPipeline; i++ {
 		b := q.queue[i]
 		cl := b.g.calls[b.j]
-		if in, ok := q.busy[cl.step.Key]; ok && in != q.batch {
+		if in, ok := q.busy[cl.key]; ok && in != q.batch {
 			q.queue[kept] = b
 			kept++
 			continue
 		}
-		q.busy[cl.step.Key] = q.batch
+		q.busy[cl.key] = q.batch
 		calls, groups = append(calls, cl), append(groups, b.g)
 	}
 	left := kept + copy(q.queue[kept:], q.queue[i:])
@@ -81,7 +81,7 @@ func (q *shardQueue) next() ([]call, []*shardCalls) {
 // the calls that wait on them. q.mu is held.
 func (q *shardQueue) sent(calls []call) {
 	for k := range calls {
-		delete(q.busy, calls[k].step.Key)
+		delete(q.busy, calls[k].key)
 	}
 }
 
@@ -97,7 +97,7 @@ func (q *queued) step() lua.Call {
 	if q.hot != nil {
 		return q.hot.call()
 	}
-	return q.g.calls[q.j].step
+	return q.g.calls[q.j].stepIn(q.g.reqs)
 }
 
 // shardCalls are a round's calls on one shard (or on hot keys), and where
@@ -174,7 +174,7 @@ func (c *Cluster) flushCalls(s *shard, calls []call, groups []*shardCalls) {
 	default:
 		steps := make([]lua.Call, len(calls))
 		for k := range calls {
-			steps[k] = calls[k].step
+			steps[k] = calls[k].stepIn(groups[k].reqs)
 		}
 		// The pipeline's own time; the first group's context carries the
 		// server's cancellation.
