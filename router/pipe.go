@@ -277,22 +277,13 @@ func (p *Pipe) Feed(n int) error {
 			_, err := reply.Read(bufio.NewReader(bytes.NewReader(p.in[used:])), nil)
 			return err
 		}
-		if cap(p.arena)-len(p.arena) < minArenaLeft {
-			// A reply that does not fit in what is left is allocated on
-			// its own; were the arena kept until it is exactly full, a
-			// few bytes short of every reply, each reply after would be.
-			p.arena = make([]byte, 0, arenaSize)
-		}
-		at := len(p.arena)
-		dst := p.arena[at:at:cap(p.arena)]
-		if size > cap(dst) {
-			// Its size is known (it is all here): allocated once.
-			dst = make([]byte, 0, size)
-		}
 		// The Scanner checked it as Read would: its bytes are the reply.
-		r := append(dst, p.in[used:used+size]...)
-		if len(r) <= cap(p.arena)-at && &r[:1][0] == &p.arena[at : at+1][0] {
-			p.arena = p.arena[:at+len(r)]
+		r := p.in[used : used+size : used+size]
+		if s := p.sent.all(); len(s) == 0 || s[0].bucket == nil {
+			// A forwarded reply outlives the buffer (its client's
+			// writer holds it). A bucket call's is read where it lies:
+			// its decisions keep none of its bytes.
+			r = p.keep(r)
 		}
 		used += size
 		f, whole, err := matchReply(&p.sent, r)
@@ -345,6 +336,24 @@ func (p *Pipe) Fail(err error) {
 	p.out, p.lent, p.in, p.scan = nil, false, nil, reply.Scanner{}
 	fail(lost, p.addr, err)
 	p.failQueued()
+}
+
+// keep copies r to the arena, where it stays as long as who answers with
+// it keeps it.
+func (p *Pipe) keep(r []byte) []byte {
+	if cap(p.arena)-len(p.arena) < minArenaLeft {
+		// A reply that does not fit in what is left is allocated on its
+		// own; were the arena kept until it is exactly full, a few bytes
+		// short of every reply, each reply after would be.
+		p.arena = make([]byte, 0, arenaSize)
+	}
+	at := len(p.arena)
+	if len(r) > cap(p.arena)-at {
+		// Its size is known (it is all here): allocated once.
+		return bytes.Clone(r)
+	}
+	p.arena = append(p.arena, r...)
+	return p.arena[at:len(p.arena):len(p.arena)]
 }
 
 // matchReply gives reply r to the first command of sent, and takes that
