@@ -325,6 +325,7 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, m SlotMap, reqs []Re
 	// A round of a few requests, the common one, keeps them on the stack:
 	// kept dies with the call, yet a make in the loop below is on the heap.
 	var small [8]keptCall
+	var pooled *[]keptCall // kept's room, when it is the pool's
 	for i := range reqs {
 		r := &reqs[i]
 		if hk := c.hot.observe(r.Key, now); hk != nil {
@@ -360,7 +361,8 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, m SlotMap, reqs []Re
 			if len(reqs)-i <= len(small) {
 				kept = small[:0]
 			} else {
-				kept = make([]keptCall, 0, len(reqs)-i)
+				pooled = takeKept(len(reqs) - i)
+				kept = *pooled
 			}
 		}
 		kept = append(kept, keptCall{req: i, group: k, key: key})
@@ -393,6 +395,9 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, m SlotMap, reqs []Re
 			g.calls = append(g.calls, call{req: kc.req, owner: g.owner, key: kc.key})
 			g.idx = append(g.idx, kc.req)
 		}
+	}
+	if pooled != nil {
+		giveKept(pooled)
 	}
 	if len(here) > 0 {
 		c.count(res, here)
@@ -493,6 +498,30 @@ func step(key string, iv bucket.Interval, cost int64) lua.Call {
 type keptCall struct {
 	req, group int
 	key        string
+}
+
+// keptPool holds SubmitVia's lists of calls on keys' own buckets, each
+// done with before SubmitVia returns: a round of hundreds of requests
+// would otherwise allocate one on every call.
+var keptPool sync.Pool // of *[]keptCall
+
+// takeKept is an empty list with room for n calls, from the pool.
+func takeKept(n int) *[]keptCall {
+	p, _ := keptPool.Get().(*[]keptCall)
+	if p == nil {
+		p = new([]keptCall)
+	}
+	if cap(*p) < n {
+		*p = make([]keptCall, 0, n)
+	}
+	*p = (*p)[:0]
+	return p
+}
+
+// giveKept puts p back, without the keys its calls point to.
+func giveKept(p *[]keptCall) {
+	clear((*p)[:cap(*p)])
+	keptPool.Put(p)
 }
 
 // call is a Lua step on a key's own bucket. The step is made from its
