@@ -462,6 +462,39 @@ func bucketRound(tb testing.TB) (round func() error, res []Result) {
 	}, res
 }
 
+// A bucket call's reply is read where the pipe's buffer holds it (Feed):
+// what its decision keeps, a script's error for a key, must be its own
+// copy, or the next reply, read into the same buffer, rewrites it.
+func TestBucketErrorOutlivesItsReply(t *testing.T) {
+	c, p, via, _ := pipeOf(t, ClusterConfig{HotThreshold: -1})
+	round := func(key string) []Result {
+		reqs := []Request{KeyRequest(Take, []byte(key))}
+		reqs[0].Interval, reqs[0].Cost = bucket.Interval{Capacity: 10, U: 1, V: 1}, 1
+		res := make([]Result, 1)
+		c.SubmitVia(context.Background(), via, c.Map(), reqs, res, func([]int) {})
+		return res
+	}
+	first, second := round("a"), round("b")
+	p.Wrote(len(p.Out()), time.Now())
+	const msg = "WRONGTYPE Operation against a key holding the wrong kind of value"
+	feed := func(reply string) {
+		if err := p.Feed(copy(p.ReadBuf(len(reply)), reply)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(fmt.Sprintf("*5\r\n:3\r\n$%d\r\n%s\r\n:0\r\n:0\r\n:0\r\n", len(msg), msg))
+	if first[0].Err == nil || first[0].Err.Error() != msg {
+		t.Fatalf("got %v, want %s", first[0].Err, msg)
+	}
+	feed("*5\r\n:0\r\n:9\r\n:0\r\n:100\r\n:1\r\n")
+	if second[0].Err != nil || second[0].Remaining != 9 {
+		t.Fatalf("the second call: %+v, want 9 remaining", second[0])
+	}
+	if got := first[0].Err.Error(); got != msg {
+		t.Fatalf("the first call's error, after the next reply: got %q, want %q", got, msg)
+	}
+}
+
 // Deciding on a loop's bucket pipe allocates per round and per script
 // call, not per request: a round of 100 THROTTLEs costs a few
 // allocations, where one per request would be 100.
