@@ -397,7 +397,7 @@ func (c *Cluster) SubmitVia(ctx context.Context, via Pipes, m SlotMap, reqs []Re
 		}
 	}
 	if pooled != nil {
-		giveKept(pooled)
+		giveKept(pooled, len(kept))
 	}
 	if len(here) > 0 {
 		c.count(res, here)
@@ -518,11 +518,20 @@ func takeKept(n int) *[]keptCall {
 	return p
 }
 
-// giveKept puts p back, without the keys its calls point to.
-func giveKept(p *[]keptCall) {
-	clear((*p)[:cap(*p)])
+// giveKept puts p back, its n calls cleared of the keys they point to.
+// A list far longer than a round's usual is let go: kept, every later
+// round would be given its room.
+func giveKept(p *[]keptCall, n int) {
+	if cap(*p) > maxPooledKept {
+		return
+	}
+	clear((*p)[:n])
 	keptPool.Put(p)
 }
+
+// maxPooledKept is the longest list the pool keeps: a round of 16
+// clients' pipelines of 64.
+const maxPooledKept = 1024
 
 // call is a Lua step on a key's own bucket. The step is made from its
 // request when it is encoded, not kept: a round holds a call per request

@@ -630,3 +630,19 @@ func TestPipeWritesALongCommandFromItsOwnBuffer(t *testing.T) {
 		t.Fatalf("answers %q, %v", got, err)
 	}
 }
+
+// The pool of SubmitVia's lists keeps none longer than maxPooledKept: a
+// round of one huge pipeline would have every later round given its room
+// (and clear it).
+func TestKeptPoolLetsHugeListsGo(t *testing.T) {
+	for range 20 {
+		huge := takeKept(4 * maxPooledKept)
+		*huge = append(*huge, keptCall{key: "k"})
+		giveKept(huge, len(*huge))
+		p := takeKept(10)
+		if cap(*p) > maxPooledKept {
+			t.Fatalf("a list of room %d came back from the pool", cap(*p))
+		}
+		giveKept(p, 0)
+	}
+}
