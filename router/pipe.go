@@ -81,6 +81,9 @@ type Pipe struct {
 	bucket   bool          // bucket steps only: Dial loads the script
 	steps    []lua.Call    // a script call's steps while it is encoded
 	outcomes []lua.Outcome // a script call's outcomes while they are settled
+	// spare are the lists of answered script calls' steps, for the next
+	// ones: at most maxFlushes are in flight, each of up to maxPipeline.
+	spare [][]queued
 }
 
 // NewPipe makes the protocol half of a loop's connection to a node.

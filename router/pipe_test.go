@@ -519,6 +519,41 @@ func TestBucketRoundAllocations(t *testing.T) {
 	}
 }
 
+// A script call's list of steps goes back to its pipe once they are
+// settled, and keeps nothing of them there: a spare list still pointing
+// at a finished round would keep its requests and results alive for as
+// long as the loop's connection lives.
+func TestBucketSpareKeepsNoFinishedCalls(t *testing.T) {
+	c, p, via, _ := pipeOf(t, ClusterConfig{HotThreshold: -1})
+	reqs := make([]Request, 2*maxPipeline)
+	for i := range reqs {
+		reqs[i] = KeyRequest(Take, fmt.Appendf(nil, "user:%d", i))
+		reqs[i].Interval, reqs[i].Cost = bucket.Interval{Capacity: 10, U: 1, V: 1}, 1
+	}
+	res := make([]Result, len(reqs))
+	decided := 0
+	c.SubmitVia(context.Background(), via, c.Map(), reqs, res, func(idx []int) { decided += len(idx) })
+	p.Wrote(len(p.Out()), time.Now())
+	one := strings.Repeat(":0\r\n:9\r\n:0\r\n:100\r\n:1\r\n", maxPipeline)
+	reply := fmt.Sprintf("*%d\r\n%s*%d\r\n%s", 5*maxPipeline, one, 5*maxPipeline, one)
+	if err := p.Feed(copy(p.ReadBuf(len(reply)), reply)); err != nil {
+		t.Fatal(err)
+	}
+	if decided != len(reqs) {
+		t.Fatalf("%d of %d requests decided", decided, len(reqs))
+	}
+	if len(p.spare) != 2 {
+		t.Fatalf("%d spare lists after two script calls were answered, want 2", len(p.spare))
+	}
+	for _, l := range p.spare {
+		for k, q := range l[:cap(l)] {
+			if q.g != nil || q.hot != nil {
+				t.Fatalf("a spare list still holds a settled step at %d", k)
+			}
+		}
+	}
+}
+
 // BenchmarkBucketRound is a decision's own work on a loop's bucket pipe,
 // besides its syscalls: a round of 100 THROTTLEs, encoded into script
 // calls, and their replies read back.

@@ -61,7 +61,7 @@ func (c *Cluster) pump(p *Pipe, s *shard) {
 			b.one[0] = p.bq[0]
 			b.calls = b.one[:]
 		} else {
-			b.calls = slices.Clone(p.bq[:n])
+			b.calls = append(p.takeSpare(), p.bq[:n]...)
 		}
 		for k := range b.calls {
 			p.steps = append(p.steps, b.calls[k].step())
@@ -107,6 +107,7 @@ func (b *bucketCall) answer(r []byte) {
 		// node), BUSY, LOADING, CLUSTERDOWN, ...
 		b.p.diverted = true
 		b.again(nil)
+		b.giveSpare()
 		b.c.pump(b.p, b.s)
 		return
 	}
@@ -122,6 +123,7 @@ func (b *bucketCall) answer(r []byte) {
 		b.c.stale.Store(true) // the slot map is behind
 		b.again(again)
 	}
+	b.giveSpare()
 	b.c.pump(b.p, b.s)
 }
 
@@ -180,6 +182,31 @@ func (b *bucketCall) lost(err error) {
 	for k := range b.calls {
 		b.settle(k, lua.Result{}, 0, err)
 	}
+	b.giveSpare()
+}
+
+// takeSpare is an empty list for a script call's steps, from p's spares:
+// the loop answers a pipe's calls on its own goroutine, so a list goes
+// back once its call is settled, with no allocation per call.
+func (p *Pipe) takeSpare() []queued {
+	if n := len(p.spare); n > 0 {
+		l := p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+		return l
+	}
+	return make([]queued, 0, maxPipeline)
+}
+
+// giveSpare gives b's list of steps back to its pipe once they are
+// settled (requeue keeps copies), cleared of the rounds it points to.
+func (b *bucketCall) giveSpare() {
+	if cap(b.calls) != maxPipeline || len(b.p.spare) >= maxFlushes {
+		return // b.one, or a pipe that has all it needs
+	}
+	clear(b.calls)
+	b.p.spare = append(b.p.spare, b.calls[:0])
+	b.calls = nil
 }
 
 func (b *bucketCall) settle(k int, br lua.Result, taken int64, err error) {
