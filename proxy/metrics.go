@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"net/http"
 	"sort"
 	"sync"
@@ -20,7 +21,7 @@ import (
 type metrics struct {
 	// decisions by source and result (0 allowed, 1 limited).
 	decisions [router.NumSources][2]atomic.Int64
-	latency   prometheus.Histogram
+	latency   *durations
 
 	mu       sync.RWMutex // guards commands and policies
 	commands map[string]*atomic.Int64
@@ -32,13 +33,11 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	return &metrics{
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "sluice_decision_duration_seconds",
-			Help: "Time from reading a THROTTLE to its decision, in seconds.",
+		latency: newDurations(prometheus.NewDesc("sluice_decision_duration_seconds",
+			"Time from reading a THROTTLE to its decision, in seconds.", nil, nil),
 			// 25 µs to about 0.8 s: a local decision to a backend timeout
 			// several times over.
-			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 16),
-		}),
+			prometheus.ExponentialBuckets(25e-6, 2, 16)),
 		commands: map[string]*atomic.Int64{},
 		policies: map[string]*policyCounts{},
 	}
@@ -93,10 +92,49 @@ func (m *metrics) forwarded(name string) {
 
 // observe records how long decisions took, from start, n of them.
 func (m *metrics) observe(start, now time.Time, n int) {
-	d := now.Sub(start).Seconds()
-	for range n {
-		m.latency.Observe(d)
+	m.latency.observe(now.Sub(start).Seconds(), uint64(n))
+}
+
+// durations is a histogram that takes n observations of one value at
+// once. A round's decisions are timed together: prometheus.Histogram
+// would take each on its own, three atomic adds and a compare-and-swap
+// apiece, about 2% of sluice's CPU at redis-benchmark -P 16.
+type durations struct {
+	desc   *prometheus.Desc
+	bounds []float64       // each bucket's upper bound, ascending
+	counts []atomic.Uint64 // by bucket; the last is past every bound
+	sum    atomic.Uint64   // the float64's bits
+}
+
+func newDurations(desc *prometheus.Desc, bounds []float64) *durations {
+	return &durations{desc: desc, bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
+}
+
+func (h *durations) observe(v float64, n uint64) {
+	// A bucket's bound is inclusive (le), as Prometheus's.
+	h.counts[sort.SearchFloat64s(h.bounds, v)].Add(n)
+	for {
+		old := h.sum.Load()
+		if h.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v*float64(n))) {
+			return
+		}
 	}
+}
+
+func (h *durations) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
+
+// Collect counts as many observations as its buckets hold, read one by
+// one: an observation made meanwhile may be in the sum but in no bucket,
+// never in a bucket but not the count.
+func (h *durations) Collect(ch chan<- prometheus.Metric) {
+	buckets := make(map[float64]uint64, len(h.bounds))
+	var count uint64
+	for i, b := range h.bounds {
+		count += h.counts[i].Load()
+		buckets[b] = count
+	}
+	count += h.counts[len(h.bounds)].Load()
+	ch <- prometheus.MustNewConstHistogram(h.desc, count, math.Float64frombits(h.sum.Load()), buckets)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
