@@ -506,17 +506,7 @@ type keptCall struct {
 var keptPool sync.Pool // of *[]keptCall
 
 // takeKept is an empty list with room for n calls, from the pool.
-func takeKept(n int) *[]keptCall {
-	p, _ := keptPool.Get().(*[]keptCall)
-	if p == nil {
-		p = new([]keptCall)
-	}
-	if cap(*p) < n {
-		*p = make([]keptCall, 0, n)
-	}
-	*p = (*p)[:0]
-	return p
-}
+func takeKept(n int) *[]keptCall { return fromPool[keptCall](&keptPool, n) }
 
 // giveKept puts p back, its n calls cleared of the keys they point to.
 // A list far longer than a round's usual is let go: kept, every later

@@ -990,17 +990,24 @@ func (f *forwarded) finish(r []byte) {
 // forwardedPool holds the commands of finished Forward calls.
 var forwardedPool sync.Pool // of *[]forwarded
 
-// takeForwarded is room for n commands, from the pool. The pool holds
-// pointers to the slices, which go back and forth without an allocation.
+// takeForwarded is room for n commands, from the pool.
 func takeForwarded(n int) *[]forwarded {
-	p, _ := forwardedPool.Get().(*[]forwarded)
+	p := fromPool[forwarded](&forwardedPool, n)
+	*p = (*p)[:n] // zero: what goes back is cleared
+	return p
+}
+
+// fromPool is an empty slice with room for n, from pool. A pool holds
+// pointers to the slices, which go back and forth without an allocation.
+func fromPool[T any](pool *sync.Pool, n int) *[]T {
+	p, _ := pool.Get().(*[]T)
 	if p == nil {
-		p = new([]forwarded)
+		p = new([]T)
 	}
 	if cap(*p) < n {
-		*p = make([]forwarded, n)
+		*p = make([]T, 0, n)
 	}
-	*p = (*p)[:n]
+	*p = (*p)[:0]
 	return p
 }
 
