@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/bucket"
+	cmdspec "github.com/sluice-rl/sluice/router/command"
 )
 
 // allow is a Decider that allows everything, so that a benchmark measures
@@ -131,6 +132,63 @@ func BenchmarkLoopLongCommand(b *testing.B) {
 		l.settle()
 		if len(c.out.b) != len(cmd)-len("*2\r\n$4\r\nECHO\r\n") || c.closing {
 			b.Fatalf("reply of %d bytes", len(c.out.b))
+		}
+		c.out.b = c.out.b[:0]
+	}
+}
+
+// nilForwarder knows GET only, and answers each one a nil at once, so
+// that a benchmark measures the proxy's part of a passthrough command.
+type nilForwarder struct {
+	Forwarder
+	idx []int
+}
+
+var nilReply = []byte("$-1\r\n")
+
+var getTable = map[string]*cmdspec.Spec{"get": {Name: "get", Arity: 2, Flags: []string{"readonly", "fast"},
+	KeySpecs: []cmdspec.KeySpec{{Flags: []string{"RO", "access"}, BeginSearch: "index", Index: 1, FindKeys: "range", LastKey: 0, KeyStep: 1}}}}
+
+func (*nilForwarder) Commands() map[string]*cmdspec.Spec { return getTable }
+
+func (*nilForwarder) Route([]router.Forward) uint64 { return 1 }
+
+func (f *nilForwarder) Forward(_ context.Context, _ router.Pipes, cmds []router.Forward, replies [][]byte, done func([]int)) {
+	f.idx = f.idx[:0]
+	for i := range cmds {
+		replies[i] = nilReply
+		f.idx = append(f.idx, i)
+	}
+	done(f.idx)
+}
+
+// BenchmarkLoopGet16 is BenchmarkLoopThrottle16 for a pipeline of 16 GETs
+// (redis-benchmark -P 16 -t get), forwarded: an event loop's work for a
+// passthrough command but the nodes' I/O.
+func BenchmarkLoopGet16(b *testing.B) {
+	s := New(Config{Decider: allow{}, Forwarder: &nilForwarder{}})
+	l, err := s.newLoop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.admit()
+	c := &fdConn{client: s.newClient("test", nil, -1), fd: -1, f: s.newFramer()}
+	c.client.fd = c
+	l.add(c)
+	l.wakeUp()
+	b.Cleanup(func() {
+		l.close(c)
+		syscall.Close(l.wake)
+		syscall.Close(l.epfd)
+	})
+	raw := bytes.Repeat([]byte("*2\r\n$3\r\nGET\r\n$16\r\nkey:000000012345\r\n"), 16)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.mark(&c.client)
+		l.frame(c, raw, 0)
+		l.settle()
+		if bytes.Count(c.out.b, []byte("$-1\r\n")) != 16 || c.closing {
+			b.Fatalf("not 16 replies: %q", c.out.b)
 		}
 		c.out.b = c.out.b[:0]
 	}

@@ -42,7 +42,7 @@ func TestConfigResetstatAsANode(t *testing.T) {
 
 	r := newForwarding(t, c)
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster", AllowAdmin: true}, func(t *testing.T, cfg proxy.Config) {
-		_, addr := serveServer(t, cfg)
+		srv, addr := serveServer(t, cfg)
 		conn := dialRaw(t, addr)
 		conn.do("THROTTLE", "rs", "5", "1", "1s")
 		conn.do("THROTTLE", "rs", "0", "1", "1s") // an error of sluice's
@@ -62,6 +62,13 @@ func TestConfigResetstatAsANode(t *testing.T) {
 		}
 		if got := errorstats(t, conn); len(got) != 0 {
 			t.Errorf("errorstats %v after RESETSTAT", got)
+		}
+		// Prometheus's counters never go back: RESETSTAT leaves them.
+		text := scrape(t, srv)
+		for _, want := range []string{`sluice_passthrough_commands_total{command="set"} 1`, `sluice_passthrough_commands_total{command="lpush"} 1`} {
+			if !strings.Contains(text, want) {
+				t.Errorf("after RESETSTAT, metrics lack %q", want)
+			}
 		}
 		lat := conn.do("INFO", "latencystats")
 		if strings.Contains(lat, "_set:") || strings.Contains(lat, "_throttle:") || !strings.Contains(lat, "_get:") {

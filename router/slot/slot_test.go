@@ -1,6 +1,9 @@
 package slot
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 func TestOf(t *testing.T) {
 	// Values from Redis's CLUSTER KEYSLOT and its cluster specification.
@@ -22,6 +25,62 @@ func TestOf(t *testing.T) {
 	}
 }
 
+// bitwise is CRC16/XMODEM as the cluster specification defines it, bit by
+// bit, and keySlot Redis's keyHashSlot (src/cluster.c) as written: what the
+// table-driven Of must agree with for any key.
+func bitwise(s string) uint16 {
+	var c uint16
+	for i := 0; i < len(s); i++ {
+		c ^= uint16(s[i]) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+	}
+	return c
+}
+
+func keySlot(key string) int {
+	s := 0
+	for s < len(key) && key[s] != '{' {
+		s++
+	}
+	if s == len(key) {
+		return int(bitwise(key) & 0x3FFF)
+	}
+	e := s + 1
+	for e < len(key) && key[e] != '}' {
+		e++
+	}
+	if e == len(key) || e == s+1 {
+		return int(bitwise(key) & 0x3FFF)
+	}
+	return int(bitwise(key[s+1:e]) & 0x3FFF)
+}
+
+func TestOfAgreesWithRedisAtEveryLength(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "ab{}:\x00\xff"
+	for n := range 80 {
+		for range 200 {
+			b := make([]byte, n)
+			for i := range b {
+				if r.IntN(4) == 0 {
+					b[i] = alphabet[r.IntN(len(alphabet))]
+				} else {
+					b[i] = byte(r.Uint32())
+				}
+			}
+			if got, want := Of(string(b)), keySlot(string(b)); got != want {
+				t.Fatalf("Of(%q) = %d, want %d", b, got, want)
+			}
+		}
+	}
+}
+
 func TestTagsCoverEverySlot(t *testing.T) {
 	tags := NewTags()
 	for s, tag := range tags {
@@ -32,8 +91,12 @@ func TestTagsCoverEverySlot(t *testing.T) {
 }
 
 func BenchmarkOf(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		Of("sluice:{user:12345}:login")
+	for _, key := range []string{"sluice:{user:12345}:login", "key:000000012345", "session:9f86d081884c7d659a2feaa0c55ad015"} {
+		b.Run(key, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Of(key)
+			}
+		})
 	}
 }
