@@ -28,7 +28,12 @@ func (allow) Submit(_ context.Context, _ []router.Request, res []router.Result, 
 // newTestLoop is a loop that serves the socket fd as its one client,
 // driven by the test's own calls instead of run.
 func newTestLoop(tb testing.TB, d Decider, fd int) (*loop, *fdConn) {
-	s := New(Config{Decider: d})
+	return newTestLoopOf(tb, Config{Decider: d}, fd)
+}
+
+// newTestLoopOf is newTestLoop for a server of cfg.
+func newTestLoopOf(tb testing.TB, cfg Config, fd int) (*loop, *fdConn) {
+	s := New(cfg)
 	l, err := s.newLoop()
 	if err != nil {
 		tb.Fatal(err)
@@ -84,12 +89,18 @@ func BenchmarkLoopThrottle(b *testing.B) {
 func BenchmarkLoopThrottle16(b *testing.B) {
 	l, c := newTestLoop(b, allow{}, -1)
 	raw := bytes.Repeat([]byte("*6\r\n$8\r\nTHROTTLE\r\n$10\r\nuser:12345\r\n$3\r\n100\r\n$2\r\n10\r\n$2\r\n1s\r\n$1\r\n1\r\n"), 16)
+	benchPipeline(b, l, c, raw, []byte("*5\r\n"))
+}
+
+// benchPipeline has l take raw from c, read at once, and answer each of
+// its 16 commands with a reply that begins with reply.
+func benchPipeline(b *testing.B, l *loop, c *fdConn, raw, reply []byte) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.mark(&c.client)
 		l.frame(c, raw, 0)
 		l.settle()
-		if bytes.Count(c.out.b, []byte("*5\r\n")) != 16 || c.closing {
+		if bytes.Count(c.out.b, reply) != 16 || c.closing {
 			b.Fatalf("not 16 replies: %q", c.out.b)
 		}
 		c.out.b = c.out.b[:0]
@@ -166,30 +177,6 @@ func (f *nilForwarder) Forward(_ context.Context, _ router.Pipes, cmds []router.
 // (redis-benchmark -P 16 -t get), forwarded: an event loop's work for a
 // passthrough command but the nodes' I/O.
 func BenchmarkLoopGet16(b *testing.B) {
-	s := New(Config{Decider: allow{}, Forwarder: &nilForwarder{}})
-	l, err := s.newLoop()
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.admit()
-	c := &fdConn{client: s.newClient("test", nil, -1), fd: -1, f: s.newFramer()}
-	c.client.fd = c
-	l.add(c)
-	l.wakeUp()
-	b.Cleanup(func() {
-		l.close(c)
-		syscall.Close(l.wake)
-		syscall.Close(l.epfd)
-	})
-	raw := bytes.Repeat([]byte("*2\r\n$3\r\nGET\r\n$16\r\nkey:000000012345\r\n"), 16)
-	b.ReportAllocs()
-	for b.Loop() {
-		l.mark(&c.client)
-		l.frame(c, raw, 0)
-		l.settle()
-		if bytes.Count(c.out.b, []byte("$-1\r\n")) != 16 || c.closing {
-			b.Fatalf("not 16 replies: %q", c.out.b)
-		}
-		c.out.b = c.out.b[:0]
-	}
+	l, c := newTestLoopOf(b, Config{Decider: allow{}, Forwarder: &nilForwarder{}}, -1)
+	benchPipeline(b, l, c, bytes.Repeat([]byte("*2\r\n$3\r\nGET\r\n$16\r\nkey:000000012345\r\n"), 16), nilReply)
 }

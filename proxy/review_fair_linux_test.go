@@ -50,21 +50,7 @@ func passTakesBoundedParts(t *testing.T, drain bool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Close(fds[0]) })
-	s := New(Config{Decider: &held{}, Forwarder: partsForwarder{}})
-	l, err := s.newLoop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.admit()
-	c := &fdConn{client: s.newClient("test", nil, fds[1]), fd: fds[1], f: s.newFramer()}
-	c.client.fd = c
-	l.add(c)
-	l.wakeUp()
-	t.Cleanup(func() {
-		l.close(c)
-		syscall.Close(l.wake)
-		syscall.Close(l.epfd)
-	})
+	l, c := newTestLoopOf(t, Config{Decider: &held{}, Forwarder: partsForwarder{}}, fds[1])
 
 	const parts, cmds = 200, 5
 	var keys []string
