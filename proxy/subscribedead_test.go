@@ -36,14 +36,17 @@ func TestSubscribeToADeadNodeKeepsTheClient(t *testing.T) {
 			}
 		}
 	}
-	liveShard, deadShard := name("ls", false), name("ds", true)
-	livePlain, deadPlain := name("lp", false), name("dp", true)
+	liveKey, deadShard, deadPlain := name("lk", false), name("ds", true), name("dp", true)
 	victim.Kill()
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		addr := serveConfig(t, cfg)
 		pub := dialRaw(t, addr)
 		for _, resp3 := range []bool{false, true} {
 			t.Run(fmt.Sprint("resp3=", resp3), func(t *testing.T) {
+				// Channels of this subtest's own: the subscriber of the one
+				// before is closed, but its node may not have seen it go
+				// yet, and would count it among the receivers.
+				liveShard, livePlain := name("ls:"+t.Name(), false), name("lp:"+t.Name(), false)
 				sub := dialRaw(t, addr)
 				arr, pong := "*", "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
 				if resp3 {
@@ -78,7 +81,7 @@ func TestSubscribeToADeadNodeKeepsTheClient(t *testing.T) {
 		// A client whose first subscription fails is not subscribed: what
 		// it pipelined after it is answered as any client's.
 		first := dialRaw(t, addr)
-		first.send([]string{"SSUBSCRIBE", deadShard}, []string{"PING"}, []string{"GET", liveShard})
+		first.send([]string{"SSUBSCRIBE", deadShard}, []string{"PING"}, []string{"GET", liveKey})
 		for i, want := range []string{"-ERR sluice: connection to " + victim.Addr, "+PONG\r\n", "$-1\r\n"} {
 			if got := first.read(); !strings.HasPrefix(got, want) {
 				t.Fatalf("reply %d after a first SSUBSCRIBE that failed: %q, want %q...", i, got, want)
