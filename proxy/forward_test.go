@@ -2042,6 +2042,13 @@ func TestPassthroughScriptsSharedByInstances(t *testing.T) {
 			}
 		}
 	}
+	// A stores what it saw in the hash on a connection of its own, once
+	// the load and the EVAL are answered.
+	store := primaryOf(t, c, "sluice.scripts")
+	waitUntil(t, "A stores both scripts in sluice.scripts", func() bool {
+		n, err := store.Do(context.Background(), "HLEN", "sluice.scripts").AsInt64()
+		return err == nil && n == 2
+	})
 	loseScripts()
 	for _, body := range []string{loaded, ran} {
 		sum := sha1.Sum([]byte(body))
@@ -2059,6 +2066,13 @@ func TestPassthroughScriptsSharedByInstances(t *testing.T) {
 	if got := a.do("SCRIPT", "FLUSH"); got != "+OK\r\n" {
 		t.Fatalf("SCRIPT FLUSH through A: %q", got)
 	}
+	// A deletes the hash B looks scripts up in on its own connection, as
+	// it sends the flush: until that DEL is in (a few ms at most), B may
+	// still find them there (README, Scripts).
+	waitUntil(t, "the flush through A deletes sluice.scripts", func() bool {
+		n, err := store.Do(context.Background(), "EXISTS", "sluice.scripts").AsInt64()
+		return err == nil && n == 0
+	})
 	for _, body := range []string{loaded, ran} {
 		sum := sha1.Sum([]byte(body))
 		sha := hex.EncodeToString(sum[:])
