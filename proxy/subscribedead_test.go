@@ -24,7 +24,7 @@ func TestSubscribeToADeadNodeKeepsTheClient(t *testing.T) {
 	victim := primaryOf(t, c, "{dead}")
 	// A name of a slot on a live node, and one on the victim, for each
 	// kind of channel.
-	name := func(prefix string, dead bool) string {
+	name := func(t *testing.T, prefix string, dead bool) string {
 		for i := 0; ; i++ {
 			ch := fmt.Sprintf("%s%d", prefix, i)
 			n, err := c.Primary(context.Background(), slot.Of(ch))
@@ -36,7 +36,7 @@ func TestSubscribeToADeadNodeKeepsTheClient(t *testing.T) {
 			}
 		}
 	}
-	liveKey, deadShard, deadPlain := name("lk", false), name("ds", true), name("dp", true)
+	liveKey, deadShard, deadPlain := name(t, "lk", false), name(t, "ds", true), name(t, "dp", true)
 	victim.Kill()
 	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r}, func(t *testing.T, cfg proxy.Config) {
 		addr := serveConfig(t, cfg)
@@ -46,7 +46,7 @@ func TestSubscribeToADeadNodeKeepsTheClient(t *testing.T) {
 				// Channels of this subtest's own: the subscriber of the one
 				// before is closed, but its node may not have seen it go
 				// yet, and would count it among the receivers.
-				liveShard, livePlain := name("ls:"+t.Name(), false), name("lp:"+t.Name(), false)
+				liveShard, livePlain := name(t, "ls:"+t.Name(), false), name(t, "lp:"+t.Name(), false)
 				sub := dialRaw(t, addr)
 				arr, pong := "*", "*2\r\n$4\r\npong\r\n$0\r\n\r\n"
 				if resp3 {
