@@ -142,7 +142,9 @@ func (s *Server) fanOut(c *client, r *round, spec *cmdspec.Spec, args [][]byte, 
 			// a primary already flushed, must not be replayed. One the
 			// primaries refuse (an option other than ASYNC or SYNC) flushes
 			// nothing there, and sluice forgets nothing.
-			s.cfg.Forwarder.ForgetScripts()
+			// Its client hears the flush once no instance replays them
+			// either: the merge waits for every part, one waits for that.
+			r.fwd[it.first].Flush = s.cfg.Forwarder.ForgetScripts()
 		}
 		if spec.Name == "script|load" {
 			// Read now, in its client's order: a SCRIPT FLUSH the client

@@ -38,9 +38,9 @@ type Forwarder interface {
 	// ScriptsGen is the generation of the scripts remembered, which
 	// ForgetScripts changes (Forward.ScriptsGen).
 	ScriptsGen() uint64
-	// ForgetScripts forgets every script remembered: SCRIPT FLUSH went
-	// through sluice.
-	ForgetScripts()
+	// ForgetScripts forgets every script remembered: SCRIPT FLUSH goes
+	// through sluice. Its parts wait for what it returns (Forward.Flush).
+	ForgetScripts() *router.ScriptsFlush
 	// Pin makes a client's own connection to the primary of a slot, for
 	// WATCH.
 	Pin(slot int, resp3 bool) *router.Pin

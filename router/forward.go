@@ -80,6 +80,10 @@ type Forward struct {
 	// LoadsScript marks a part of a SCRIPT LOAD sent to every primary,
 	// whose script is kept once they all load it (loadingScript).
 	LoadsScript bool
+	// Flush, on a part of a SCRIPT FLUSH, is the deletion of the scripts
+	// kept in the cluster that ForgetScripts queued for it: the part is
+	// answered once that is answered too.
+	Flush *ScriptsFlush
 }
 
 // Blocked is a blocking command in flight on a connection of its own.
@@ -324,7 +328,7 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 	for i := range cmds {
 		b.idx[i] = i
 		f := &fs[i]
-		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, batch: b, i: i}
+		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, flush: cmds[i].Flush, batch: b, i: i}
 		if cmds[i].Own && f.blocked == nil {
 			f.blocked = &Blocked{bounded: true}
 		}
@@ -955,6 +959,7 @@ type forwarded struct {
 	ran   []byte
 	// scriptsGen is Forward.ScriptsGen.
 	scriptsGen uint64
+	flush      *ScriptsFlush // Forward.Flush, until its reply waits for it
 }
 
 // fwdBatch is the commands of one Forward call.
@@ -972,6 +977,12 @@ type fwdBatch struct {
 // that touches f: the batch's last finish gives f back to the pool, so
 // whoever finishes a command reads what it needs of it before.
 func (f *forwarded) finish(r []byte) {
+	if fl := f.flush; fl != nil {
+		f.flush = nil
+		if fl.hold(f, r) {
+			return
+		}
+	}
 	if f.loading != "" {
 		f.c.loadedScript(f.loading, r)
 	}

@@ -89,8 +89,45 @@ type scriptLoad struct {
 // scriptOp is a store (sha and body), a flush, or a lookup (sha and found).
 type scriptOp struct {
 	sha, body string
-	flush     bool
+	flush     *ScriptsFlush
 	found     func(body string, ok bool)
+}
+
+// ScriptsFlush is the deletion of the scripts every instance replays,
+// which a SCRIPT FLUSH through this one queued (ForgetScripts): a part of
+// that SCRIPT FLUSH given it (Forward.Flush) is answered once the
+// deletion is answered too, so that the client's reply means no instance
+// replays a flushed script, and not only this one.
+type ScriptsFlush struct {
+	mu      sync.Mutex
+	deleted bool
+	f       *forwarded // the part answered before the deletion
+	r       []byte     // its reply
+}
+
+// hold reports whether f's reply r must wait for the deletion, and keeps
+// them for it then.
+func (fl *ScriptsFlush) hold(f *forwarded, r []byte) bool {
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.deleted {
+		return false
+	}
+	fl.f, fl.r = f, r
+	return true
+}
+
+// done marks the deletion answered (or failed), and answers the part
+// that waited for it.
+func (fl *ScriptsFlush) done() {
+	fl.mu.Lock()
+	fl.deleted = true
+	f, r := fl.f, fl.r
+	fl.f, fl.r = nil, nil
+	fl.mu.Unlock()
+	if f != nil {
+		f.finish(r)
+	}
 }
 
 // load keeps a script for new connections (loadConn); s.mu is held.
@@ -211,15 +248,20 @@ func (c *Cluster) rememberRan(body []byte, gen uint64) {
 }
 
 // ForgetScripts forgets every script remembered, by every instance:
-// SCRIPT FLUSH went to every primary.
-func (c *Cluster) ForgetScripts() {
+// SCRIPT FLUSH goes to every primary. The deletion in the cluster is
+// queued behind the stores this instance queued before (a store landing
+// after it would bring a flushed script back for the others); the
+// SCRIPT FLUSH's parts wait for it (Forward.Flush).
+func (c *Cluster) ForgetScripts() *ScriptsFlush {
 	c.scripts.mu.Lock()
 	defer c.scripts.mu.Unlock()
 	clear(c.scripts.known)
 	c.scripts.knownBytes = 0
 	c.scripts.gen++
 	c.scripts.loads, c.scripts.loadBytes, c.scripts.loadCmds = nil, 0, nil
-	c.queueScript(scriptOp{flush: true})
+	fl := &ScriptsFlush{}
+	c.queueScript(scriptOp{flush: fl})
+	return fl
 }
 
 // scriptText finds the text of the script whose lower-case SHA1 is sha,
@@ -353,7 +395,7 @@ func (c *Cluster) sendScriptOps(ops []scriptOp) int {
 	client := *cl
 	var cmd rueidis.Completed
 	switch op := ops[0]; {
-	case op.flush:
+	case op.flush != nil:
 		cmd = client.B().Del().Key(scriptsKey).Build()
 	case op.found == nil:
 		cmd = client.B().Hset().Key(scriptsKey).FieldValue().FieldValue(op.sha, op.body).Build()
@@ -378,12 +420,14 @@ func (c *Cluster) sendScriptOps(ops []scriptOp) int {
 // looked up.
 func (c *Cluster) scriptsSent(ops []scriptOp, bodies []rueidis.RedisMessage, err error) {
 	switch op := ops[0]; {
-	case op.flush:
+	case op.flush != nil:
 		if err != nil {
 			// Other instances go on replaying the flushed scripts; the
-			// nodes' NOSCRIPT after a flush is the only difference.
+			// nodes' NOSCRIPT after a flush is the only difference. The
+			// primaries flushed: the client hears so.
 			c.log.Warn("SCRIPT FLUSH: sluice's scripts in the cluster not deleted", zap.Error(err))
 		}
+		op.flush.done()
 	case op.found == nil:
 		if err != nil {
 			c.scripts.mu.Lock()
