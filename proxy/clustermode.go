@@ -77,7 +77,7 @@ func (s *Server) forwardSlotKeys(c *client, r *round, args [][]byte) bool {
 	r.fwd = append(r.fwd, router.Forward{Slot: int(slot), Cmd: r.command(args)})
 	r.queueItem(c, fwdItem{first: len(r.fwd) - 1})
 	c.offPinSent()
-	s.metrics.forwarded("cluster|" + strings.ToLower(sub))
+	s.cmdStats.of("cluster|" + strings.ToLower(sub)).forwarded.Add(1)
 	return true
 }
 

@@ -11,57 +11,80 @@ import (
 )
 
 // cmdStat is one command's line of INFO commandstats, and of
-// latencystats.
+// latencystats, and its count of sluice_passthrough_commands_total.
 type cmdStat struct {
 	calls, rejected, failed atomic.Int64
 	ns                      atomic.Int64 // usec, in ns
 	lat                     atomic.Pointer[latencies]
+	// forwarded counts it sent to the cluster: a Prometheus counter,
+	// which CONFIG RESETSTAT leaves as it is (a counter never goes back).
+	forwarded atomic.Int64
 }
 
 // commandStats are INFO commandstats' counts, by the command's name as
 // Redis names it (lower case, a subcommand as "client|list"). The names
 // come from sluice's command table and the cluster's, never from what a
 // client sends: an unknown command is counted nowhere, as in Redis.
-//
-// Every command reads the map, and a name is new only a few hundred times
-// at most: it is copied on write, so that a read shares no lock, whose
-// cache line every loop's CPU would take in turn.
 type commandStats struct {
-	mu sync.Mutex // held to add a name
-	by atomic.Pointer[map[string]*cmdStat]
+	by cowMap[string, cmdStat]
 }
 
 func (cs *commandStats) of(name string) *cmdStat {
-	if by := cs.by.Load(); by != nil {
-		if st := (*by)[name]; st != nil {
-			return st
+	return cs.by.of(name, 0, newCmdStat)
+}
+
+func newCmdStat(string) *cmdStat { return new(cmdStat) }
+
+// cowMap is a map every command reads and that gets a new key a few
+// hundred times at most: it is copied on write, so that a read shares no
+// lock, whose cache line every loop's CPU would take in turn.
+type cowMap[K comparable, V any] struct {
+	mu sync.Mutex // held to add a key
+	by atomic.Pointer[map[K]*V]
+}
+
+// of is k's value, made by mk on first use. Past limit keys (0: none),
+// the map starts again empty: the keys come and go (the specs of a
+// command table read again), and those still used are made again.
+func (m *cowMap[K, V]) of(k K, limit int, mk func(K) *V) *V {
+	if by := m.by.Load(); by != nil {
+		if v := (*by)[k]; v != nil {
+			return v
 		}
 	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	var old map[string]*cmdStat
-	if by := cs.by.Load(); by != nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var old map[K]*V
+	if by := m.by.Load(); by != nil {
 		old = *by
 	}
-	if st := old[name]; st != nil {
-		return st
+	if v := old[k]; v != nil {
+		return v
+	}
+	if limit > 0 && len(old) >= limit {
+		old = nil
 	}
 	by := maps.Clone(old)
 	if by == nil {
-		by = map[string]*cmdStat{}
+		by = map[K]*V{}
 	}
-	st := new(cmdStat)
-	by[name] = st
-	cs.by.Store(&by)
-	return st
+	v := mk(k)
+	by[k] = v
+	m.by.Store(&by)
+	return v
+}
+
+// all is every key's value.
+func (m *cowMap[K, V]) all() map[K]*V {
+	if by := m.by.Load(); by != nil {
+		return *by
+	}
+	return nil
 }
 
 // all is every name's counts, for INFO.
 func (cs *commandStats) all() map[string]*cmdStat {
-	if by := cs.by.Load(); by != nil {
-		return *by
-	}
-	return nil
+	return cs.by.all()
 }
 
 // reset zeroes every command's counts in place and drops its latencies,
@@ -106,7 +129,10 @@ func (s *Server) counted(c *client, at int64, q0, out0, held0 int) {
 	if name == nil || c.queued {
 		return
 	}
-	st := s.cmdStats.of(*name)
+	st := c.stat
+	if st == nil {
+		st = s.cmdStats.of(*name)
+	}
 	if c.refused {
 		st.rejected.Add(1)
 		return

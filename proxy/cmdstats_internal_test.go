@@ -66,3 +66,28 @@ func TestCommandStatsConcurrent(t *testing.T) {
 		t.Errorf("%d names, %d calls; want 50 and 8000", len(cs.all()), total)
 	}
 }
+
+// A key keeps its value while the map holds it; past the limit the map
+// starts again, so that the specs of command tables read again do not
+// pile up, and a key used again gets a value again.
+func TestCowMapKeepsValuesWithinItsLimit(t *testing.T) {
+	var m cowMap[int, int]
+	made := 0
+	mk := func(k int) *int { made++; v := k * 10; return &v }
+	first := m.of(1, 3, mk)
+	if m.of(1, 3, mk) != first || made != 1 || *first != 10 {
+		t.Fatalf("key 1 read again: made %d values", made)
+	}
+	m.of(2, 3, mk)
+	m.of(3, 3, mk)
+	if len(m.all()) != 3 || m.of(1, 3, mk) != first {
+		t.Fatalf("within the limit: %d keys, key 1's value kept: %v", len(m.all()), m.of(1, 3, mk) == first)
+	}
+	m.of(4, 3, mk)
+	if got := m.all(); len(got) != 1 || got[4] == nil {
+		t.Fatalf("past the limit the map holds %v, want key 4 alone", got)
+	}
+	if again := m.of(1, 3, mk); again == first || *again != 10 {
+		t.Fatalf("key 1 after the restart: same value %v, %d", again == first, *again)
+	}
+}

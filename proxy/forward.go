@@ -128,10 +128,12 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		return errNoTable
 	}
 	spec, err := cmdspec.Lookup(specs, args)
+	var p *plan
 	if spec != nil {
 		// Named by CLIENT LIST also when its arity is refused, as Redis
 		// names the command it last looked up.
-		c.named = &spec.Name
+		p = s.planOf(spec)
+		c.named, c.stat = &spec.Name, p.stat
 		c.view.cmd.Store(c.named)
 	}
 	if err != nil {
@@ -148,20 +150,20 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	here := spec.Name == "multi" || (spec.Name == "unwatch" && c.pin == nil)
 	defer func() {
 		if err == nil && !here { // one sluice refused itself was not forwarded
-			s.metrics.forwarded(spec.Name)
+			p.stat.forwarded.Add(1)
 		}
 	}()
-	if fo, ok := fanOuts[spec.Name]; ok {
-		return s.fanOut(c, r, spec, args, fo)
+	if p.isFanOut {
+		return s.fanOut(c, r, spec, args, p.fanOut)
 	}
 	if ok, err := s.transaction(c, r, spec.Name, args); ok {
 		return err
 	}
-	if subscribing[spec.Name] {
+	if p.subscribing {
 		return s.subscribe(c, spec.Name, args)
 	}
-	if err := refused(spec); err != nil {
-		return err
+	if p.refused != nil {
+		return p.refused
 	}
 	keys, bad, err := routeKeys(spec, args, r.keys[:0])
 	if err != nil {
@@ -176,8 +178,8 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 		// subscriber of a third out of order over the cluster bus.
 		keys = append(keys[:0], 1)
 	}
-	anyNode := keyless(spec) || bad
-	it := fwdItem{first: len(r.fwd), write: spec.Has("write")}
+	anyNode := p.keyless || bad
+	it := fwdItem{first: len(r.fwd), write: p.write}
 	switch {
 	case len(keys) == 0:
 		if !anyNode {
@@ -198,9 +200,9 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 				break
 			}
 		}
-		if one && blocks(spec, args) {
+		if one && blocks(spec, p, args) {
 			c.blockOn(router.Forward{Slot: sl, Cmd: router.AppendCommand(nil, args), Pin: c.pin, RESP3: c.resp3})
-			if spec.Has("readonly") && c.invalidatesThis() { // XREAD BLOCK
+			if p.readOnly && c.invalidatesThis() { // XREAD BLOCK
 				c.block.inval = invalidation(len(keys), appendKeyBulks(nil, args, keys))
 			}
 			return nil
@@ -240,7 +242,7 @@ func (s *Server) forward(c *client, r *round, args [][]byte) (err error) {
 	}
 	for k := it.first; k < len(r.fwd); k++ {
 		r.fwd[k].Pin = c.pin
-		r.fwd[k].ReadOnly = spec.Has("readonly") && !scansByCursor(spec.Name) && !c.readWrite
+		r.fwd[k].ReadOnly = p.readOnly && !scansByCursor(spec.Name) && !c.readWrite
 		r.fwd[k].ScriptsGen = scriptsGen
 	}
 	if len(keys) > 0 && c.invalidatesThis() && readsKeys(spec) {
@@ -316,8 +318,8 @@ func (s *Server) bucketRouted(c *client, r *round) bool {
 // before STREAMS (XREADGROUP BLOCK 0 GROUP g c STREAMS ...): they are read
 // as Redis's xreadCommand reads them, so that neither a group or consumer
 // named "block" nor a BLOCK before GROUP is mistaken.
-func blocks(spec *cmdspec.Spec, args [][]byte) bool {
-	if !spec.Has("blocking") {
+func blocks(spec *cmdspec.Spec, p *plan, args [][]byte) bool {
+	if !p.blocking {
 		return false
 	}
 	if spec.Name != "xread" && spec.Name != "xreadgroup" {

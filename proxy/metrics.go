@@ -23,8 +23,7 @@ type metrics struct {
 	decisions [router.NumSources][2]atomic.Int64
 	latency   *durations
 
-	mu       sync.RWMutex // guards commands and policies
-	commands map[string]*atomic.Int64
+	mu sync.RWMutex // guards policies
 	// policies are the named policies' counters by name, kept across
 	// reloads (a counter never goes back) for every name ever configured,
 	// which bounds them.
@@ -38,7 +37,6 @@ func newMetrics() *metrics {
 			// 25 µs to about 0.8 s: a local decision to a backend timeout
 			// several times over.
 			prometheus.ExponentialBuckets(25e-6, 2, 16)),
-		commands: map[string]*atomic.Int64{},
 		policies: map[string]*policyCounts{},
 	}
 }
@@ -71,23 +69,6 @@ func (m *metrics) policyCounts(name string) *policyCounts {
 		m.policies[name] = c
 	}
 	return c
-}
-
-// forwarded counts one passthrough command by its name (the cluster's
-// command table bounds the names).
-func (m *metrics) forwarded(name string) {
-	m.mu.RLock()
-	n := m.commands[name]
-	m.mu.RUnlock()
-	if n == nil {
-		m.mu.Lock()
-		if n = m.commands[name]; n == nil {
-			n = new(atomic.Int64)
-			m.commands[name] = n
-		}
-		m.mu.Unlock()
-	}
-	n.Add(1)
 }
 
 // observe records how long decisions took, from start, n of them.
@@ -231,11 +212,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRejected, float64(s.stats.rejected.Load()))
 	counter(descCommands, float64(s.stats.commands.Load()))
 	counter(descErrors, float64(s.stats.errors.total.Load()))
-	m.mu.RLock()
-	for _, name := range sortedKeys(m.commands) {
-		counter(descForwarded, float64(m.commands[name].Load()), name)
+	stats := s.cmdStats.all()
+	for _, name := range sortedKeys(stats) {
+		if n := stats[name].forwarded.Load(); n > 0 {
+			counter(descForwarded, float64(n), name)
+		}
 	}
-	m.mu.RUnlock()
 	st, ok := s.cfg.Decider.(statser)
 	if !ok {
 		return

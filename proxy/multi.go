@@ -198,11 +198,11 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		if c.pin != nil {
 			c.unpinned()
 		}
-		s.metrics.forwarded("multi")
-		for _, n := range t.names {
-			s.metrics.forwarded(n)
+		s.cmdStats.of("multi").forwarded.Add(1)
+		for _, st := range c.q[len(c.q)-1].txn {
+			st.forwarded.Add(1)
 		}
-		s.metrics.forwarded("exec")
+		s.cmdStats.of("exec").forwarded.Add(1)
 		return nil
 	case "discard":
 		c.multi = nil

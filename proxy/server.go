@@ -140,6 +140,7 @@ type Server struct {
 	stats stats
 	// cmdStats are INFO commandstats'.
 	cmdStats commandStats
+	plans    cowMap[*cmdspec.Spec, plan]
 	metrics  *metrics
 	clients  clientTable // every connected client, for CLIENT LIST
 	// policies is swapped whole on a reload; a command keeps the policy it
@@ -663,6 +664,7 @@ type client struct {
 	// unknown); refused, that sluice refused it before it ran; queued,
 	// that it was queued in a transaction (counted by the node at EXEC).
 	named           *string
+	stat            *cmdStat // named's counts, when known already
 	refused, queued bool
 	softOver        time.Time // since when its pending replies passed the soft output limit
 	// user is who it is authenticated as; nil until it authenticates,
@@ -909,7 +911,7 @@ func (r *round) command(args [][]byte) []byte {
 func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	at := r.start.UnixNano()
 	c.view.last.Store(at)
-	c.named, c.refused, c.queued = nil, false, false
+	c.named, c.stat, c.refused, c.queued = nil, nil, false, false
 	q0, out0, held0 := len(c.q), len(c.out.b), len(c.held.b)
 	if !c.replyOff && !c.skip {
 		more := s.takeOne(c, r, args)
