@@ -86,11 +86,15 @@ type scriptLoad struct {
 	waiting []func(body string, ok bool)
 }
 
-// scriptOp is a store (sha and body), a flush, or a lookup (sha and found).
+// scriptOp is a store (sha and body), a flush, or a lookup (sha, found
+// and gen).
 type scriptOp struct {
 	sha, body string
 	flush     *ScriptsFlush
 	found     func(body string, ok bool)
+	// gen is scripts.gen as the lookup was queued: one that a flush
+	// overtook finds what the flush's deletion, queued behind it, deletes.
+	gen uint64
 }
 
 // ScriptsFlush is the deletion of the scripts every instance replays,
@@ -274,7 +278,7 @@ func (c *Cluster) scriptText(sha string, found func(body string, ok bool)) {
 		l.waiting = append(l.waiting, found)
 		return
 	}
-	c.queueScript(scriptOp{sha: sha, found: found})
+	c.queueScript(scriptOp{sha: sha, found: found, gen: c.scripts.gen})
 }
 
 // loadingScript notes a part of a SCRIPT LOAD fan-out of body, about to
@@ -331,7 +335,7 @@ func (c *Cluster) loadedScript(sha string, r []byte) {
 			// write the replay.
 			go found(l.body, true)
 		} else {
-			c.queueScript(scriptOp{sha: sha, found: found})
+			c.queueScript(scriptOp{sha: sha, found: found, gen: s.gen})
 		}
 	}
 }
@@ -445,9 +449,13 @@ func (c *Cluster) scriptsSent(ops []scriptOp, bodies []rueidis.RedisMessage, err
 				// is not the script the EVALSHA named is not run for it.
 				if body, err := bodies[i].ToString(); err == nil && shaOf([]byte(body)) == op.sha {
 					// Loaded on the next connections too: the replay is
-					// not in its client's order.
+					// not in its client's order. Not once flushed since:
+					// loaded on a node again, it would answer an EVALSHA
+					// after the flush's reply.
 					c.scripts.mu.Lock()
-					c.scripts.load(op.sha, body)
+					if op.gen == c.scripts.gen {
+						c.scripts.load(op.sha, body)
+					}
 					c.scripts.mu.Unlock()
 					op.found(body, true)
 					continue
