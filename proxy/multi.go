@@ -34,9 +34,9 @@ type txn struct {
 	n     int    // how many
 	dirty bool   // a command was refused: EXEC answers EXECABORT
 	cross bool   // its commands' keys are in several slots: EXEC answers CROSSSLOT
-	// names are the queued commands' names, counted as forwarded once EXEC
-	// sends them.
-	names []string
+	// stats are the queued commands' counts, in which they count as
+	// forwarded once EXEC sends them.
+	stats []*cmdStat
 	// track: its client tracks keys (RESP3), whose state no command of a
 	// transaction changes (CLIENT and HELLO are not queued). inval are the
 	// keys its reads name, invalN of them, invalidated after EXEC's reply.
@@ -48,6 +48,12 @@ type txn struct {
 // maxQueued bounds the bytes one client may queue in a transaction: they
 // are held in sluice until EXEC.
 const maxQueued = 64 << 20
+
+// held is what t holds, against maxQueued: its commands and a stats
+// pointer for each, which is half as much again for the shortest (a PING,
+// 14 bytes): counted alone, the commands let a transaction of PINGs hold
+// near twice the bound.
+func (t *txn) held() int { return len(t.cmds) + 8*len(t.stats) }
 
 var (
 	errNested      = errors.New("ERR MULTI calls can not be nested")
@@ -188,10 +194,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		}
 		exec.Cmd = append(append([]byte("*1\r\n$5\r\nMULTI\r\n"), t.cmds...), "*1\r\n$4\r\nEXEC\r\n"...)
 		s.forwardOne(c, r, exec)
-		c.q[len(c.q)-1].txn = make([]*cmdStat, len(t.names))
-		for i, n := range t.names {
-			c.q[len(c.q)-1].txn[i] = s.cmdStats.of(n)
-		}
+		c.q[len(c.q)-1].txn = t.stats
 		if t.invalN > 0 {
 			r.items[len(r.items)-1].inval = invalidation(t.invalN, t.inval)
 		}
@@ -222,7 +225,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		return errWatchInside
 	}
 	spec, err := s.queueable(t, cmd, name, args)
-	if err == nil && len(t.cmds) > maxQueued {
+	if err == nil && t.held() > maxQueued {
 		err = fmt.Errorf("sluice: a transaction may queue at most %d MiB", maxQueued>>20)
 	}
 	if err != nil {
@@ -235,7 +238,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		// nothing is held for an EXEC that aborts.
 		t.cmds = router.AppendCommand(t.cmds, args)
 		t.n++
-		t.names = append(t.names, spec)
+		t.stats = append(t.stats, s.cmdStats.of(spec))
 		c.published() // CLIENT LIST's multi= counts it
 	}
 	c.queued = true
