@@ -24,13 +24,21 @@ func TestTransactionBoundIsWhatItHolds(t *testing.T) {
 		cl := dialRaw(t, addr)
 		before := heapInuse()
 		cl.c.SetDeadline(time.Now().Add(2 * time.Minute))
+		// The replies are read to the end: the PINGs written after the
+		// refusal, before the writer sees it, are answered too, and
+		// unread those answers would stop sluice reading the client, and
+		// the writer with it.
 		refused := make(chan string, 1)
 		go func() {
 			br := bufio.NewReaderSize(cl.c, 1<<20)
+			first := true
 			for {
 				line, err := br.ReadString('\n')
-				if err != nil || strings.HasPrefix(line, "-") {
+				if first && (err != nil || strings.HasPrefix(line, "-")) {
 					refused <- line
+					first = false
+				}
+				if err != nil {
 					return
 				}
 			}
