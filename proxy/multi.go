@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,6 +35,9 @@ type txn struct {
 	n     int    // how many
 	dirty bool   // a command was refused: EXEC answers EXECABORT
 	cross bool   // its commands' keys are in several slots: EXEC answers CROSSSLOT
+	// unwatched: a command names a key its client does not watch, or
+	// none (a script, PUBLISH): not router.Forward.Watched.
+	unwatched bool
 	// stats are the queued commands' counts, in which they count as
 	// forwarded once EXEC sends them.
 	stats []*cmdStat
@@ -109,8 +113,20 @@ func (s *Server) watch(c *client, r *round, args [][]byte) error {
 		c.pin = s.cfg.Forwarder.Pin(sl, c.resp3)
 	}
 	s.forwardOne(c, r, router.Forward{Slot: sl, Cmd: r.command(args), Pin: c.pin})
+	for _, k := range args[1:] {
+		if len(c.watching) == maxWatching {
+			c.watchingMore = true
+			break
+		}
+		c.watching = append(c.watching, string(k))
+	}
 	return nil
 }
+
+// maxWatching bounds the watched keys a client's transaction is checked
+// against (client.watching): a transaction of a WATCH of more never runs
+// on a slot's importing node.
+const maxWatching = 16
 
 // watchSlot is the slot of WATCH's keys, which Redis Cluster wants in
 // one.
@@ -166,7 +182,8 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 			// Not while watching: keyless, it runs on the watch's node.
 			sl = t.pub
 		}
-		exec := router.Forward{Slot: sl, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil}
+		exec := router.Forward{Slot: sl, Replies: t.n + 2, Pin: c.pin, Unpin: c.pin != nil,
+			Watched: c.pin != nil && !t.unwatched && !c.watchingMore}
 		if !t.cross && !t.dirty && t.n > 0 && c.pin == nil && sl != router.AnySlot {
 			// Routed as a command by its keys outside a transaction
 			// (forward): a push pipelined before it, routed by an older
@@ -224,7 +241,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		}
 		return errWatchInside
 	}
-	spec, err := s.queueable(t, cmd, name, args)
+	spec, err := s.queueable(c, t, cmd, name, args)
 	if err == nil && t.held() > maxQueued {
 		err = fmt.Errorf("sluice: a transaction may queue at most %d MiB", maxQueued>>20)
 	}
@@ -260,7 +277,7 @@ func execRefused(c *client, err error) error {
 
 // queueable checks a command for t, moves t to its keys' slot, and
 // returns the command's name.
-func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (string, error) {
+func (s *Server) queueable(c *client, t *txn, cmd *command, name string, args [][]byte) (string, error) {
 	if cmd != nil && name != "ping" && name != "echo" {
 		// sluice's own (THROTTLE, CLIENT, INFO, ...): not the node's to run.
 		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction", name)
@@ -303,6 +320,9 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 		if cmd == nil && !bad && !keyless(spec) && spec.Name != "unwatch" && spec.Name != "swapdb" {
 			return "", errNoRouteKey(spec)
 		}
+		if cmd == nil && spec.Name != "unwatch" {
+			t.unwatched = true
+		}
 		if spec.Name == "publish" && len(args) == 3 && t.pub == router.AnySlot {
 			t.pub = hashslot.Of(string(args[1]))
 		}
@@ -313,6 +333,14 @@ func (s *Server) queueable(t *txn, cmd *command, name string, args [][]byte) (st
 		if hashslot.Of(string(args[k])) != sl {
 			return "", errCrossSlot
 		}
+	}
+	for _, k := range keys {
+		if !slices.Contains(c.watching, string(args[k])) {
+			t.unwatched = true
+		}
+	}
+	if bad {
+		t.unwatched = true
 	}
 	if t.dirty {
 		// Redis queues nothing once a command was refused: this one's

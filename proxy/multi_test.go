@@ -19,9 +19,10 @@ import (
 // the source, some keys migrated): each answers what it would with no
 // migration going on, or TRYAGAIN where Redis Cluster itself answers it
 // (the transaction's keys are split between the two nodes), and never
-// ASK. A watched transaction whose keys are not all on its watching
-// connection's node is aborted (EXEC answers null), as one whose watched
-// key changed. Completing the migration afterwards proves that no key was
+// ASK. A WATCH of a migrated key watches it on the importing node, where
+// a transaction of watched keys runs; a watched transaction whose keys are
+// not all on its watching connection's node is aborted (EXEC answers
+// null), as one whose watched key changed. Completing the migration afterwards proves that no key was
 // written on both nodes (MIGRATE would refuse it), and the values are the
 // ones the transactions left.
 func TestTransactionDuringMigration(t *testing.T) {
@@ -78,11 +79,12 @@ func TestTransactionDuringMigration(t *testing.T) {
 			{"refused: the migrated key kept", conn, [][]string{{"GET", k("moved")}}, "$1\r\n2\r\n"},
 			{"refused: the other kept", conn, [][]string{{"GET", k("stays")}}, "$2\r\n11\r\n"},
 
-			{"watching a migrated key", w, [][]string{{"WATCH", k("moved")}, {"MULTI"}, {"INCR", k("moved")}, {"EXEC"}}, null},
+			// Watched where it is, on the importing node, and run there.
+			{"watching a migrated key", w, [][]string{{"WATCH", k("moved")}, {"MULTI"}, {"INCR", k("moved")}, {"EXEC"}}, "*1\r\n:3\r\n"},
 			{"watching a migrated key, pipelined with a transaction on another", w, [][]string{{"WATCH", k("moved")}, {"MULTI"}, {"INCR", k("stays")}, {"EXEC"}}, null},
 			{"watching a key not migrated yet", w, [][]string{{"WATCH", k("stays")}, {"GET", k("moved")}, {"MULTI"}, {"INCR", k("stays")}, {"EXEC"}}, "*1\r\n:12\r\n"},
 			{"watching a key, on a key of another primary", w, [][]string{{"WATCH", k("stays")}, {"MULTI"}, {"SET", elsewhere, "v"}, {"EXEC"}}, "*1\r\n+OK\r\n"},
-			{"after the watched transactions", conn, [][]string{{"MULTI"}, {"INCR", k("moved")}, {"EXEC"}}, "*1\r\n:3\r\n"},
+			{"after the watched transactions", conn, [][]string{{"MULTI"}, {"INCR", k("moved")}, {"EXEC"}}, "*1\r\n:4\r\n"},
 			{"watching a key that another client then changes", w, [][]string{{"WATCH", k("watched")}}, "+OK\r\n"},
 		} {
 			w := step.conn
@@ -114,7 +116,7 @@ func TestTransactionDuringMigration(t *testing.T) {
 		if err := c.MoveSlot(ctx, sl, to); err != nil {
 			t.Fatalf("loops %d: completing the migration: %v", loops, err)
 		}
-		for key, want := range map[string]string{"moved": "3", "stays": "12", "watched": "6", "new": "x"} {
+		for key, want := range map[string]string{"moved": "4", "stays": "12", "watched": "6", "new": "x"} {
 			if got := conn.do("GET", k(key)); got != "$"+strconv.Itoa(len(want))+"\r\n"+want+"\r\n" {
 				t.Errorf("loops %d: after the migration, %s is %q, want %q", loops, key, got, want)
 			}

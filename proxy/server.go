@@ -609,9 +609,14 @@ type client struct {
 	fd      *fdConn     // its socket's state when an event loop serves it
 	multi   *txn        // after MULTI: the commands queued for EXEC
 	pin     *router.Pin // after WATCH: its own connection, until EXEC, DISCARD or UNWATCH
-	resp3   bool        // after HELLO 3
-	track   *tracking   // after CLIENT TRACKING ON
-	tracked bool        // the command being taken is one whose keys track would track (CLIENT CACHING's mode)
+	// watching are the keys its WATCHes named, up to maxWatching (more:
+	// watchingMore): a transaction of those only may run where a slot
+	// being migrated sent them (router.Forward.Watched).
+	watching     []string
+	watchingMore bool
+	resp3        bool      // after HELLO 3
+	track        *tracking // after CLIENT TRACKING ON
+	tracked      bool      // the command being taken is one whose keys track would track (CLIENT CACHING's mode)
 	// readOnly: after READONLY, until READWRITE or RESET (CLIENT LIST's
 	// r flag, as a node shows a cluster client that sent it).
 	readOnly bool
@@ -1263,6 +1268,7 @@ func (c *client) unpin() {
 // until the replies in flight are in (drainFirst).
 func (c *client) unpinned() {
 	c.pin = nil
+	c.watching, c.watchingMore = nil, false
 	c.drainFirst = c.inFlight() > 0
 }
 

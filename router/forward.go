@@ -80,6 +80,11 @@ type Forward struct {
 	// LoadsScript marks a part of a SCRIPT LOAD sent to every primary,
 	// whose script is kept once they all load it (loadingScript).
 	LoadsScript bool
+	// Watched marks a transaction (MULTI ... EXEC on its client's Pin)
+	// whose keys are all ones its client watches: one whose WATCH the
+	// slot's source sent to the importing node (the keys left it) may
+	// run there, with ASKING, where the watch is.
+	Watched bool
 	// Flush, on a part of a SCRIPT FLUSH, is the deletion of the scripts
 	// kept in the cluster that ForgetScripts queued for it: the part is
 	// answered once that is answered too.
@@ -328,7 +333,7 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 	for i := range cmds {
 		b.idx[i] = i
 		f := &fs[i]
-		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, flush: cmds[i].Flush, batch: b, i: i}
+		*f = forwarded{c: c, via: via, cmd: cmds[i].Cmd, replies: max(cmds[i].Replies, 1), blocked: cmds[i].Blocked, pin: cmds[i].Pin, unpin: cmds[i].Unpin, resp3: cmds[i].RESP3, slot: cmds[i].Slot, scriptsGen: cmds[i].ScriptsGen, flush: cmds[i].Flush, watched: cmds[i].Watched, batch: b, i: i}
 		if cmds[i].Own && f.blocked == nil {
 			f.blocked = &Blocked{bounded: true}
 		}
@@ -960,6 +965,7 @@ type forwarded struct {
 	// scriptsGen is Forward.ScriptsGen.
 	scriptsGen uint64
 	flush      *ScriptsFlush // Forward.Flush, until its reply waits for it
+	watched    bool          // Forward.Watched
 }
 
 // fwdBatch is the commands of one Forward call.
@@ -1095,6 +1101,21 @@ func (f *forwarded) answer(r []byte) {
 		r, f.ran = f.ran, nil
 	}
 	moved, ask := isRedirectReply(r)
+	if ask && f.onPin && f.replies == 1 && f.redirects < maxRedirects {
+		// Its keys have left the source of a slot being migrated: a WATCH
+		// watches them where they are, on the pin's connection to the
+		// importing node, and a command of the client's meeting the same
+		// ASK follows there, behind it, as on one connection (its write
+		// to a watched key must come after the WATCH).
+		if addr, ok := redirectAddr(r, f.addr); ok {
+			if b := f.pin.asked(addr, isWatch(f.cmd)); b != nil {
+				f.redirects++
+				f.asking, f.addr = true, addr
+				b.send(f)
+				return
+			}
+		}
+	}
 	if (moved || ask) && f.onPin && (f.replies > 1 || isWatch(f.cmd)) {
 		// The client's watches live on its pinned connection, whose node
 		// no longer holds this key. WATCH followed elsewhere would watch
@@ -1312,6 +1333,14 @@ type Pin struct {
 	execAddr string     // the primary of its slot
 	lost     bool       // a WATCH or the transaction met a key its node does not hold
 	watched  []int      // the slots of its WATCHes
+	watches  int        // its WATCH commands sent
+	// ask is its connection to the node importing a slot being migrated,
+	// once its only WATCH met that slot's ASK (asked): the watch lives
+	// there, and a transaction of watched keys only runs there, unless
+	// another WATCH did not follow it there (askWatches < watches) and
+	// watches on the source.
+	ask        *backend
+	askWatches int
 }
 
 // Pin makes a client's own connection to the primary of slot sl, dialled
@@ -1355,7 +1384,20 @@ func (p *Pin) run(f *forwarded, addr string) {
 		p.b.mu.Unlock()
 	}
 	abort := f.replies > 1 && p.lost
-	elsewhere := f.replies > 1 && !abort && addr != p.b.addr
+	// A transaction of a watch on the importing node runs there, with
+	// ASKING, if its keys are all watched ones: the source sent those
+	// there, and a source never takes a key of a slot it migrates back.
+	// Any other key may still be on the source, where the importing node,
+	// asked, would take it for absent: the watch is lost instead.
+	var asking *backend
+	if f.replies > 1 && !abort && p.ask != nil {
+		if f.watched && p.askWatches == p.watches && (addr == p.b.addr || addr == p.ask.addr) {
+			asking = p.ask
+		} else {
+			abort, p.lost = true, true
+		}
+	}
+	elsewhere := f.replies > 1 && !abort && asking == nil && addr != p.b.addr
 	if elsewhere && slices.Contains(p.watched, f.slot) {
 		// The watched slot itself is on another primary now (a failover,
 		// a migration that ended, seen in the slot map before EXEC): the
@@ -1382,12 +1424,18 @@ func (p *Pin) run(f *forwarded, addr string) {
 	f.onPin = !abort && !elsewhere && !crossNode && !lostWatch && !gone
 	if f.onPin {
 		p.inflight++
-		if f.replies == 1 && isWatch(f.cmd) && !slices.Contains(p.watched, f.slot) {
-			p.watched = append(p.watched, f.slot)
+		if f.replies == 1 && isWatch(f.cmd) {
+			p.watches++
+			if !slices.Contains(p.watched, f.slot) {
+				p.watched = append(p.watched, f.slot)
+			}
 		}
 	}
 	p.mu.Unlock()
 	switch {
+	case asking != nil:
+		f.asking, f.addr = true, asking.addr
+		asking.send(f)
 	case lostWatch, gone && unpin:
 		f.finish(okReply)
 	case gone:
@@ -1428,6 +1476,35 @@ func (p *Pin) answered() {
 	}
 }
 
+// asked is the pin's connection to the node at addr, importing a slot
+// whose source answered one of the pin's commands ASK, for that command:
+// made for the pin's only WATCH, so that the watch lives there; nil when
+// the command is to follow the ASK as any other does (the watch, if it
+// is one, lost): the pin watches on the source too, or elsewhere.
+func (p *Pin) asked(addr string, watch bool) *backend {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.lost:
+		return nil
+	case p.ask != nil:
+		if p.ask.addr != addr {
+			return nil
+		}
+	case !watch || p.watches != 1:
+		return nil
+	default:
+		p.b.mu.Lock()
+		resp3 := p.b.resp3
+		p.b.mu.Unlock()
+		p.ask = &backend{c: p.b.c, addr: addr, resp3: resp3, pin: p}
+	}
+	if watch {
+		p.askWatches++
+	}
+	return p.ask
+}
+
 func (p *Pin) lose() {
 	p.mu.Lock()
 	p.lost = true
@@ -1444,15 +1521,32 @@ func (b *backend) down() bool {
 // Protocol makes the pin's connection speak RESP3 or RESP2 should it be
 // dialled again: its client switched with HELLO, sent on it.
 func (p *Pin) Protocol(resp3 bool) {
-	p.b.mu.Lock()
-	p.b.resp3 = resp3
-	p.b.mu.Unlock()
+	p.mu.Lock()
+	bs := []*backend{p.b, p.ask}
+	p.mu.Unlock()
+	for _, b := range bs {
+		if b != nil {
+			b.mu.Lock()
+			b.resp3 = resp3
+			b.mu.Unlock()
+		}
+	}
 }
 
 // Release closes the pin's connection once the replies it waits for are
 // in (which ends its WATCH on the node, as closing a connection does).
 func (p *Pin) Release() {
-	b := p.b
+	p.b.releaseConn()
+	p.mu.Lock()
+	ask := p.ask
+	p.mu.Unlock()
+	if ask != nil {
+		ask.releaseConn()
+	}
+}
+
+// releaseConn closes b's connection once the replies it waits for are in.
+func (b *backend) releaseConn() {
 	b.mu.Lock()
 	b.release = true
 	conn := b.conn
