@@ -1341,6 +1341,10 @@ type Pin struct {
 	// watches on the source.
 	ask        *backend
 	askWatches int
+	// released: its client let it go (Release), perhaps before an ASK
+	// its WATCH met is in: no connection is made for that one, which
+	// nothing would close.
+	released bool
 }
 
 // Pin makes a client's own connection to the primary of slot sl, dialled
@@ -1485,7 +1489,7 @@ func (p *Pin) asked(addr string, watch bool) *backend {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case p.lost:
+	case p.lost, p.released:
 		return nil
 	case p.ask != nil:
 		if p.ask.addr != addr {
@@ -1538,6 +1542,7 @@ func (p *Pin) Protocol(resp3 bool) {
 func (p *Pin) Release() {
 	p.b.releaseConn()
 	p.mu.Lock()
+	p.released = true
 	ask := p.ask
 	p.mu.Unlock()
 	if ask != nil {

@@ -1,0 +1,66 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// A WATCH of a migrated key whose client ends its watch (UNWATCH, DISCARD,
+// RESET, going away) before the source's ASK is in: the connection to
+// the importing node that the ASK then makes, holding the WATCH, is let
+// go too, not left open for ever.
+func TestWatchAskedAfterItsEndLeavesNoConnection(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	k := "{walk}k"
+	from := primaryOf(t, c, k)
+	to := otherPrimary(c, from)
+	if _, err := from.Do(ctx, "SET", k, "0").ToString(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartMove(ctx, slot.Of(k), to); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.MoveSlot(ctx, slot.Of(k), to); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.Migrate(ctx, from, to, k); err != nil {
+		t.Fatal(err)
+	}
+	watching := func() int {
+		list, err := to.Do(ctx, "CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(clientIDs(list, "watch"))
+	}
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		for _, end := range [][][]string{
+			{{"UNWATCH"}},
+			{{"MULTI"}, {"DISCARD"}},
+			{{"RESET"}},
+			nil, // the client goes away
+		} {
+			conn := dialRaw(t, addr)
+			conn.send(append([][]string{{"WATCH", k}}, end...)...)
+			if end == nil {
+				conn.c.Close()
+			} else {
+				for range len(end) + 1 {
+					conn.read()
+				}
+			}
+			what := fmt.Sprintf("loops %d, WATCH then %v", loops, end)
+			waitUntil(t, what+": no connection left watching on the importing node", func() bool { return watching() == 0 })
+		}
+	}
+}
