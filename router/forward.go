@@ -1245,6 +1245,12 @@ func isWatch(cmd []byte) bool {
 	return ok && len(rest) >= 11 && string(rest[:4]) == "$5\r\n" && bytes.EqualFold(rest[4:9], []byte("watch"))
 }
 
+// isHelloCmd reports whether cmd is a HELLO (isHello is its reply).
+func isHelloCmd(cmd []byte) bool {
+	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
+	return ok && len(rest) >= 11 && string(rest[:4]) == "$5\r\n" && bytes.EqualFold(rest[4:9], []byte("hello"))
+}
+
 // isReadOnlyReply reports whether r is a replica's refusal of a write,
 // or an error reply of a script whose write a replica refused.
 func isReadOnlyReply(r []byte) bool {
@@ -1345,6 +1351,10 @@ type Pin struct {
 	// its WATCH met is in: no connection is made for that one, which
 	// nothing would close.
 	released bool
+	// switched: its client switched protocol (HELLO, sent on the pin's
+	// node only), which a connection to the importing node, dialled in
+	// the old one, would not follow: the watch there is lost instead.
+	switched bool
 }
 
 // Pin makes a client's own connection to the primary of slot sl, dialled
@@ -1386,6 +1396,10 @@ func (p *Pin) run(f *forwarded, addr string) {
 		p.b.mu.Lock()
 		p.b.addr = addr
 		p.b.mu.Unlock()
+	}
+	if f.replies == 1 && isHelloCmd(f.cmd) {
+		p.switched = true
+		p.lost = p.lost || p.ask != nil
 	}
 	abort := f.replies > 1 && p.lost
 	// A transaction of a watch on the importing node runs there, with
@@ -1489,7 +1503,7 @@ func (p *Pin) asked(addr string, watch bool) *backend {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case p.lost, p.released:
+	case p.lost, p.released, p.switched:
 		return nil
 	case p.ask != nil:
 		if p.ask.addr != addr {

@@ -1,0 +1,116 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
+)
+
+// A WATCH of a migrated key whose client ends its watch (UNWATCH, DISCARD,
+// RESET, going away) before the source's ASK is in: the connection to
+// the importing node that the ASK then makes, holding the WATCH, is let
+// go too, not left open for ever.
+func TestWatchAskedAfterItsEndLeavesNoConnection(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	k := "{walk}k"
+	from := primaryOf(t, c, k)
+	to := otherPrimary(c, from)
+	if _, err := from.Do(ctx, "SET", k, "0").ToString(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartMove(ctx, slot.Of(k), to); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.MoveSlot(ctx, slot.Of(k), to); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.Migrate(ctx, from, to, k); err != nil {
+		t.Fatal(err)
+	}
+	watching := func() int {
+		list, err := to.Do(ctx, "CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(clientIDs(list, "watch"))
+	}
+	for _, loops := range []int{0, -1} {
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		for _, end := range [][][]string{
+			{{"UNWATCH"}},
+			{{"MULTI"}, {"DISCARD"}},
+			{{"RESET"}},
+			nil, // the client goes away
+		} {
+			conn := dialRaw(t, addr)
+			conn.send(append([][]string{{"WATCH", k}}, end...)...)
+			if end == nil {
+				conn.c.Close()
+			} else {
+				for range len(end) + 1 {
+					conn.read()
+				}
+			}
+			what := fmt.Sprintf("loops %d, WATCH then %v", loops, end)
+			waitUntil(t, what+": no connection left watching on the importing node", func() bool { return watching() == 0 })
+		}
+	}
+}
+
+// A client watching a migrated key on the importing node switches its
+// protocol (HELLO 3): the replies of its commands that follow the watch
+// there, and its transaction's, come in the protocol it chose, as the
+// node's own would.
+func TestWatchAskedThenHelloSwitchesTheImportingNodesReplies(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	k := "{wahello}absent"
+	from := primaryOf(t, c, k)
+	to := otherPrimary(c, from)
+	if _, err := c.StartMove(ctx, slot.Of(k), to); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.MoveSlot(ctx, slot.Of(k), to); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, loops := range []int{0, -1} {
+		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+		// The key is on neither node: the source, migrating, answers ASK.
+		if got := conn.do("WATCH", k); got != "+OK\r\n" {
+			t.Fatalf("loops %d: WATCH: %q", loops, got)
+		}
+		if got := conn.do("HELLO", "3"); !strings.HasPrefix(got, "%") {
+			t.Fatalf("loops %d: HELLO 3: %q", loops, got)
+		}
+		if got := conn.do("GET", k); got != "_\r\n" {
+			t.Errorf("loops %d: GET of the absent watched key after HELLO 3: %q, want RESP3's null", loops, got)
+		}
+		conn.send([]string{"MULTI"}, []string{"GET", k}, []string{"EXEC"})
+		conn.read()
+		conn.read()
+		// The watch may be lost (sluice's, in the old protocol): EXEC is
+		// then null, and the client's next try runs.
+		if got := conn.read(); got != "*1\r\n_\r\n" && got != "_\r\n" {
+			t.Errorf("loops %d: EXEC of a GET of the absent watched key after HELLO 3: %q, want it run or null, in RESP3", loops, got)
+		}
+		conn.send([]string{"WATCH", k}, []string{"MULTI"}, []string{"GET", k}, []string{"EXEC"})
+		for range 3 {
+			conn.read()
+		}
+		if got := conn.read(); got != "*1\r\n_\r\n" {
+			t.Errorf("loops %d: EXEC of a GET of the absent watched key, watched again after HELLO 3: %q, want RESP3's null in it", loops, got)
+		}
+	}
+}
