@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
+	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
 	"github.com/sluice-rl/sluice/router/slot"
 )
@@ -111,6 +112,63 @@ func TestWatchAskedThenHelloSwitchesTheImportingNodesReplies(t *testing.T) {
 		}
 		if got := conn.read(); got != "*1\r\n_\r\n" {
 			t.Errorf("loops %d: EXEC of a GET of the absent watched key, watched again after HELLO 3: %q, want RESP3's null in it", loops, got)
+		}
+	}
+}
+
+// A client watching a migrated key on the importing node watches it again
+// once the migration ended and sluice's slot map has the importing node
+// as the slot's owner: the WATCH is answered OK, as a node answers it
+// (not CROSSSLOT, for a single key), and it watches there, where the
+// transaction runs: another client's write between WATCH and EXEC aborts
+// it.
+func TestWatchAskedAgainAfterTheMigrationEnded(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		k := fmt.Sprintf("{waend%d}k", -loops)
+		sl := slot.Of(k)
+		from := primaryOf(t, c, k)
+		to := otherPrimary(c, from)
+		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+		conn, other := dialRaw(t, addr), dialRaw(t, addr)
+		conn.do("SET", k, "0")
+		if _, err := c.StartMove(ctx, sl, to); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Migrate(ctx, from, to, k); err != nil {
+			t.Fatal(err)
+		}
+		if got := conn.do("WATCH", k); got != "+OK\r\n" {
+			t.Fatalf("loops %d: WATCH: %q", loops, got)
+		}
+		if err := c.MoveSlot(ctx, sl, to); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "sluice's slot map has the migration's end", func() bool {
+			fs := []router.Forward{{Slot: sl}}
+			r.Route(fs)
+			return fs[0].Addr == to.Addr
+		})
+		if got := conn.do("WATCH", k); got != "+OK\r\n" {
+			t.Errorf("loops %d: WATCH of the watched key again after the migration: %q", loops, got)
+		}
+		if got := other.do("INCR", k); got != ":1\r\n" {
+			t.Fatalf("loops %d: another client's INCR: %q", loops, got)
+		}
+		conn.send([]string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
+		conn.read()
+		conn.read()
+		if got := conn.read(); got != "*-1\r\n" {
+			t.Errorf("loops %d: EXEC after another client wrote the watched key: %q, want null", loops, got)
+		}
+		conn.send([]string{"WATCH", k}, []string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
+		for range 3 {
+			conn.read()
+		}
+		if got := conn.read(); got != "*1\r\n:2\r\n" {
+			t.Errorf("loops %d: EXEC of a new watch: %q, want it run", loops, got)
 		}
 	}
 }

@@ -1427,6 +1427,15 @@ func (p *Pin) run(f *forwarded, addr string) {
 	// no transaction could use both, and on the pin's node it would meet
 	// MOVED and lose every watch, silently.
 	crossNode := f.replies == 1 && addr != p.b.addr && isWatch(f.cmd)
+	// A WATCH of keys of the node the pin watches on with ASKING, the
+	// slot's owner by now (the migration ended): watched there too, not
+	// refused CROSSSLOT, and without ASKING, so that a node that does
+	// not own them answers MOVED, which loses the watch.
+	var toAsk *backend
+	if crossNode && p.ask != nil && addr == p.ask.addr && !p.lost {
+		toAsk, crossNode = p.ask, false
+		p.askWatches++
+	}
 	// A WATCH after the watch was lost (its connection broke: a node
 	// killed, its slots perhaps on a promoted replica by now) can watch
 	// nothing that counts, since EXEC aborts: it answers OK, as the lost
@@ -1454,6 +1463,9 @@ func (p *Pin) run(f *forwarded, addr string) {
 	case asking != nil:
 		f.asking, f.addr = true, asking.addr
 		asking.send(f)
+	case toAsk != nil:
+		f.addr = toAsk.addr
+		toAsk.send(f)
 	case lostWatch, gone && unpin:
 		f.finish(okReply)
 	case gone:
