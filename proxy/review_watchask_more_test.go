@@ -21,22 +21,10 @@ func TestWatchAskedAfterItsEndLeavesNoConnection(t *testing.T) {
 	r := newForwarding(t, c)
 	ctx := context.Background()
 	k := "{walk}k"
-	from := primaryOf(t, c, k)
-	to := otherPrimary(c, from)
-	if _, err := from.Do(ctx, "SET", k, "0").ToString(); err != nil {
+	if _, err := primaryOf(t, c, k).Do(ctx, "SET", k, "0").ToString(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.StartMove(ctx, slot.Of(k), to); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.MoveSlot(ctx, slot.Of(k), to); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := c.Migrate(ctx, from, to, k); err != nil {
-		t.Fatal(err)
-	}
+	_, to := migrateKey(t, c, k, true)
 	watching := func() int {
 		list, err := to.Do(ctx, "CLIENT", "LIST").ToString()
 		if err != nil {
@@ -74,18 +62,8 @@ func TestWatchAskedAfterItsEndLeavesNoConnection(t *testing.T) {
 func TestWatchAskedThenHelloSwitchesTheImportingNodesReplies(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ctx := context.Background()
 	k := "{wahello}absent"
-	from := primaryOf(t, c, k)
-	to := otherPrimary(c, from)
-	if _, err := c.StartMove(ctx, slot.Of(k), to); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.MoveSlot(ctx, slot.Of(k), to); err != nil {
-			t.Error(err)
-		}
-	})
+	migrateKey(t, c, k, false)
 	for _, loops := range []int{0, -1} {
 		conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
 		// The key is on neither node: the source, migrating, answers ASK.
@@ -129,17 +107,10 @@ func TestWatchAskedAgainAfterTheMigrationEnded(t *testing.T) {
 	for _, loops := range []int{0, -1} {
 		k := fmt.Sprintf("{waend%d}k", -loops)
 		sl := slot.Of(k)
-		from := primaryOf(t, c, k)
-		to := otherPrimary(c, from)
 		addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
 		conn, other := dialRaw(t, addr), dialRaw(t, addr)
 		conn.do("SET", k, "0")
-		if _, err := c.StartMove(ctx, sl, to); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Migrate(ctx, from, to, k); err != nil {
-			t.Fatal(err)
-		}
+		_, to := migrateKey(t, c, k, true)
 		if got := conn.do("WATCH", k); got != "+OK\r\n" {
 			t.Fatalf("loops %d: WATCH: %q", loops, got)
 		}

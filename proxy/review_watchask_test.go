@@ -21,7 +21,6 @@ import (
 func TestWatchOfAKeyMigratedRunsOnTheImportingNode(t *testing.T) {
 	c := clustertest.New(t, clustertest.Config{Replicas: -1})
 	r := newForwarding(t, c)
-	ctx := context.Background()
 	for _, loops := range []int{0, -1} {
 		t.Run(fmt.Sprintf("loops=%d", loops), func(t *testing.T) {
 			k, k2 := fmt.Sprintf("{wa%d}k", loops), fmt.Sprintf("{wa%d}k2", loops)
@@ -29,19 +28,7 @@ func TestWatchOfAKeyMigratedRunsOnTheImportingNode(t *testing.T) {
 			conn, other := dialRaw(t, addr), dialRaw(t, addr)
 			conn.do("SET", k, "0")
 			conn.do("SET", k2, "0")
-			from := primaryOf(t, c, k)
-			to := otherPrimary(c, from)
-			if _, err := c.StartMove(ctx, slot.Of(k), to); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := c.MoveSlot(ctx, slot.Of(k), to); err != nil {
-					t.Error(err)
-				}
-			})
-			if err := c.Migrate(ctx, from, to, k); err != nil {
-				t.Fatal(err)
-			}
+			migrateKey(t, c, k, true)
 			last := func(cmds ...[]string) string {
 				conn.send(cmds...)
 				for range len(cmds) - 1 {
@@ -75,4 +62,28 @@ func TestWatchOfAKeyMigratedRunsOnTheImportingNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// migrateKey starts moving key's slot from its primary to another and,
+// with move, moves key itself: the slot is being migrated, key (if moved)
+// on the importing node. The migration ends with the test, if it has not.
+func migrateKey(t *testing.T, c *clustertest.Cluster, key string, move bool) (from, to *clustertest.Node) {
+	t.Helper()
+	ctx := context.Background()
+	from = primaryOf(t, c, key)
+	to = otherPrimary(c, from)
+	if _, err := c.StartMove(ctx, slot.Of(key), to); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.MoveSlot(ctx, slot.Of(key), to); err != nil {
+			t.Error(err)
+		}
+	})
+	if move {
+		if err := c.Migrate(ctx, from, to, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return from, to
 }
