@@ -219,7 +219,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 			c.unpinned()
 		}
 		s.cmdStats.of("multi").forwarded.Add(1)
-		for _, st := range c.q[len(c.q)-1].txn {
+		for _, st := range t.stats {
 			st.forwarded.Add(1)
 		}
 		s.cmdStats.of("exec").forwarded.Add(1)
@@ -241,7 +241,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		}
 		return errWatchInside
 	}
-	spec, err := s.queueable(c, t, cmd, name, args)
+	st, err := s.queueable(c, t, cmd, name, args)
 	if err == nil && t.held() > maxQueued {
 		err = fmt.Errorf("sluice: a transaction may queue at most %d MiB", maxQueued>>20)
 	}
@@ -255,7 +255,7 @@ func (s *Server) queue(c *client, r *round, cmd *command, args [][]byte) error {
 		// nothing is held for an EXEC that aborts.
 		t.cmds = router.AppendCommand(t.cmds, args)
 		t.n++
-		t.stats = append(t.stats, s.cmdStats.of(spec))
+		t.stats = append(t.stats, st)
 		c.published() // CLIENT LIST's multi= counts it
 	}
 	c.queued = true
@@ -276,40 +276,41 @@ func execRefused(c *client, err error) error {
 }
 
 // queueable checks a command for t, moves t to its keys' slot, and
-// returns the command's name.
-func (s *Server) queueable(c *client, t *txn, cmd *command, name string, args [][]byte) (string, error) {
+// returns the command's counts, in which EXEC counts it.
+func (s *Server) queueable(c *client, t *txn, cmd *command, name string, args [][]byte) (*cmdStat, error) {
 	if cmd != nil && name != "ping" && name != "echo" {
 		// sluice's own (THROTTLE, CLIENT, INFO, ...): not the node's to run.
-		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction", name)
+		return nil, fmt.Errorf("sluice cannot run '%s' inside a transaction", name)
 	}
 	specs := s.cfg.Forwarder.Commands()
 	if specs == nil {
-		return "", errNoTable
+		return nil, errNoTable
 	}
 	spec, err := cmdspec.Lookup(specs, args)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	p := s.planOf(spec)
 	if spec.Has("no_multi") {
-		return "", errNoMulti
+		return nil, errNoMulti
 	}
-	if _, ok := fanOuts[spec.Name]; ok {
-		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction: it concerns every primary", spec.Name)
+	if p.isFanOut {
+		return nil, fmt.Errorf("sluice cannot run '%s' inside a transaction: it concerns every primary", spec.Name)
 	}
-	if subscribing[spec.Name] {
+	if p.subscribing {
 		// Redis would run it in EXEC; sluice subscribes on connections of
 		// the client's own, not the one the transaction goes on.
-		return "", fmt.Errorf("sluice cannot run '%s' inside a transaction: its subscription would live on other connections than the transaction's", spec.Name)
+		return nil, fmt.Errorf("sluice cannot run '%s' inside a transaction: its subscription would live on other connections than the transaction's", spec.Name)
 	}
-	if err := refused(spec); err != nil {
-		return "", err
+	if p.refused != nil {
+		return nil, p.refused
 	}
 	// As outside a transaction: SORT by its key, and a line malformed
 	// where its keys should be is queued, for the node to refuse at EXEC
 	// as Redis does.
 	keys, bad, err := routeKeys(spec, args, nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if len(keys) == 0 {
 		// Refused as outside a transaction: EXEC would answer the state of
@@ -317,8 +318,8 @@ func (s *Server) queueable(c *client, t *txn, cmd *command, name string, args []
 		// PING and ECHO (sluice's) and UNWATCH (the transaction's own) are
 		// alike on every node; so is SWAPDB, which every cluster node
 		// queues and refuses in EXEC's array, leaving the others to run.
-		if cmd == nil && !bad && !keyless(spec) && spec.Name != "unwatch" && spec.Name != "swapdb" {
-			return "", errNoRouteKey(spec)
+		if cmd == nil && !bad && !p.keyless && spec.Name != "unwatch" && spec.Name != "swapdb" {
+			return nil, errNoRouteKey(spec)
 		}
 		if cmd == nil && spec.Name != "unwatch" {
 			t.unwatched = true
@@ -326,12 +327,12 @@ func (s *Server) queueable(c *client, t *txn, cmd *command, name string, args []
 		if spec.Name == "publish" && len(args) == 3 && t.pub == router.AnySlot {
 			t.pub = hashslot.Of(string(args[1]))
 		}
-		return spec.Name, nil
+		return p.stat, nil
 	}
 	sl := hashslot.Of(string(args[keys[0]]))
 	for _, k := range keys[1:] {
 		if hashslot.Of(string(args[k])) != sl {
-			return "", errCrossSlot
+			return nil, errCrossSlot
 		}
 	}
 	for _, k := range keys {
@@ -345,7 +346,7 @@ func (s *Server) queueable(c *client, t *txn, cmd *command, name string, args []
 	if t.dirty {
 		// Redis queues nothing once a command was refused: this one's
 		// slot is none EXEC sees.
-		return spec.Name, nil
+		return p.stat, nil
 	}
 	if t.slot == router.AnySlot {
 		t.slot = sl
@@ -356,7 +357,7 @@ func (s *Server) queueable(c *client, t *txn, cmd *command, name string, args []
 		t.inval = appendKeyBulks(t.inval, args, keys)
 		t.invalN += len(keys)
 	}
-	return spec.Name, nil
+	return p.stat, nil
 }
 
 // helloPinned answers a HELLO that switches the protocol of a client with

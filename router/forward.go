@@ -1240,15 +1240,16 @@ func nullArray(resp3 bool) []byte {
 
 // isWatch reports whether cmd, encoded as AppendCommand encodes it, is a
 // WATCH.
-func isWatch(cmd []byte) bool {
-	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
-	return ok && len(rest) >= 11 && string(rest[:4]) == "$5\r\n" && bytes.EqualFold(rest[4:9], []byte("watch"))
-}
+func isWatch(cmd []byte) bool { return isCommand5(cmd, "watch") }
 
 // isHelloCmd reports whether cmd is a HELLO (isHello is its reply).
-func isHelloCmd(cmd []byte) bool {
+func isHelloCmd(cmd []byte) bool { return isCommand5(cmd, "hello") }
+
+// isCommand5 reports whether cmd, encoded as AppendCommand encodes it, is
+// the command of the five-letter name.
+func isCommand5(cmd []byte, name string) bool {
 	_, rest, ok := bytes.Cut(cmd, []byte("\r\n")) // the array header
-	return ok && len(rest) >= 11 && string(rest[:4]) == "$5\r\n" && bytes.EqualFold(rest[4:9], []byte("hello"))
+	return ok && len(rest) >= 11 && string(rest[:4]) == "$5\r\n" && bytes.EqualFold(rest[4:9], []byte(name))
 }
 
 // isReadOnlyReply reports whether r is a replica's refusal of a write,
