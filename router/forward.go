@@ -354,7 +354,7 @@ func (c *Cluster) Forward(ctx context.Context, via Pipes, cmds []Forward, replie
 		if cmds[i].Pin != nil && cmds[i].Slot == AnySlot {
 			// Not any primary: a transaction without keys sent to another
 			// than the pin's would run there, unwatched.
-			addr = cmds[i].Pin.b.addr
+			addr = cmds[i].Pin.addr()
 		}
 		if cmds[i].ReadOnly && c.cfg.ReadFromReplicas {
 			if ra := c.replicaOf(topo, addr); ra != "" {
@@ -1364,6 +1364,16 @@ func (c *Cluster) Pin(sl int, resp3 bool) *Pin {
 	p := &Pin{b: &backend{c: c, addr: c.addrOf(c.topo.Load(), sl), resp3: resp3}}
 	p.b.pin = p
 	return p
+}
+
+// addr is the node the pin's connection is to. run moves it under p.mu,
+// and run is called on backends' reader goroutines too (a redirected
+// command, a transaction let go by its last answer): read under the same
+// lock, whichever goroutine moved it.
+func (p *Pin) addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.b.addr
 }
 
 // send sends f, whose slot's primary is at addr by the slot map, on the
