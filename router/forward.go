@@ -1342,10 +1342,10 @@ type Pin struct {
 	watched  []int      // the slots of its WATCHes
 	watches  int        // its WATCH commands sent
 	// ask is its connection to the node importing a slot being migrated,
-	// once its only WATCH met that slot's ASK (asked): the watch lives
-	// there, and a transaction of watched keys only runs there, unless
-	// another WATCH did not follow it there (askWatches < watches) and
-	// watches on the source.
+	// once a WATCH met that slot's ASK (asked): the watch lives there,
+	// and a transaction of watched keys only runs there, unless another
+	// WATCH did not follow it there (askWatches < watches) and watches on
+	// the source.
 	ask        *backend
 	askWatches int
 	// released: its client let it go (Release), perhaps before an ASK
@@ -1519,9 +1519,13 @@ func (p *Pin) answered() {
 
 // asked is the pin's connection to the node at addr, importing a slot
 // whose source answered one of the pin's commands ASK, for that command:
-// made for the pin's only WATCH, so that the watch lives there; nil when
-// the command is to follow the ASK as any other does (the watch, if it
-// is one, lost): the pin watches on the source too, or elsewhere.
+// made for a WATCH, so that the watch lives there; nil when the command
+// is to follow the ASK as any other does (the watch, if it is one, lost):
+// the pin watches elsewhere. Made too for a WATCH behind one the source
+// answered itself, whose transaction aborts all the same (askWatches <
+// watches): a client's WATCHes pipelined are all sent before the first
+// one's ASK is in, so their count cannot tell that case from WATCHes
+// that all follow the ASK.
 func (p *Pin) asked(addr string, watch bool) *backend {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -1532,7 +1536,7 @@ func (p *Pin) asked(addr string, watch bool) *backend {
 		if p.ask.addr != addr {
 			return nil
 		}
-	case !watch || p.watches != 1:
+	case !watch:
 		return nil
 	default:
 		p.b.mu.Lock()
