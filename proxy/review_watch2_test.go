@@ -3,10 +3,12 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // Two WATCHes of keys the source of a migrating slot no longer holds,
@@ -53,5 +55,64 @@ func TestWatchesPipelinedBeforeTheirAskRunOnTheImportingNode(t *testing.T) {
 				t.Errorf("k after the transactions: %q, want 2", got)
 			}
 		})
+	}
+}
+
+// A migration rolled back (SETSLOT STABLE, or SETSLOT NODE of the source,
+// on both nodes) while a client watches a key on the importing node: its
+// transaction never runs there, where another client's write, on the
+// source again, is not seen, but finds its watch lost (EXEC null), and
+// the client's next try runs on the source. SETSLOT NODE of the source
+// leaves the importing node importing (Redis clears that only for a slot
+// given to the node itself), so that it would take the transaction, with
+// ASKING.
+func TestWatchAskedThenTheMigrationRolledBack(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	ctx := context.Background()
+	for _, loops := range []int{0, -1} {
+		for _, rollback := range []string{"STABLE", "NODE"} {
+			t.Run(fmt.Sprintf("loops=%d/%s", loops, rollback), func(t *testing.T) {
+				k := fmt.Sprintf("{wrb%d%s}k", -loops, rollback)
+				sl := strconv.Itoa(slot.Of(k))
+				addr := serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops})
+				conn, other := dialRaw(t, addr), dialRaw(t, addr)
+				from, to := migrateKey(t, c, k, false)
+				if got := conn.do("WATCH", k); got != "+OK\r\n" {
+					t.Fatalf("WATCH: %q", got)
+				}
+				if got := conn.do("GET", k); got != "$-1\r\n" {
+					t.Fatalf("GET of the watched key, absent: %q", got)
+				}
+				for _, n := range []*clustertest.Node{to, from} {
+					args := []string{"CLUSTER", "SETSLOT", sl, rollback}
+					if rollback == "NODE" {
+						args = append(args, from.ID)
+					}
+					if err := n.Do(ctx, args...).Error(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := other.do("SET", k, "10"); got != "+OK\r\n" {
+					t.Fatalf("another client's SET after the rollback: %q", got)
+				}
+				conn.send([]string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
+				conn.read()
+				conn.read()
+				if got := conn.read(); got != "*-1\r\n" {
+					t.Errorf("EXEC after the rollback: %q, want null", got)
+				}
+				conn.send([]string{"WATCH", k}, []string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
+				for range 3 {
+					conn.read()
+				}
+				if got := conn.read(); got != "*1\r\n:11\r\n" {
+					t.Errorf("EXEC of the next try: %q, want it run on the source", got)
+				}
+				if got, err := to.Do(ctx, "CLUSTER", "COUNTKEYSINSLOT", sl).AsInt64(); err != nil || got != 0 {
+					t.Errorf("keys of the slot on the importing node: %d, %v; want none", got, err)
+				}
+			})
+		}
 	}
 }

@@ -1420,7 +1420,7 @@ func (p *Pin) run(f *forwarded, addr string) {
 	// asked, would take it for absent: the watch is lost instead.
 	var asking *backend
 	if f.replies > 1 && !abort && p.ask != nil {
-		if f.watched && p.askWatches == p.watches && (addr == p.b.addr || addr == p.ask.addr) {
+		if f.watched && p.askWatches == p.watches && len(p.watched) == 1 && (addr == p.b.addr || addr == p.ask.addr) {
 			asking = p.ask
 		} else {
 			abort, p.lost = true, true
@@ -1472,8 +1472,10 @@ func (p *Pin) run(f *forwarded, addr string) {
 	p.mu.Unlock()
 	switch {
 	case asking != nil:
-		f.asking, f.addr = true, asking.addr
-		asking.send(f)
+		// Released once the transaction is sent: the connection to the
+		// importing node holds the watch.
+		p.runAsked(f, asking, unpin)
+		return
 	case toAsk != nil:
 		f.addr = toAsk.addr
 		toAsk.send(f)
@@ -1497,6 +1499,39 @@ func (p *Pin) run(f *forwarded, addr string) {
 		// stay until the transaction is answered.
 		p.Release()
 	}
+}
+
+// runAsked sends f, a transaction of watched keys, to the importing node
+// the watch is on, once the source, asked on the pin's connection, still
+// sends the slot there (ASK), or the importing node owns it (MOVED): a
+// migration rolled back (SETSLOT STABLE or NODE on the source, a node
+// importing the slot still) puts the keys on the source again, written
+// there unseen by the watch, where the transaction on the importing node,
+// with ASKING, would not find them. The watch is lost instead.
+func (p *Pin) runAsked(f *forwarded, to *backend, unpin bool) {
+	p.mu.Lock()
+	sl := p.watched[0]
+	p.mu.Unlock()
+	fs := takeForwarded(1)
+	b := &fwdBatch{replies: make([][]byte, 1), idx: []int{0}, fs: fs}
+	b.done = func([]int) {
+		r := b.replies[0]
+		moved, ask := isRedirectReply(r)
+		if at, ok := redirectAddr(r, p.addr()); (moved || ask) && ok && at == to.addr {
+			f.asking, f.addr = true, to.addr
+			to.send(f)
+		} else {
+			p.lose()
+			f.finish(nullArray(f.resp3))
+		}
+		if unpin {
+			p.Release()
+		}
+	}
+	b.left.Store(1)
+	// Redirects spent: the answer is the source's own.
+	(*fs)[0] = forwarded{c: p.b.c, cmd: p.b.c.ownsCheck(sl), replies: 1, redirects: maxRedirects, slot: sl, batch: b}
+	p.b.send(&(*fs)[0])
 }
 
 // answered counts one of the pin's commands answered, and sends the
