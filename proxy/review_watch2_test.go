@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sluice-rl/sluice/proxy"
@@ -111,6 +112,70 @@ func TestWatchAskedThenTheMigrationRolledBack(t *testing.T) {
 				}
 				if got, err := to.Do(ctx, "CLUSTER", "COUNTKEYSINSLOT", sl).AsInt64(); err != nil || got != 0 {
 					t.Errorf("keys of the slot on the importing node: %d, %v; want none", got, err)
+				}
+			})
+		}
+	}
+}
+
+// The importing node, or the source, killed while a client watches a key
+// on the importing node: EXEC answers null or an error, not waiting for
+// ever, and the client's connection serves on, its next transaction on a
+// live node's keys watched and run.
+func TestWatchAskedThenANodeKilled(t *testing.T) {
+	for _, victim := range []string{"importing", "source"} {
+		for _, loops := range []int{0, -1} {
+			t.Run(fmt.Sprintf("%s/loops=%d", victim, loops), func(t *testing.T) {
+				c := clustertest.New(t, clustertest.Config{Replicas: -1, PartialCoverage: true})
+				r := newForwarding(t, c)
+				ctx := context.Background()
+				k := "{wkill}k"
+				from := primaryOf(t, c, k)
+				to := otherPrimary(c, from)
+				if err := from.Do(ctx, "SET", k, "0").Error(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.StartMove(ctx, slot.Of(k), to); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Migrate(ctx, from, to, k); err != nil {
+					t.Fatal(err)
+				}
+				live := ""
+				for i := 0; live == ""; i++ {
+					if n := primaryOf(t, c, fmt.Sprintf("{wlive%d}k", i)); n != from && n != to {
+						live = fmt.Sprintf("{wlive%d}k", i)
+					}
+				}
+				conn := dialRaw(t, serveConfig(t, proxy.Config{Decider: r, Forwarder: r, Loops: loops}))
+				if got := conn.do("WATCH", k); got != "+OK\r\n" {
+					t.Fatalf("WATCH: %q", got)
+				}
+				if got := conn.do("GET", k); got != "$1\r\n0\r\n" {
+					t.Fatalf("GET of the watched key on the importing node: %q", got)
+				}
+				if victim == "importing" {
+					to.Kill()
+				} else {
+					from.Kill()
+				}
+				conn.send([]string{"MULTI"}, []string{"INCR", k}, []string{"EXEC"})
+				conn.read()
+				conn.read()
+				got := conn.read()
+				t.Logf("EXEC after the %s node was killed: %q", victim, got)
+				if got != "*-1\r\n" && !strings.HasPrefix(got, "-") {
+					t.Errorf("EXEC after the %s node was killed: %q, want null or an error", victim, got)
+				}
+				if got := conn.do("PING"); got != "+PONG\r\n" {
+					t.Errorf("PING after: %q", got)
+				}
+				conn.send([]string{"WATCH", live}, []string{"MULTI"}, []string{"INCR", live}, []string{"EXEC"})
+				for range 3 {
+					conn.read()
+				}
+				if got := conn.read(); got != "*1\r\n:1\r\n" {
+					t.Errorf("a transaction on a live node's key after: %q, want it run", got)
 				}
 			})
 		}
