@@ -1420,7 +1420,7 @@ func (p *Pin) run(f *forwarded, addr string) {
 	// asked, would take it for absent: the watch is lost instead.
 	var asking *backend
 	if f.replies > 1 && !abort && p.ask != nil {
-		if f.watched && p.askWatches == p.watches && len(p.watched) == 1 && (addr == p.b.addr || addr == p.ask.addr) {
+		if f.watched && p.askWatches == p.watches && (addr == p.b.addr || addr == p.ask.addr) {
 			asking = p.ask
 		} else {
 			abort, p.lost = true, true
@@ -1503,21 +1503,35 @@ func (p *Pin) run(f *forwarded, addr string) {
 
 // runAsked sends f, a transaction of watched keys, to the importing node
 // the watch is on, once the source, asked on the pin's connection, still
-// sends the slot there (ASK), or the importing node owns it (MOVED): a
-// migration rolled back (SETSLOT STABLE or NODE on the source, a node
-// importing the slot still) puts the keys on the source again, written
-// there unseen by the watch, where the transaction on the importing node,
-// with ASKING, would not find them. The watch is lost instead.
+// sends each watched slot there (ASK), or the importing node owns it
+// (MOVED): a migration rolled back (SETSLOT STABLE or NODE on the source,
+// a node importing the slot still) puts the keys on the source again,
+// written there unseen by the watch, where the transaction on the
+// importing node, with ASKING, would not find them. The watch is lost
+// instead. Every watched slot is asked, not only the transaction's: a
+// write to any watched key aborts it.
 func (p *Pin) runAsked(f *forwarded, to *backend, unpin bool) {
 	p.mu.Lock()
-	sl := p.watched[0]
+	slots := slices.Clone(p.watched)
 	p.mu.Unlock()
-	fs := takeForwarded(1)
-	b := &fwdBatch{replies: make([][]byte, 1), idx: []int{0}, fs: fs}
+	fs := takeForwarded(len(slots))
+	b := &fwdBatch{replies: make([][]byte, len(slots)), idx: make([]int, len(slots)), fs: fs}
+	// b.left is counted down after done, which acts on the last answer.
+	var left atomic.Int64
+	left.Store(int64(len(slots)))
 	b.done = func([]int) {
-		r := b.replies[0]
-		moved, ask := isRedirectReply(r)
-		if at, ok := redirectAddr(r, p.addr()); (moved || ask) && ok && at == to.addr {
+		if left.Add(-1) > 0 {
+			return
+		}
+		from := p.addr()
+		sent := true
+		for _, r := range b.replies {
+			moved, ask := isRedirectReply(r)
+			if at, ok := redirectAddr(r, from); !(moved || ask) || !ok || at != to.addr {
+				sent = false
+			}
+		}
+		if sent {
 			f.asking, f.addr = true, to.addr
 			to.send(f)
 		} else {
@@ -1528,10 +1542,13 @@ func (p *Pin) runAsked(f *forwarded, to *backend, unpin bool) {
 			p.Release()
 		}
 	}
-	b.left.Store(1)
-	// Redirects spent: the answer is the source's own.
-	(*fs)[0] = forwarded{c: p.b.c, cmd: p.b.c.ownsCheck(sl), replies: 1, redirects: maxRedirects, slot: sl, batch: b}
-	p.b.send(&(*fs)[0])
+	b.left.Store(int64(len(slots)))
+	for i, sl := range slots {
+		b.idx[i] = i
+		// Redirects spent: the answer is the source's own.
+		(*fs)[i] = forwarded{c: p.b.c, cmd: p.b.c.ownsCheck(sl), replies: 1, redirects: maxRedirects, slot: sl, batch: b, i: i}
+		p.b.send(&(*fs)[i])
+	}
 }
 
 // answered counts one of the pin's commands answered, and sends the
