@@ -48,7 +48,9 @@ func readConfig(path string, fs *flag.FlagSet) (config, error) {
 		return config{}, err
 	}
 	cfg := config{flags: map[string]string{}, lines: map[string]int{}}
-	if len(doc.Content) == 0 { // an empty file
+	if len(doc.Content) == 0 || doc.Content[0].ShortTag() == "!!null" {
+		// An empty file, or an empty document ("---" and comments): as
+		// empty as a trailing one, which is taken above.
 		return cfg, nil
 	}
 	top := doc.Content[0]

@@ -60,3 +60,24 @@ func TestPolicyIntegerRefusesWhatThrottleRefuses(t *testing.T) {
 		}
 	}
 }
+
+// An empty document is an empty file, as a trailing one is nothing: a file
+// of "---" and comments alone (a template that rendered no setting) was
+// refused at start, and by a reload, with "want a mapping of keys to
+// values", though an empty file loads.
+func TestConfigEmptyDocumentIsAnEmptyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	for _, text := range []string{"", "# nothing yet\n", "---\n", "---\n# nothing yet\n", "--- # nothing\n...\n"} {
+		writeConfig(t, path, text)
+		if o, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err != nil {
+			t.Errorf("%q: %v, want it read as no setting and no policy", text, err)
+		} else if n, rules := o.policies.Len(); n != 0 || rules != 0 {
+			t.Errorf("%q: %d policies, %d rules; want none", text, n, rules)
+		}
+	}
+	// An empty first document does not hide a second one.
+	writeConfig(t, path, "---\n---\nkeys:\n  \"*\": free\n")
+	if _, err := parseFlags([]string{"--config", path}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "line 3: a second YAML document") {
+		t.Errorf("an empty document, then one: %v; want line 3: a second YAML document", err)
+	}
+}
