@@ -232,7 +232,8 @@ func (p *Policies) bind(counts func(name string) *policyCounts) *Policies {
 
 // SetPolicies makes p the policies THROTTLE uses from its next command;
 // nil removes them. Commands already read keep the policy they were
-// parsed with.
-func (s *Server) SetPolicies(p *Policies) {
-	s.policies.Store(p.bind(s.metrics.policyCounts))
+// parsed with. It returns the ones p replaced, so that a reload can tell
+// an operator what it took away.
+func (s *Server) SetPolicies(p *Policies) (old *Policies) {
+	return s.policies.Swap(p.bind(s.metrics.policyCounts))
 }

@@ -863,7 +863,7 @@ func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, 
 		log.Error("config not reloaded: keeping the one in force", zap.Error(err))
 		return
 	}
-	srv.SetPolicies(o.policies)
+	old := srv.SetPolicies(o.policies)
 	var restart []string
 	for name, v := range o.settings {
 		if running.settings[name] != v {
@@ -874,7 +874,18 @@ func reload(log *zap.Logger, srv *proxy.Server, running options, args []string, 
 	n, rules := o.policies.Len()
 	fields := []zap.Field{zap.String("config", o.config), zap.Int("policies", n), zap.Int("key_rules", rules)}
 	if len(restart) > 0 {
-		log.Warn("config reloaded", append(fields, zap.Strings("restart_needed", restart))...)
+		fields = append(fields, zap.Strings("restart_needed", restart))
+	}
+	if was, wasRules := old.Len(); n+rules == 0 && was+wasRules > 0 {
+		// A file read empty (rewritten in place, caught half written) is
+		// a valid config without policies: said loudly, since every
+		// THROTTLE without a limit of its own is refused from now on.
+		log.Warn("config reloaded without policies: THROTTLE needs its limit in the command until the next reload",
+			append(fields, zap.Int("policies_before", was), zap.Int("key_rules_before", wasRules))...)
+		return
+	}
+	if len(restart) > 0 {
+		log.Warn("config reloaded", fields...)
 		return
 	}
 	log.Info("config reloaded", fields...)

@@ -67,3 +67,40 @@ func TestReloadRestartNeededIsWhatARestartChanges(t *testing.T) {
 		}
 	}
 }
+
+// A reload that finds no policies where some were in force (a file
+// caught empty while rewritten in place) warns, naming what it took away;
+// one that keeps them, or had none, does not.
+func TestReloadThatEmptiesThePoliciesWarns(t *testing.T) {
+	const some = "policies:\n  free: {capacity: 100, refill: 10, period: 1s}\nkeys:\n  \"k*\": free\n"
+	for _, tt := range []struct {
+		before, after string
+		warn          bool
+	}{
+		{some, "", true},
+		{some, "---\n# rewritten\n", true},
+		{some, some, false},
+		{"", "", false},
+	} {
+		path := filepath.Join(t.TempDir(), "sluice.yaml")
+		writeConfig(t, path, tt.before)
+		args := []string{"--config", path}
+		running, err := parseFlags(args, noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := proxy.New(proxy.Config{Decider: router.NewMemory(0), Backend: "test", Policies: running.policies})
+		writeConfig(t, path, tt.after)
+		core, logs := observer.New(zapcore.InfoLevel)
+		reload(zap.New(core), srv, running, args, noEnv)
+		entries := logs.All()
+		if len(entries) != 1 {
+			t.Fatalf("%q then %q: logged %v, want one line", tt.before, tt.after, entries)
+		}
+		e := entries[0]
+		warned := e.Level == zapcore.WarnLevel && e.ContextMap()["policies_before"] == int64(1) && e.ContextMap()["key_rules_before"] == int64(1)
+		if warned != tt.warn {
+			t.Errorf("%q then %q: logged %s %q %v, want a warning naming what was taken away: %v", tt.before, tt.after, e.Level, e.Message, e.ContextMap(), tt.warn)
+		}
+	}
+}
