@@ -147,3 +147,34 @@ func TestPlansUnderManyClients(t *testing.T) {
 	})
 }
 
+// A subscription command counts in sluice_passthrough_commands_total
+// whenever it goes to the cluster: also in RESP2 subscribed mode, where
+// it goes through the tunnel without forward, as PING does there. In
+// RESP3 the same commands counted; in RESP2 an UNSUBSCRIBE, sent while
+// subscribed, never did.
+func TestPassthroughCountsSubscribedCommands(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	r := newForwarding(t, c)
+	eachIOConfig(t, proxy.Config{Decider: r, Forwarder: r, Backend: "cluster"}, func(t *testing.T, cfg proxy.Config) {
+		for proto, pingFwd := range map[string]int{"2": 1, "3": 0} {
+			srv, addr := serveServer(t, cfg)
+			conn := dialRaw(t, addr)
+			conn.do("HELLO", proto)
+			conn.do("SUBSCRIBE", "a")
+			conn.do("SUBSCRIBE", "b")
+			conn.do("SSUBSCRIBE", "s")
+			conn.do("PING")
+			conn.do("SUNSUBSCRIBE")
+			conn.do("UNSUBSCRIBE")
+			conn.read() // its second confirmation
+			got := passthrough(t, srv)
+			want := map[string]int{"subscribe": 2, "ssubscribe": 1, "sunsubscribe": 1, "unsubscribe": 1}
+			if pingFwd > 0 {
+				want["ping"] = pingFwd // in subscribed mode the node answers it
+			}
+			if !equalCounts(got, want) {
+				t.Errorf("RESP%s: forwarded %v, want %v", proto, got, want)
+			}
+		}
+	})
+}

@@ -178,6 +178,9 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		if err := s.toTunnel(c, args); err != nil {
 			return err
 		}
+		// Sent to the cluster as forward sends it in RESP3, or before
+		// the client subscribed: the same count whatever the protocol.
+		s.cmdStats.of(name).forwarded.Add(1)
 		switch {
 		case strings.HasSuffix(name, "unsubscribe"):
 			// Out of subscribed mode if it took the last subscription: as
