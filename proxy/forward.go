@@ -20,6 +20,9 @@ import (
 // runs in front of. router.Cluster is one.
 type Forwarder interface {
 	// Commands is the cluster's command table, nil until it is known.
+	// It gives the same specs until the table is read again: a command's
+	// plan is kept by its spec, and new specs at each call would make
+	// and copy one for every command.
 	Commands() map[string]*cmdspec.Spec
 	// Forward sends each command to the primary of its slot and stores
 	// the primary's reply, as sent, in replies; done reports them as the
