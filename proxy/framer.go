@@ -732,10 +732,14 @@ func (c *framedConn) Write(p []byte) (int, error) {
 		// system call for nothing.
 		return 0, nil
 	}
+	unauth := 0
 	if c.cl != nil {
 		defer c.cl.view.wrote()
+		if c.cl.user == nil {
+			unauth = min(len(p), c.cl.unauthMade)
+		}
 	}
-	return c.writeBounded(p, c.idle, c.cl != nil && c.cl.user == nil)
+	return c.writeBounded(p, c.idle, unauth)
 }
 
 // unauthWriteWait is how long a write to a client yet to authenticate
@@ -747,10 +751,12 @@ const unauthWriteWait = 10 * time.Millisecond
 
 // writeBounded is Write's bounds with the idle timeout given: the writer
 // of a client with a tunnel (pushOut) writes on a goroutine of its own,
-// which may not read c.idle, the client goroutine's. unauth: the client
-// is yet to authenticate (unauthOutputLimit).
-func (c *framedConn) writeBounded(p []byte, idle time.Duration, unauth bool) (int, error) {
-	if idle <= 0 && c.limit.Soft <= 0 && !unauth {
+// which may not read c.idle, the client goroutine's. unauth: how many
+// bytes at the end of p were made while the client was yet to
+// authenticate (client.unauthMade); what it asked before a RESET is not
+// bounded so.
+func (c *framedConn) writeBounded(p []byte, idle time.Duration, unauth int) (int, error) {
+	if idle <= 0 && c.limit.Soft <= 0 && unauth == 0 {
 		return c.Conn.Write(p)
 	}
 	defer c.Conn.SetWriteDeadline(time.Time{})
@@ -761,7 +767,7 @@ func (c *framedConn) writeBounded(p []byte, idle time.Duration, unauth bool) (in
 		if idle > 0 {
 			deadline = now.Add(idle)
 		}
-		if d := now.Add(unauthWriteWait); unauth && (deadline.IsZero() || d.Before(deadline)) {
+		if d := now.Add(unauthWriteWait); n+writeChunk > len(p)-unauth && unauth > 0 && (deadline.IsZero() || d.Before(deadline)) {
 			deadline = d
 		}
 		if soft := c.limit.Soft; soft > 0 && int64(len(p)-n) > soft {

@@ -738,7 +738,7 @@ func (p *pushOut) write() {
 		if subscribed {
 			_, err = p.conn.Conn.Write(buf)
 		} else {
-			_, err = p.conn.writeBounded(buf, p.idle, false)
+			_, err = p.conn.writeBounded(buf, p.idle, 0)
 		}
 		p.view.wrote()
 		p.mu.Lock()

@@ -1279,7 +1279,8 @@ func (l *loop) pastLimit(c *fdConn) bool {
 		return false
 	}
 	pending := int64(len(c.out.b) - c.sent + len(c.held.b) - c.heldOff + c.waiting)
-	if !(c.user == nil && pending > unauthOutputLimit) && !lim.over(pending, &c.softOver, l.now) {
+	unauth := c.user == nil && min(pending, int64(c.unauthMade)) > unauthOutputLimit
+	if !unauth && !lim.over(pending, &c.softOver, l.now) {
 		return false
 	}
 	logOutputLimit(l.s.log, c.addr, pending)

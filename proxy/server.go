@@ -675,6 +675,11 @@ type client struct {
 	// user is who it is authenticated as; nil until it authenticates,
 	// when that is required.
 	user *User
+	// unauthMade counts the bytes of the replies made to it since it was
+	// last without a user (from its start, or a RESET): only those count
+	// against unauthOutputLimit, since a RESET does not take back what
+	// the client asked while it was authenticated, a long reply too.
+	unauthMade int
 	// CLIENT REPLY: replyOff drops every reply until ON; skip drops the
 	// next command's.
 	replyOff, skip bool
@@ -918,6 +923,7 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 	c.view.last.Store(at)
 	c.named, c.stat, c.refused, c.queued = nil, nil, false, false
 	q0, out0, held0 := len(c.q), len(c.out.b), len(c.held.b)
+	defer c.madeUnauth(out0, held0)
 	if !c.replyOff && !c.skip {
 		more := s.takeOne(c, r, args)
 		if !c.retake {
@@ -947,6 +953,16 @@ func (s *Server) take(c *client, r *round, args [][]byte) bool {
 		}
 	}
 	return more
+}
+
+// madeUnauth counts toward unauthMade the replies a command just taken
+// wrote from out0 and held0 on, when it left c without a user. Such a
+// command runs on sluice alone: its replies are all written as it is
+// taken.
+func (c *client) madeUnauth(out0, held0 int) {
+	if c.user == nil {
+		c.unauthMade += max(0, len(c.out.b)-out0) + max(0, len(c.held.b)-held0)
+	}
 }
 
 func (s *Server) takeOne(c *client, r *round, args [][]byte) bool {
@@ -1251,6 +1267,7 @@ func cmdReset(s *Server, c *client, conn respConn, _ [][]byte) {
 func (s *Server) resetClient(c *client) {
 	c.reset()
 	c.user = s.cfg.Users.defaultUser()
+	c.unauthMade = 0
 	c.published()
 }
 
