@@ -284,10 +284,21 @@ func TestUnauthenticatedBounds(t *testing.T) {
 		for _, tt := range []struct{ name, send, want string }{
 			{"11 arguments", "*11\r\n", "-ERR Protocol error: unauthenticated multibulk length"},
 			{"a long argument", "*1\r\n$16385\r\n", "-ERR Protocol error: unauthenticated bulk length"},
+			// RESET makes the client one yet to authenticate again, for
+			// what it pipelined after it too.
+			{"11 arguments after a RESET", "AUTH secret\r\nRESET\r\n*11\r\n", "-ERR Protocol error: unauthenticated multibulk length"},
+			{"a long argument after a RESET", "AUTH secret\r\nRESET\r\n*1\r\n$16385\r\n", "-ERR Protocol error: unauthenticated bulk length"},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				conn, r := raw(t, addr)
 				io.WriteString(conn, tt.send)
+				if strings.HasPrefix(tt.send, "AUTH") {
+					for _, want := range []string{"+OK\r\n", "+RESET\r\n"} {
+						if line, err := r.ReadString('\n'); err != nil || line != want {
+							t.Fatalf("got %q, %v, want %q", line, err, want)
+						}
+					}
+				}
 				if line, err := r.ReadString('\n'); err != nil || strings.TrimSpace(line) != tt.want {
 					t.Fatalf("got %q, %v, want %q", line, err, tt.want)
 				}

@@ -824,12 +824,25 @@ func (c *framedConn) frame(d []byte) error {
 		if err != nil {
 			return err
 		}
-		if whole && c.f.unauth && len(d) > 0 {
+		if whole && (c.f.unauth || c.resets()) && len(d) > 0 {
+			// What follows is framed once the command is run: an AUTH
+			// lifts the bounds of a client yet to authenticate, a RESET
+			// may bring them back.
 			c.rest = d // in c.buf, which is not read into before it is framed
 			return nil
 		}
 	}
 	return nil
+}
+
+// resetFramed is how a RESET, multibulk or inline, is handed to redcon.
+var resetFramed = []byte("*1\r\n$5\r\nRESET\r\n")
+
+// resets reports whether the command last handed on may be a RESET: one
+// whose last bytes read as one. Another that ends so only has what
+// follows it framed a read later.
+func (c *framedConn) resets() bool {
+	return c.lastEnd >= len(resetFramed) && bytes.EqualFold(c.out[c.lastEnd-len(resetFramed):c.lastEnd], resetFramed)
 }
 
 // release hands on what was held back: a multibulk count as it came, or a
