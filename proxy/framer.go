@@ -839,10 +839,13 @@ func (c *framedConn) frame(d []byte) error {
 var resetFramed = []byte("*1\r\n$5\r\nRESET\r\n")
 
 // resets reports whether the command last handed on may be a RESET: one
-// whose last bytes read as one. Another that ends so only has what
-// follows it framed a read later.
+// whose last bytes read as one, of RESET's length when its first bytes
+// were handed on in a read before (the framer walked it then, and counted
+// it). Another that ends so only has what follows it framed a read later.
 func (c *framedConn) resets() bool {
-	return c.lastEnd >= len(resetFramed) && bytes.EqualFold(c.out[c.lastEnd-len(resetFramed):c.lastEnd], resetFramed)
+	tail := c.out[max(0, c.lastEnd-len(resetFramed)):c.lastEnd]
+	return (len(tail) == len(resetFramed) || c.f.size == int64(len(resetFramed))) &&
+		bytes.EqualFold(tail, resetFramed[len(resetFramed)-len(tail):])
 }
 
 // release hands on what was held back: a multibulk count as it came, or a

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -35,5 +37,38 @@ func TestProtocolErrorToAClientThatDoesNotRead(t *testing.T) {
 		}
 	case <-time.After(lingerTime + 5*time.Second):
 		t.Fatal("the protocol error's write still blocks the client's goroutine")
+	}
+}
+
+// What a client sends after a RESET is framed once the RESET has run,
+// which may leave it yet to authenticate, with Redis's tighter bounds:
+// also when the RESET's last bytes come in the read that brings them, and
+// its first came in one before, out of the framer's sight.
+func TestFramedAfterAResetSplitAcrossReads(t *testing.T) {
+	server, peer := net.Pipe()
+	defer peer.Close()
+	defer server.Close()
+	cl := &client{user: &User{}}
+	c := &framedConn{Conn: server, f: framer{maxBulk: defaultMaxBulkLen, maxArgs: defaultMaxArgs, maxQuery: defaultQueryBufferLimit}, cl: cl}
+	go func() {
+		peer.Write([]byte("*1\r\n$5\r\nRES"))
+		peer.Write([]byte("ET\r\n*11\r\n"))
+		io.Copy(io.Discard, peer) // the protocol error
+	}()
+	var got []byte
+	p := make([]byte, 64)
+	for !bytes.Contains(got, []byte("RESET\r\n")) {
+		n, err := c.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p[:n]...)
+	}
+	if string(got) != "*1\r\n$5\r\nRESET\r\n" {
+		t.Fatalf("handed on %q, framed past the RESET before it ran", got)
+	}
+	cl.user = nil // as the RESET, run, leaves a client of a server with a password
+	if _, err := c.Read(p); !errors.Is(err, errUnauthMultibulk) {
+		t.Fatalf("read after the RESET: %v, want %v", err, errUnauthMultibulk)
 	}
 }
