@@ -174,7 +174,10 @@ func (s *Server) subscribedCommand(c *client, args [][]byte) error {
 		s.replyNow(c, "+RESET\r\n")
 		return nil
 	}
-	if subscribing[name] || name == "ping" {
+	if (subscribing[name] || name == "ping") && lookupErr == nil {
+		// Of a wrong arity it is refused here, as a node refuses it
+		// before it runs: through the tunnel, the node's error would
+		// count as a call that failed.
 		if err := s.toTunnel(c, args); err != nil {
 			return err
 		}
