@@ -100,12 +100,18 @@ func (c Config) nodeTimeout() time.Duration {
 
 // Cluster is a running Redis Cluster of local redis-server processes.
 type Cluster struct {
-	// Nodes are the primaries first (in slot order), then the replicas.
+	// Nodes are the primaries first (in slot order), then the replicas,
+	// then the primaries AddPrimary added; a node Remove took out of the
+	// cluster is no longer among them.
 	Nodes []*Node
 	// Certs are the nodes' certificates with Config.TLS, else nil.
 	Certs *Certs
 	// User and Password are Config's: what clients authenticate with.
 	User, Password string
+
+	// cfg and root are what New made the nodes with, for AddPrimary's.
+	cfg  Config
+	root string
 }
 
 // ClientOption is what a rueidis client needs to reach the cluster: its
@@ -155,13 +161,12 @@ func Require(t testing.TB) {
 func New(t testing.TB, cfg Config) *Cluster {
 	t.Helper()
 	Require(t)
-	c := &Cluster{User: cfg.User, Password: cfg.Password}
+	c := &Cluster{User: cfg.User, Password: cfg.Password, cfg: cfg, root: t.TempDir()}
 	if cfg.TLS {
 		c.Certs = NewCerts(t)
 	}
 	t.Cleanup(c.close)
 	np, nr := cfg.primaries(), cfg.replicas()
-	root := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	// A formed group of spares, when the shape is theirs, saves the
@@ -184,7 +189,7 @@ func New(t testing.TB, cfg Config) *Cluster {
 	}
 	c.Nodes = group
 	for len(c.Nodes) < np*(1+nr) {
-		n, err := c.startNode(filepath.Join(root, strconv.Itoa(len(c.Nodes))), cfg)
+		n, err := c.startNode(filepath.Join(c.root, strconv.Itoa(len(c.Nodes))), cfg)
 		if err != nil {
 			t.Fatalf("clustertest: %v", err)
 		}
@@ -635,6 +640,105 @@ func (c *Cluster) ready(ctx context.Context, np int) error {
 		}
 	}
 	return nil
+}
+
+// AddPrimary starts a node shaped as c's others, without slots, and has it
+// meet the cluster, as an operator scaling out does (redis-cli --cluster
+// add-node). It returns once every node knows it and it reports the
+// cluster ok: a primary new to a cluster answers CLUSTERDOWN for its
+// first 2 s (Redis's CLUSTER_WRITABLE_DELAY), and slots moved to it
+// before then would be refused. MoveSlot then gives it slots. Not to be
+// called concurrently with c's other methods: it adds to c.Nodes.
+func (c *Cluster) AddPrimary(ctx context.Context) (*Node, error) {
+	n, err := c.startNode(filepath.Join(c.root, "added"+strconv.Itoa(len(c.Nodes))), c.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clustertest: adding a primary: %w", err)
+	}
+	if n.ID, err = n.do(ctx, "CLUSTER", "MYID").ToString(); err != nil {
+		n.Kill()
+		return nil, fmt.Errorf("clustertest: adding a primary: %w", err)
+	}
+	live := c.live()
+	c.Nodes = append(c.Nodes, n)
+	met := time.Time{}
+	err = poll(ctx, func() error {
+		if time.Since(met) > 3*time.Second {
+			// As join: a handshake not answered in time is dropped.
+			met = time.Now()
+			host, port, _ := net.SplitHostPort(live[0].Addr)
+			if err := n.do(ctx, "CLUSTER", "MEET", host, port).Error(); err != nil {
+				return err
+			}
+		}
+		for _, m := range live {
+			// n's own view is its CLUSTER INFO's, below.
+			if err := m.knows(ctx, n); err != nil {
+				return err
+			}
+		}
+		info, err := n.do(ctx, "CLUSTER", "INFO").ToString()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))+"\r\n") {
+			return fmt.Errorf("%s: cluster not ok yet", n.Addr)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clustertest: adding a primary: %w", err)
+	}
+	return n, nil
+}
+
+// Remove takes n, a primary without slots or a replica, out of the
+// cluster and stops it, as an operator scaling in does (redis-cli
+// --cluster del-node): every other node forgets it, which keeps them from
+// learning it again from each other's gossip for a minute, and it is shut
+// down. Not to be called concurrently with c's other methods: it takes n
+// from c.Nodes.
+func (c *Cluster) Remove(ctx context.Context, n *Node) error {
+	for _, m := range c.live() {
+		if m == n {
+			continue
+		}
+		if err := m.do(ctx, "CLUSTER", "FORGET", n.ID).Error(); err != nil {
+			return fmt.Errorf("clustertest: %s forgetting %s: %w", m.Addr, n.Addr, err)
+		}
+	}
+	n.Kill()
+	if n.spare {
+		os.RemoveAll(n.dir)
+	}
+	c.Nodes = slices.DeleteFunc(c.Nodes, func(m *Node) bool { return m == n })
+	return nil
+}
+
+// knows holds when n knows m as a node it is connected to.
+func (n *Node) knows(ctx context.Context, m *Node) error {
+	out, err := n.do(ctx, "CLUSTER", "NODES").ToString()
+	if err != nil {
+		return err
+	}
+	// RESP3's verbatim string keeps its format in front.
+	for line := range strings.SplitSeq(strings.TrimSpace(strings.TrimPrefix(out, "txt:")), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 7 && f[0] == m.ID && !strings.Contains(f[2], "handshake") && !strings.Contains(f[2], "noaddr") && f[7] == "connected" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s does not know %s yet", n.Addr, m.Addr)
+}
+
+// live are c's nodes that run and answer.
+func (c *Cluster) live() []*Node {
+	var live []*Node
+	for _, n := range c.Nodes {
+		if !n.exited() && !n.paused.Load() {
+			live = append(live, n)
+		}
+	}
+	return live
 }
 
 // Primary returns the node that currently serves slot as a primary.

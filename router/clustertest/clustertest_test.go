@@ -100,6 +100,58 @@ func TestMoveSlotTakesItsKeys(t *testing.T) {
 	}
 }
 
+// A primary added to a running cluster takes slots with their keys, and
+// once it has given them back and been removed, the others no longer know
+// it.
+func TestAddPrimaryThenRemoveIt(t *testing.T) {
+	c := clustertest.New(t, clustertest.Config{Replicas: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const key = "{added}k"
+	sl := slot.Of(key)
+	from, err := c.Primary(ctx, sl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := from.Do(ctx, "SET", key, "v").Error(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.AddPrimary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 4 || c.Nodes[3] != n {
+		t.Fatalf("the added primary is not the cluster's 4th node: %d nodes", len(c.Nodes))
+	}
+	if err := c.MoveSlot(ctx, sl, n); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Primary(ctx, sl); err != nil || p != n {
+		t.Fatalf("slot %d on %v (%v), want the added primary %s", sl, p, err, n.Addr)
+	}
+	if v, err := n.Do(ctx, "GET", key).ToString(); err != nil || v != "v" {
+		t.Fatalf("GET on the added primary: %q, %v; want the key moved with its slot", v, err)
+	}
+	if err := c.MoveSlot(ctx, sl, from); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 3 || slices.Contains(c.Nodes, n) {
+		t.Fatalf("%d nodes after the removal, want the 3 first", len(c.Nodes))
+	}
+	for _, m := range c.Nodes {
+		info, err := m.Do(ctx, "CLUSTER", "INFO").ToString()
+		if err != nil || !strings.Contains(info, "cluster_known_nodes:3\r\n") || !strings.Contains(info, "cluster_state:ok") {
+			t.Fatalf("CLUSTER INFO of %s after the removal: %q, %v", m.Addr, info, err)
+		}
+	}
+	if v, err := from.Do(ctx, "GET", key).ToString(); err != nil || v != "v" {
+		t.Fatalf("GET on the first primary again: %q, %v", v, err)
+	}
+}
+
 // A TLS cluster whose clients authenticate as an ACL user: its nodes
 // answer only on TLS, refuse a client without the user's password, and
 // replicate and move slots (MIGRATE) with TLS and the same user.
