@@ -95,6 +95,7 @@ type subSeen struct {
 // key is usually asked with one limit.
 type splitParts struct {
 	whole bucket.Interval
+	n     int // the sub-buckets asked for: parts has 1 when iv cannot be split
 	parts []bucket.Interval
 }
 
@@ -383,15 +384,30 @@ func (hk *hotKey) baseAt(st *splitState, i, at int, now int64) string {
 // exactly is the whole limit on the first.
 func (hk *hotKey) partsFor(st *splitState, iv bucket.Interval) []bucket.Interval {
 	n := int(min(int64(len(st.tags)), iv.Capacity))
-	if p := hk.parts.Load(); p != nil && p.whole == iv && len(p.parts) == n {
+	if p := hk.parts.Load(); p != nil && p.whole == iv && p.n == n {
 		return p.parts
 	}
 	parts, err := iv.Split(n)
 	if err != nil {
-		return []bucket.Interval{iv}
+		// Kept too: inUse reads it.
+		parts = []bucket.Interval{iv}
 	}
-	hk.parts.Store(&splitParts{whole: iv, parts: parts})
+	hk.parts.Store(&splitParts{whole: iv, n: n, parts: parts})
 	return parts
+}
+
+// inUse is how many of st's sub-buckets the key's calls take from, by the
+// last limit it was asked with: the first C of a limit of C tokens, fewer
+// than the sub-buckets; only the first of one that cannot be split; else
+// all of them, as when none was asked yet. The others stay as they were
+// made, at the base: read with the rest, they would count as tokens the
+// key holds (a split of a limit of 100,000 tokens an hour, held whole by
+// its first sub-bucket, lapsed two thirds full once that one was empty).
+func (hk *hotKey) inUse(st *splitState) int {
+	if p := hk.parts.Load(); p != nil {
+		return len(hk.partsFor(st, p.whole))
+	}
+	return len(st.keys)
 }
 
 // seeCost records a call of cost on iv: the split keeps room for it. A

@@ -95,7 +95,7 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	}
 }
 
-// readTTF reads a split's sub-buckets where they are decided now (a
+// readTTF reads a split's sub-buckets in use (inUse) where they are decided now (a
 // stand-in for one whose shard is down), within the backend timeout, and
 // returns their mean time until full and the fullest one's, each as
 // throttle.lua sees it (never fuller than the base, a missing one at the
@@ -112,7 +112,7 @@ func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topo
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	var calls []lua.Call
-	for j := range st.keys {
+	for j := range hk.inUse(st) {
 		if k, _, _, ok := st.place(hk, j, topo); ok {
 			calls = append(calls, lua.Call{Key: k, Capacity: 1, U: 1, V: 1, Base: st.base})
 		}
