@@ -89,6 +89,10 @@ type subSeen struct {
 	// decided here (its own, or a sibling's for its stand-in), 0 before:
 	// a move carries its state to the new place.
 	placed [MaxSplit]atomic.Int32
+	// uses has bit k-1 set once a call of this instance took from the
+	// first k sub-buckets, as its limit's parts do: a key asked with
+	// several limits is read for each (inUse).
+	uses atomic.Uint32
 }
 
 // splitParts are a limit's sub-bucket limits, cached per hot key since a
@@ -396,18 +400,30 @@ func (hk *hotKey) partsFor(st *splitState, iv bucket.Interval) []bucket.Interval
 	return parts
 }
 
-// inUse is how many of st's sub-buckets the key's calls take from, by the
-// last limit it was asked with: the first C of a limit of C tokens, fewer
-// than the sub-buckets; only the first of one that cannot be split; else
-// all of them, as when none was asked yet. The others stay as they were
-// made, at the base: read with the rest, they would count as tokens the
-// key holds (a split of a limit of 100,000 tokens an hour, held whole by
-// its first sub-bucket, lapsed two thirds full once that one was empty).
-func (hk *hotKey) inUse(st *splitState) int {
-	if p := hk.parts.Load(); p != nil {
-		return len(hk.partsFor(st, p.whole))
+// inUse is which of st's sub-buckets the key's calls take from, as bit
+// k-1 for the first k: those of each limit this instance asked st with
+// (the first C of a limit of C tokens, fewer than the sub-buckets; only
+// the first of one that cannot be split; else all of them); before any,
+// the last limit's, or all of them. The others stay as they were made,
+// at the base: read with the rest, they would count as tokens the key
+// holds (a split of a limit of 100,000 tokens an hour, held whole by its
+// first sub-bucket, lapsed two thirds full once that one was empty).
+func (hk *hotKey) inUse(st *splitState) uint32 {
+	if m := st.seen.uses.Load(); m != 0 {
+		return m
 	}
-	return len(st.keys)
+	if p := hk.parts.Load(); p != nil {
+		return 1 << (len(hk.partsFor(st, p.whole)) - 1)
+	}
+	return 1 << (len(st.keys) - 1)
+}
+
+// use records a call on the first n sub-buckets. One store per number
+// of them a split's calls use: every call of a hot key passes here.
+func (s *subSeen) use(n int) {
+	if bit := uint32(1) << (n - 1); s.uses.Load()&bit == 0 {
+		s.uses.Or(bit)
+	}
 }
 
 // seeCost records a call of cost on iv: the split keeps room for it. A

@@ -119,6 +119,7 @@ func (h *hotCall) follow(st *splitState, r *Request) bool {
 		return false
 	}
 	h.parts = h.hk.partsFor(st, r.Interval)
+	st.seen.use(len(h.parts))
 	return true
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -95,11 +96,16 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 	}
 }
 
-// readTTF reads a split's sub-buckets in use (inUse) where they are decided now (a
-// stand-in for one whose shard is down), within the backend timeout, and
-// returns their mean time until full and the fullest one's, each as
-// throttle.lua sees it (never fuller than the base, a missing one at the
-// base); -1 when none answers.
+// readTTF reads a split's sub-buckets in use (inUse) where they are
+// decided now (a stand-in for one whose shard is down), within the
+// backend timeout, and returns their time until full for the bucket the
+// split lapses into and the fullest one's, each as throttle.lua sees it
+// (never fuller than the base, a missing one at the base); -1 when none
+// answers. The first is the mean over the sub-buckets of each limit the
+// key was asked with, the emptiest of those means: a key asked with a
+// limit held whole by the first sub-bucket and one split over all three
+// lapses no fuller than the first, or the first limit gets back what the
+// others' never taken tokens add to the mean (two thirds of it).
 // Other instances' calls count too, which an estimate from this
 // instance's own replies would miss. Each is read by a peek, so that its
 // TAT is set against its own shard's clock in the script that reads it:
@@ -111,10 +117,13 @@ func (c *Cluster) endSplit(ctx context.Context, hk *hotKey) {
 func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topology, hk *hotKey, st *splitState) (mean, fullest time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	uses := hk.inUse(st)
 	var calls []lua.Call
-	for j := range hk.inUse(st) {
+	var subs []int // the sub-bucket of each call
+	for j := range bits.Len32(uses) {
 		if k, _, _, ok := st.place(hk, j, topo); ok {
 			calls = append(calls, lua.Call{Key: k, Capacity: 1, U: 1, V: 1, Base: st.base})
+			subs = append(subs, j)
 		}
 	}
 	if len(calls) == 0 {
@@ -123,19 +132,23 @@ func (c *Cluster) readTTF(ctx context.Context, client rueidis.Client, topo *topo
 	res, errs := make([]lua.Result, len(calls)), make([]error, len(calls))
 	c.throttle.Do(ctx, client, calls, res, errs)
 	var sum, n int64
-	least := int64(math.MaxInt64)
+	emptiest, least := int64(-1), int64(math.MaxInt64)
 	for i := range calls {
-		if errs[i] != nil {
-			continue // its shard is down: the others tell
+		// A sub-bucket whose shard is down is not read: the others tell.
+		if errs[i] == nil {
+			sum += res[i].ResetAfter
+			least = min(least, res[i].ResetAfter)
+			n++
 		}
-		sum += res[i].ResetAfter
-		least = min(least, res[i].ResetAfter)
-		n++
+		// The last of a limit's sub-buckets: their mean is known.
+		if uses>>subs[i]&1 == 1 && n > 0 {
+			emptiest = max(emptiest, sum/n)
+		}
 	}
 	if n == 0 {
 		return -1, -1
 	}
-	return time.Duration(sum/n) * time.Microsecond, time.Duration(least) * time.Microsecond
+	return time.Duration(emptiest) * time.Microsecond, time.Duration(least) * time.Microsecond
 }
 
 // reread reads again the marker of a split hk follows, a quarter of its

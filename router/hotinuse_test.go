@@ -1,0 +1,73 @@
+package router_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluice-rl/sluice/router"
+	"github.com/sluice-rl/sluice/router/clustertest"
+)
+
+// waitLapsed waits until key's split has ended (its tags closed with
+// "!") and lapsed.
+func waitLapsed(t *testing.T, ctx context.Context, cl rueidis.Client, key string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the split ended and lapsed", func() bool {
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
+		f := strings.Split(v, ":")
+		if err != nil || len(f) != 5 || !strings.HasSuffix(f[4], "!") {
+			return false
+		}
+		until, err := strconv.ParseInt(f[1], 10, 64) // ms, on the shard's clock: this machine's
+		return err == nil && time.Now().UnixMilli() > until
+	})
+}
+
+// A key asked with two limits: one that cannot be split exactly, held
+// whole by the first sub-bucket and drained there, and, last, one split
+// over all three. The bucket the split lapses into must not be fuller
+// than the first sub-bucket, which is all of the first limit: the mean
+// of the three, the last limit's, counted the two it never took from as
+// full (two thirds of its capacity again).
+func TestHotKeyMixedLimitsLapseNoFullerThanEach(t *testing.T) {
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
+	const key = "mixed"
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{key}, HotCooldown: 600 * time.Millisecond})
+	waitConnected(t, r)
+	whole := interval(t, 100_000, 1, 3600_000_000) // a token an hour: nothing refills meanwhile
+	split := interval(t, 30, 30, 3600_000_000)
+	if res := decide(r, key, whole); res.Err != nil || res.Limited {
+		t.Fatalf("the first call: %+v", res)
+	}
+	waitFor(t, 2*time.Second, "the split in 3", func() bool { sp, ok := marker(ctx, cl, key); return ok && len(sp.Tags) == 3 })
+	// In one round, so that no renewal reads between the drain and the
+	// call of the other limit.
+	reqs := []router.Request{
+		{Key: key, Interval: whole, Cost: 33_333},
+		{Key: key, Interval: whole, Cost: 33_333},
+		{Key: key, Interval: whole, Cost: 33_333},
+		{Key: key, Interval: split, Cost: 1},
+	}
+	res := make([]router.Result, len(reqs))
+	router.SubmitAndWait(r, ctx, reqs, res)
+	if res[3].Err != nil {
+		t.Fatal(res[3].Err)
+	}
+	for i, got := range res[:3] {
+		if got.Err != nil || got.Limited {
+			t.Fatalf("call %d of the round: %+v", i, got)
+		}
+	}
+	waitLapsed(t, ctx, cl, key)
+	peek := make([]router.Result, 1)
+	router.SubmitAndWait(r, ctx, []router.Request{{Key: key, Interval: whole, Cost: 0}}, peek)
+	// 100,000 - 1 - 3 * 33,333, give or take the refill.
+	if got := peek[0].Remaining; peek[0].Err != nil || got > 2 {
+		t.Fatalf("after the split lapsed: %d remaining (%v), want at most 2", got, peek[0].Err)
+	}
+}
