@@ -9,8 +9,10 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/sluice-rl/sluice/lua"
 	"github.com/sluice-rl/sluice/router"
 	"github.com/sluice-rl/sluice/router/clustertest"
+	"github.com/sluice-rl/sluice/router/slot"
 )
 
 // waitLapsed waits until key's split has ended (its tags closed with
@@ -69,5 +71,65 @@ func TestHotKeyMixedLimitsLapseNoFullerThanEach(t *testing.T) {
 	// 100,000 - 1 - 3 * 33,333, give or take the refill.
 	if got := peek[0].Remaining; peek[0].Err != nil || got > 2 {
 		t.Fatalf("after the split lapsed: %d remaining (%v), want at most 2", got, peek[0].Err)
+	}
+}
+
+// A limit of fewer tokens than there are primaries (2 here, of 3) is
+// split in as many sub-buckets as it has tokens: the instance that
+// splits the key saw it, and a split leaves each call its cost. Across
+// the split, a resharding that closes it and makes it anew, and its
+// lapse once cooled, the key admits its limit (a refill of one an hour
+// adds none meanwhile).
+func TestHotKeySmallLimitAcrossReshardingAndLapse(t *testing.T) {
+	c, ctx, cl := hotCluster(t, clustertest.Config{Replicas: -1})
+	const key = "small"
+	r := newRouter(t, c.Addrs(), router.ClusterConfig{HotKeys: []string{key}, HotCooldown: 600 * time.Millisecond})
+	waitConnected(t, r)
+	const capacity = 2
+	iv := interval(t, capacity, 1, 3600_000_000)
+	var allowed int64
+	call := func() {
+		t.Helper()
+		if res := decide(r, key, iv); res.Err != nil {
+			t.Fatal(res.Err)
+		} else if !res.Limited {
+			allowed++
+		}
+	}
+	call()
+	var sp lua.Split
+	waitFor(t, 2*time.Second, "split marker", func() bool {
+		var ok bool
+		sp, ok = marker(ctx, cl, key)
+		return ok
+	})
+	if len(sp.Tags) != capacity {
+		t.Fatalf("a limit of %d split in %d (%v), want %d", capacity, len(sp.Tags), sp.Tags, capacity)
+	}
+	for range 20 {
+		call()
+	}
+	to, err := c.Primary(ctx, slot.Of("{"+sp.Tags[1]+"}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MoveSlot(ctx, slot.Of("{"+sp.Tags[0]+"}"), to); err != nil {
+		t.Fatal(err)
+	}
+	// Asked on, so that it stays hot, until the split is made anew.
+	waitFor(t, 5*time.Second, "the split made anew after the resharding", func() bool {
+		call()
+		v, err := cl.Do(ctx, cl.B().Get().Key(router.KeyPrefix+key).Build()).ToString()
+		next, ok := lua.Marker(v)
+		return err == nil && ok && next.Gen != sp.Gen && !strings.HasSuffix(v, "!")
+	})
+	waitLapsed(t, ctx, cl, key)
+	peek := make([]router.Result, 1)
+	router.SubmitAndWait(r, ctx, []router.Request{{Key: key, Interval: iv, Cost: 0}}, peek)
+	if peek[0].Err != nil {
+		t.Fatal(peek[0].Err)
+	}
+	if total := allowed + peek[0].Remaining; total > capacity {
+		t.Fatalf("%d calls allowed and %d tokens left: %d of a capacity of %d", allowed, peek[0].Remaining, total, capacity)
 	}
 }
